@@ -1,0 +1,29 @@
+# depth3dseg_ros — the two commands a newcomer types: `make demo` and `make test`.
+# Both run `setup` first when needed (a fresh machine gets .venv with the pinned pip-only stack).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SETUP_STAMP := $(VENV)/.depth3dseg-setup
+
+.PHONY: setup demo test bench clean-venv
+
+setup: $(SETUP_STAMP)
+
+# Re-runs only when requirements.txt or setup.py change (idempotent, ~1 s when done).
+$(SETUP_STAMP): requirements.txt setup.py
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+demo: setup
+	$(PY) -m depth3dseg_ros.node.demo --out demo_out
+
+test: setup
+	$(PY) -m pytest test
+
+bench: setup
+	set -e; for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f; done
+
+clean-venv:
+	rm -rf $(VENV)

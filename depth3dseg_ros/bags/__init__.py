@@ -1,0 +1,1 @@
+"""depth3dseg_ros.bags (see docs/ARCHITECTURE.md)."""

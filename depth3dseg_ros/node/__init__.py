@@ -1,0 +1,1 @@
+"""depth3dseg_ros.node (see docs/ARCHITECTURE.md)."""

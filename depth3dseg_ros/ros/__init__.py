@@ -1,0 +1,1 @@
+"""depth3dseg_ros.ros (see docs/ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""depth3dseg_ros.synth (see docs/ARCHITECTURE.md)."""

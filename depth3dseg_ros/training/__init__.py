@@ -1,0 +1,1 @@
+"""depth3dseg_ros.training (see docs/ARCHITECTURE.md)."""
