@@ -1,0 +1,73 @@
+"""Node parameters: one declaration (node/params.py), defaults in config/depth3dseg.yaml, docs/node.md."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from depth3dseg_ros.node.params import SPECS, NodeParams, defaults, validate
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_yaml_defaults_equal_declared_defaults_under_wildcard_key():
+    doc = yaml.safe_load((REPO / 'config' / 'depth3dseg.yaml').read_text())
+    assert list(doc) == ['/**']
+    values = doc['/**']['ros__parameters']
+    assert values == defaults()
+    for name, value in values.items():       # same types (a 0 where 0.0 is declared fails in rclpy)
+        assert type(value) is type(defaults()[name]), name
+
+
+def test_docs_document_every_parameter():
+    text = (REPO / 'docs' / 'node.md').read_text()
+    for spec in SPECS:
+        assert f'`{spec.name}`' in text, spec.name
+
+
+def test_defaults_validate():
+    p = validate({})
+    assert isinstance(p, NodeParams)
+    assert p.input_reliability == 'best_effort' and p.output_reliability == 'reliable'   # C24
+    assert p.input_depth == 1                                                               # C26
+    assert p.input_size is None
+    assert validate({'input_width': 320, 'input_height': 240}).input_size == (320, 240)
+
+
+@pytest.mark.parametrize('name,value,words', [
+    ('device', 'gpu', ["device='gpu'", "'auto', 'cuda', 'cpu'"]),
+    ('label_source', '4d', ["label_source='4d'", "'2d', '3d', 'fused'"]),
+    ('depth_encoding', '16UC2', ['depth_encoding', "'32FC1', '16UC1'"]),
+    ('output_resolution', 'full', ['output_resolution', "'network', 'camera'"]),
+    ('input_reliability', 'RELIABLE', ['input_reliability', "'best_effort', 'reliable'"]),
+    ('overlay_alpha', 1.5, ['overlay_alpha=1.5', '<= 1.0']),
+    ('cloud_stride', 0, ['cloud_stride=0', '>= 1']),
+    ('sync_slop', -0.01, ['sync_slop=-0.01', '>= 0']),
+    ('max_depth', 0.0, ['max_depth=0.0']),
+    ('half', 'yes', ['half', 'bool']),
+    ('input_depth', 1.5, ['input_depth', 'integer']),
+])
+def test_bad_value_names_parameter_and_allowed_values(name, value, words):
+    with pytest.raises(ValueError) as e:
+        validate({name: value})
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_half_set_input_size_and_unknown_names_rejected():
+    with pytest.raises(ValueError, match='input_width=320 and input_height=0'):
+        validate({'input_width': 320})
+    with pytest.raises(ValueError, match='unknown parameter'):
+        validate({'cloud_strid': 2})
+
+
+def test_node_start_stops_on_bad_value_with_message():
+    """Real rclpy start-up: `depth3dseg_node --ros-args -p device:=gpu` exits non-zero naming it."""
+    cmd = [sys.executable, '-m', 'depth3dseg_ros.node.main', '--ros-args', '-p', 'device:=gpu',
+           '-p', 'model_file:=/nonexistent.pt']
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    out = r.stdout + r.stderr
+    assert "device='gpu'" in out and "'auto', 'cuda', 'cpu'" in out
+    assert 'Traceback' not in out
