@@ -1,0 +1,244 @@
+"""Training configuration as plain data: defaults, YAML load/merge, ``--set key=value``, validation.
+
+The config is a nested ``dict`` of YAML scalars/lists (nanoGPT style: no config classes), so it can be
+written to a checkpoint (``torch.load(weights_only=True)``), to the run's ``config.yaml`` and to the
+model file's metadata unchanged. ``DEFAULTS`` below is the single source of the keys; the shipped
+``config/train.yaml`` lists the same keys with comments (test/test_train_cli.py keeps them equal).
+
+Sections (METHOD M1–M6):
+  data      train/val dataset dirs (format: docs/ARCHITECTURE.md "Dataset directory"), val_split,
+            classes ('nyu13' or a classes YAML), input_size [W, H], num_workers.
+  augment   hflip probability, scale range (random scale + crop back to input size, K adjusted), colour
+            jitter.
+  model     arch (kwargs of core.model.Depth3DSeg), mean/std (RGB normalisation, 0..1 scale).
+  loss      kwargs of core.train_step.LossConfig (weights and variants, M4/M5).
+  optim     AdamW lr/betas/weight_decay, cosine schedule with linear warmup, grad clipping.
+  train     batch_size, epochs, seed, device, amp, deterministic, max_steps_per_epoch, time_limit_min.
+  early_stop  patience rule on a validation metric (M6 convergence).
+  log       tensorboard, progress bar, number of sample images.
+  export    model file name (relative to the run dir).
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+DEFAULTS: dict[str, Any] = {
+    'data': {
+        'train': [],
+        'val': [],
+        'val_split': 0.1,
+        'classes': 'nyu13',
+        'input_size': [320, 240],
+        'num_workers': 0,
+    },
+    'augment': {
+        'enabled': True,
+        'hflip': 0.5,
+        'scale': [1.0, 1.25],
+        'brightness': 0.2,
+        'contrast': 0.2,
+        'saturation': 0.2,
+    },
+    'model': {
+        'arch': {},
+        'mean': [0.485, 0.456, 0.406],
+        'std': [0.229, 0.224, 0.225],
+    },
+    'loss': {},
+    'optim': {
+        'lr': 1.0e-3,
+        'betas': [0.9, 0.999],
+        'weight_decay': 1.0e-4,
+        'warmup_steps': 100,
+        'min_lr_ratio': 0.05,
+        'grad_clip': 1.0,
+    },
+    'train': {
+        'batch_size': 8,
+        'epochs': 50,
+        'seed': 0,
+        'device': 'auto',
+        'amp': 'none',
+        'deterministic': True,
+        'max_steps_per_epoch': None,
+        'time_limit_min': None,
+    },
+    'early_stop': {
+        'metric': 'miou_fused',
+        'mode': 'max',
+        'patience': 10,
+        'min_delta': 0.0,
+    },
+    'log': {
+        'tensorboard': True,
+        'progress': True,
+        'sample_images': 4,
+    },
+    'export': 'model.pt',
+}
+
+AMP_MODES = ('none', 'bf16', 'fp16')
+METRIC_KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_fused', 'abs_rel', 'rmse', 'delta1',
+               'val_loss')
+
+
+def merge(base: dict, override: dict, where: str = '') -> dict:
+    """Deep-merge ``override`` into a copy of ``base``; returns the merged dict.
+
+    Raises:
+        ValueError: a key of ``override`` is not in ``base`` (a typo must not be silently ignored),
+            naming the dotted key. ``model.arch`` and ``loss`` take any keys (they are kwargs of the core).
+    """
+    out = copy.deepcopy(base)
+    for key, val in (override or {}).items():
+        dotted = f'{where}{key}'
+        if key not in out and not where.startswith(('model.arch.', 'loss.')):
+            raise ValueError(f'config key {dotted!r} is unknown (known: {sorted(out)})')
+        if isinstance(out.get(key), dict) and isinstance(val, dict):
+            out[key] = merge(out[key], val, f'{dotted}.')
+        else:
+            out[key] = copy.deepcopy(val)
+    return out
+
+
+def set_key(cfg: dict, assignment: str) -> dict:
+    """Apply one ``--set`` assignment ``a.b.c=value`` in place; the value is parsed as YAML.
+
+    ``--set train.epochs=3``, ``--set data.train=[d1,d2]``, ``--set train.time_limit_min=null``.
+
+    Raises:
+        ValueError: no ``=``, or a dotted key not present in the config (except under model.arch/loss).
+    """
+    if '=' not in assignment:
+        raise ValueError(f'--set {assignment!r} must look like key=value')
+    key, text = assignment.split('=', 1)
+    parts = key.strip().split('.')
+    value = yaml.safe_load(text) if text.strip() else None
+    node = cfg
+    for i, part in enumerate(parts[:-1]):
+        if not isinstance(node.get(part), dict):
+            raise ValueError(f'--set key {key!r}: {".".join(parts[:i + 1])!r} is not a config section')
+        node = node[part]
+    free = parts[0] in ('loss',) or parts[:2] == ['model', 'arch']
+    if parts[-1] not in node and not free:
+        raise ValueError(f'--set key {key!r} is unknown (known here: {sorted(node)})')
+    node[parts[-1]] = value
+    return cfg
+
+
+def load_config(path: str | Path | None = None, sets: Iterable[str] = ()) -> dict:
+    """DEFAULTS, merged with the YAML file at ``path`` (if given), then the ``--set`` assignments.
+
+    Returns the validated config dict. Raises FileNotFoundError / ValueError (see `validate`).
+    """
+    cfg = copy.deepcopy(DEFAULTS)
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f'config file {p} not found')
+        data = yaml.safe_load(p.read_text()) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f'config file {p} must hold a mapping, got {type(data).__name__}')
+        cfg = merge(cfg, data)
+    for s in sets:
+        set_key(cfg, s)
+    return validate(cfg)
+
+
+def _num(cfg: dict, dotted: str, lo: float | None = None, hi: float | None = None,
+         integer: bool = False, allow_none: bool = False) -> None:
+    node: Any = cfg
+    for part in dotted.split('.'):
+        node = node[part]
+    if node is None and allow_none:
+        return
+    ok = isinstance(node, (int, float)) and not isinstance(node, bool)
+    if ok and integer:
+        ok = float(node).is_integer()
+    if ok and lo is not None:
+        ok = node >= lo
+    if ok and hi is not None:
+        ok = node <= hi
+    if not ok:
+        rng = f' in [{lo}, {hi}]' if (lo is not None or hi is not None) else ''
+        kind = 'an integer' if integer else 'a number'
+        raise ValueError(f'config {dotted}={node!r} must be {kind}{rng}')
+
+
+def validate(cfg: dict) -> dict:
+    """Check types and ranges; returns ``cfg`` (normalised: dataset dirs as lists of str).
+
+    Raises:
+        ValueError: naming the dotted key and its value, e.g. ``config train.batch_size=0 must be ...``.
+    """
+    d = cfg['data']
+    for key in ('train', 'val'):
+        if isinstance(d[key], (str, Path)):
+            d[key] = [str(d[key])]
+        if not isinstance(d[key], list) or not all(isinstance(x, (str, Path)) for x in d[key]):
+            raise ValueError(f'config data.{key}={d[key]!r} must be a list of dataset directories')
+        d[key] = [str(x) for x in d[key]]
+    size = d['input_size']
+    if (not isinstance(size, (list, tuple)) or len(size) != 2
+            or not all(isinstance(x, int) and x >= 8 for x in size)):
+        raise ValueError(f'config data.input_size={size!r} must be [width, height], integers >= 8')
+    d['input_size'] = [int(size[0]), int(size[1])]
+    if not isinstance(d['classes'], str) or not d['classes']:
+        raise ValueError(f"config data.classes={d['classes']!r} must be 'nyu13' or a classes YAML path")
+    _num(cfg, 'data.val_split', 0.0, 0.9)
+    _num(cfg, 'data.num_workers', 0, 64, integer=True)
+    a = cfg['augment']
+    _num(cfg, 'augment.hflip', 0.0, 1.0)
+    for key in ('brightness', 'contrast', 'saturation'):
+        _num(cfg, f'augment.{key}', 0.0, 1.0)
+    sc = a['scale']
+    if (not isinstance(sc, (list, tuple)) or len(sc) != 2 or not all(isinstance(x, (int, float)) for x in sc)
+            or not (1.0 <= sc[0] <= sc[1] <= 4.0)):
+        raise ValueError(f'config augment.scale={sc!r} must be [min, max] with 1 <= min <= max <= 4 '
+                         '(scale up, then crop back to the input size)')
+    m = cfg['model']
+    if not isinstance(m['arch'], dict):
+        raise ValueError(f"config model.arch={m['arch']!r} must be a mapping of Depth3DSeg arguments")
+    for key in ('mean', 'std'):
+        v = m[key]
+        if not isinstance(v, (list, tuple)) or len(v) != 3 or not all(isinstance(x, (int, float)) for x in v):
+            raise ValueError(f'config model.{key}={v!r} must be 3 numbers (RGB, 0..1 scale)')
+    if any(x <= 0 for x in m['std']):
+        raise ValueError(f"config model.std={m['std']!r} must be > 0")
+    if not isinstance(cfg['loss'], dict):
+        raise ValueError(f"config loss={cfg['loss']!r} must be a mapping of LossConfig fields")
+    _num(cfg, 'optim.lr', 0.0, 10.0)
+    _num(cfg, 'optim.weight_decay', 0.0, 10.0)
+    _num(cfg, 'optim.warmup_steps', 0, None, integer=True)
+    _num(cfg, 'optim.min_lr_ratio', 0.0, 1.0)
+    _num(cfg, 'optim.grad_clip', 0.0, None, allow_none=True)
+    t = cfg['train']
+    _num(cfg, 'train.batch_size', 1, 4096, integer=True)
+    _num(cfg, 'train.epochs', 1, 100000, integer=True)
+    _num(cfg, 'train.seed', 0, 2**31 - 1, integer=True)
+    _num(cfg, 'train.max_steps_per_epoch', 1, None, integer=True, allow_none=True)
+    _num(cfg, 'train.time_limit_min', 0.0, None, allow_none=True)
+    if t['amp'] not in AMP_MODES:
+        raise ValueError(f"config train.amp={t['amp']!r} must be one of {AMP_MODES}")
+    if not isinstance(t['device'], str):
+        raise ValueError(f"config train.device={t['device']!r} must be 'auto', 'cpu' or 'cuda[:N]'")
+    e = cfg['early_stop']
+    if e['metric'] not in METRIC_KEYS:
+        raise ValueError(f"config early_stop.metric={e['metric']!r} must be one of {METRIC_KEYS}")
+    if e['mode'] not in ('max', 'min'):
+        raise ValueError(f"config early_stop.mode={e['mode']!r} must be 'max' or 'min'")
+    _num(cfg, 'early_stop.patience', 1, None, integer=True)
+    _num(cfg, 'early_stop.min_delta', 0.0, None)
+    _num(cfg, 'log.sample_images', 0, 64, integer=True)
+    if not isinstance(cfg['export'], str) or not cfg['export']:
+        raise ValueError(f"config export={cfg['export']!r} must be a model file name")
+    return cfg
+
+
+def dump_config(cfg: dict, path: str | Path) -> None:
+    """Write ``cfg`` as YAML (the run's resolved config)."""
+    Path(path).write_text(yaml.safe_dump(cfg, sort_keys=False))

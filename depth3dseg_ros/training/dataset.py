@@ -1,0 +1,310 @@
+"""torch Dataset over extracted dataset directories, with geometric/colour augmentation and K kept exact.
+
+Reads the format of docs/ARCHITECTURE.md "Dataset directory" (manifest.json, index.jsonl, rgb/depth/labels
+PNGs). Every sample is resized to the network input size; label and depth images are resized with
+nearest neighbour (core.imageops, C22/C09: no invented ids, no blended depth), and K is adjusted for
+every resize, crop and flip (core.geometry, C18; METHOD M2: "K must be the K of the image the network
+actually saw"). Frames without depth or labels are kept, with ``has_depth`` / ``has_labels`` False
+(METHOD M5: they still train on the terms they have).
+
+Augmentation randomness is drawn from ``numpy.random.default_rng([seed, epoch, index])``: the same
+sample gets the same augmentation whatever the worker, the process (DDP) or a resume (exact resume).
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from depth3dseg_ros.core.classes import NYU13, ClassSet
+from depth3dseg_ros.core.depth import depth_to_meters
+from depth3dseg_ros.core.geometry import crop_intrinsics, resize_intrinsics
+from depth3dseg_ros.core.imageops import resize_depth, resize_labels
+
+INDEX_KEYS = ('id', 'rgb', 'depth', 'labels', 'K', 'width', 'height')
+
+
+def load_classes(spec: str | ClassSet) -> ClassSet:
+    """'nyu13' (built-in NYU13), a ClassSet, or the path of a classes YAML (ClassSet.from_yaml)."""
+    if isinstance(spec, ClassSet):
+        return spec
+    if spec.lower() == 'nyu13':
+        return NYU13
+    return ClassSet.from_yaml(spec)
+
+
+def read_index(directory: str | Path) -> list[dict[str, Any]]:
+    """Parse ``<directory>/index.jsonl``: one dict per complete frame, with ``dir`` added (Path).
+
+    A last line without its newline (a frame being appended by depth3dseg-extract) is skipped with a
+    warning. Raises FileNotFoundError if the index is missing, ValueError naming the file and line for
+    a malformed line or a missing key.
+    """
+    d = Path(directory)
+    path = d / 'index.jsonl'
+    if not path.is_file():
+        raise FileNotFoundError(f'dataset index {path} not found (is {d} a depth3dseg-extract directory?)')
+    text = path.read_text()
+    lines = text.split('\n')
+    out = []
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if no == len(lines):  # no trailing newline: still being written
+                warnings.warn(f'{path}:{no}: incomplete last line skipped')
+                continue
+            raise ValueError(f'{path}:{no}: not valid JSON ({exc})') from None
+        missing = [k for k in INDEX_KEYS if k not in rec]
+        if missing:
+            raise ValueError(f'{path}:{no}: frame record lacks keys {missing}')
+        if len(rec['K']) != 9:
+            raise ValueError(f"{path}:{no}: K has {len(rec['K'])} values, expected 9")
+        rec['dir'] = d
+        out.append(rec)
+    return out
+
+
+def read_manifest_classes(directory: str | Path) -> ClassSet | None:
+    """The ClassSet stored in ``<directory>/manifest.json`` (None when there is no manifest/classes)."""
+    p = Path(directory) / 'manifest.json'
+    if not p.is_file():
+        return None
+    data = json.loads(p.read_text())
+    return ClassSet.from_dict(data['classes']) if data.get('classes') else None
+
+
+def load_records(dirs: Sequence[str | Path], classes: ClassSet) -> list[dict[str, Any]]:
+    """Frame records of all ``dirs`` (`read_index`), after checking each manifest's classes.
+
+    Raises:
+        ValueError: a directory's manifest names classes other than ``classes``.
+    """
+    records: list[dict[str, Any]] = []
+    for d in dirs:
+        found = read_manifest_classes(d)
+        if found is not None and found.names != classes.names:
+            raise ValueError(f'dataset {d} has classes {found.names}, training uses {classes.names}')
+        records.extend(read_index(d))
+    return records
+
+
+def flip_intrinsics(K: np.ndarray, width: int) -> np.ndarray:
+    """K of the horizontally flipped image (u' = W−1−u): cx' = W−1−cx, skew negated; fx, fy, cy kept.
+
+    A point (X, Y, Z) seen at u in the original is seen at u' in the flipped image as (−X, Y, Z).
+    """
+    K = np.asarray(K, dtype=np.float64).copy()
+    K[0, 2] = width - 1 - K[0, 2]
+    K[0, 1] = -K[0, 1]
+    return K
+
+
+@dataclass
+class AugmentParams:
+    """One draw of the augmentation: scale the input-sized frame by ``scale`` (to ``scaled_wh``), crop
+    ``out_wh`` at (x0, y0), flip if ``flip``; colour factors (1 = unchanged)."""
+    scaled_wh: tuple[int, int]
+    x0: int
+    y0: int
+    flip: bool
+    brightness: float = 1.0
+    contrast: float = 1.0
+    saturation: float = 1.0
+
+
+def sample_params(rng: np.random.Generator, aug: dict, out_wh: Sequence[int]) -> AugmentParams:
+    """Draw AugmentParams from the ``augment`` config section (see config.DEFAULTS)."""
+    w, h = int(out_wh[0]), int(out_wh[1])
+    s = float(rng.uniform(aug['scale'][0], aug['scale'][1]))
+    sw, sh = max(w, int(round(w * s))), max(h, int(round(h * s)))
+    x0 = int(rng.integers(0, sw - w + 1))
+    y0 = int(rng.integers(0, sh - h + 1))
+    flip = bool(rng.random() < aug['hflip'])
+    f = [float(rng.uniform(1 - aug[k], 1 + aug[k])) for k in ('brightness', 'contrast', 'saturation')]
+    return AugmentParams((sw, sh), x0, y0, flip, *f)
+
+
+def _resize_rgb(rgb: np.ndarray, wh: tuple[int, int]) -> np.ndarray:
+    if (rgb.shape[1], rgb.shape[0]) == tuple(wh):
+        return rgb
+    shrink = wh[0] < rgb.shape[1] and wh[1] < rgb.shape[0]
+    return cv2.resize(rgb, tuple(wh), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+
+
+def geometric_transform(rgb: np.ndarray, depth: np.ndarray | None, labels: np.ndarray | None,
+                        K: np.ndarray, scaled_wh: Sequence[int], crop_xy: Sequence[int] = (0, 0),
+                        out_wh: Sequence[int] | None = None, flip: bool = False):
+    """Resize to ``scaled_wh``, crop ``out_wh`` at ``crop_xy``, optionally flip; K follows every step.
+
+    Args:
+        rgb: H×W×3 uint8 RGB. depth: H×W float32 m (NaN no data) or None. labels: H×W int or None.
+        K: 3×3 K of the input image. scaled_wh: (W1, H1) after the resize (sx = W1/W, sy = H1/H).
+        crop_xy: top-left (x0, y0) of the crop in the resized image. out_wh: crop size (default: all).
+        flip: horizontal flip after the crop (u' = W−1−u, `flip_intrinsics`).
+    Returns:
+        (rgb, depth, labels, K) at out_wh; depth/labels nearest-resized (NaN-safe), K float64 3×3.
+    Raises:
+        ValueError: the crop does not fit in the resized image, or depth/labels size differs from rgb.
+    """
+    h0, w0 = rgb.shape[:2]
+    for name, a in (('depth', depth), ('labels', labels)):
+        if a is not None and a.shape[:2] != (h0, w0):
+            raise ValueError(f'{name} shape={a.shape[:2]} differs from rgb shape={(h0, w0)}')
+    sw, sh = int(scaled_wh[0]), int(scaled_wh[1])
+    ow, oh = (sw, sh) if out_wh is None else (int(out_wh[0]), int(out_wh[1]))
+    x0, y0 = int(crop_xy[0]), int(crop_xy[1])
+    if x0 < 0 or y0 < 0 or x0 + ow > sw or y0 + oh > sh:
+        raise ValueError(f'crop {ow}x{oh} at ({x0}, {y0}) does not fit in the resized {sw}x{sh} image')
+    rgb = _resize_rgb(rgb, (sw, sh))[y0:y0 + oh, x0:x0 + ow]
+    if depth is not None:
+        depth = resize_depth(depth, (sw, sh))[y0:y0 + oh, x0:x0 + ow]
+    if labels is not None:
+        labels = resize_labels(labels, (sw, sh))[y0:y0 + oh, x0:x0 + ow]
+    K = crop_intrinsics(resize_intrinsics(K, (w0, h0), (sw, sh)), x0, y0)
+    if flip:
+        rgb = rgb[:, ::-1]
+        depth = None if depth is None else depth[:, ::-1]
+        labels = None if labels is None else labels[:, ::-1]
+        K = flip_intrinsics(K, ow)
+    cont = (lambda a: None if a is None else np.ascontiguousarray(a))
+    return cont(rgb), cont(depth), cont(labels), np.asarray(K, dtype=np.float64)
+
+
+def color_jitter(rgb: np.ndarray, brightness: float, contrast: float, saturation: float) -> np.ndarray:
+    """Brightness, contrast (about the mean grey) and saturation (about per-pixel grey) factors on an
+    H×W×3 uint8 RGB image; returns float32 in [0, 1]."""
+    x = rgb.astype(np.float32) / 255.0
+    x = x * brightness
+    grey = x @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
+    x = (x - grey.mean()) * contrast + grey.mean()
+    grey = (x @ np.array([0.299, 0.587, 0.114], dtype=np.float32))[..., None]
+    x = (x - grey) * saturation + grey
+    return np.clip(x, 0.0, 1.0)
+
+
+class FrameDataset(Dataset):
+    """Frames of one or more dataset directories at the network input size.
+
+    Item (dict of tensors, collated by the default collate): ``rgb`` 3×H×W float32 normalised
+    ((x/255 − mean)/std), ``K`` 3×3 float32 at input size, ``depth`` 1×H×W float32 m (NaN = no data, all
+    NaN when the frame has none), ``labels`` H×W int64 (void id where unlabelled / no labels),
+    ``has_depth``, ``has_labels`` bool scalars, ``index`` int64.
+
+    Args:
+        dirs: dataset directories (or a list of frame records from `read_index`, via ``records``).
+        input_size: (W, H) of the network input.
+        classes: the ClassSet trained; a directory whose manifest names other classes is refused.
+        mean, std: RGB normalisation (0..1 scale), stored in the model file too.
+        augment: the ``augment`` config section, or None for none (validation/evaluation).
+        seed: augmentation seed (with the epoch, `set_epoch`, and the item index).
+        records: use these frame records instead of reading ``dirs`` (train/val split).
+    Raises:
+        ValueError: mismatched classes, an empty dataset, label ids >= len(classes), bad image sizes.
+    """
+
+    def __init__(self, dirs: Sequence[str | Path] = (), input_size: Sequence[int] = (320, 240),
+                 classes: ClassSet = NYU13, mean: Sequence[float] = (0.485, 0.456, 0.406),
+                 std: Sequence[float] = (0.229, 0.224, 0.225), augment: dict | None = None,
+                 seed: int = 0, records: list[dict] | None = None):
+        self.classes = classes
+        if records is None:
+            records = load_records(dirs, classes)
+        if not records:
+            raise ValueError(f'no frames in dataset directories {list(map(str, dirs))}')
+        self.records = records
+        self.input_size = (int(input_size[0]), int(input_size[1]))
+        self.mean = np.asarray(mean, dtype=np.float32)
+        self.std = np.asarray(std, dtype=np.float32)
+        self.augment = augment if (augment and augment.get('enabled', True)) else None
+        self.seed = int(seed)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the augmentation draw for this epoch (call before building the epoch's iterator)."""
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def load_raw(self, i: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray]:
+        """Frame ``i`` at its stored size: (rgb H×W×3 uint8, depth float32 m NaN | None,
+        labels H×W int | None, K 3×3 float64). Raises ValueError/FileNotFoundError naming the file."""
+        rec = self.records[i]
+        d = Path(rec['dir'])
+        bgr = cv2.imread(str(d / rec['rgb']), cv2.IMREAD_COLOR)
+        if bgr is None:
+            raise FileNotFoundError(f"rgb image {d / rec['rgb']} missing or unreadable")
+        rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+        h, w = rgb.shape[:2]
+        if (w, h) != (rec['width'], rec['height']):
+            raise ValueError(f"{d / rec['rgb']}: size {w}x{h} != index width/height "
+                             f"{rec['width']}x{rec['height']}")
+        depth = None
+        if rec.get('depth'):
+            raw = cv2.imread(str(d / rec['depth']), cv2.IMREAD_UNCHANGED)
+            if raw is None or raw.dtype != np.uint16 or raw.ndim != 2:
+                raise ValueError(f"depth image {d / rec['depth']} must be a 16-bit single-channel PNG")
+            depth = depth_to_meters(raw, '16UC1', rec.get('depth_scale', 0.001))
+            if depth.shape != (h, w):  # C20: resample with separate x/y factors
+                depth = resize_depth(depth, (w, h))
+        labels = None
+        if rec.get('labels'):
+            labels = cv2.imread(str(d / rec['labels']), cv2.IMREAD_UNCHANGED)
+            if labels is None or labels.ndim != 2 or labels.dtype.kind != 'u':
+                raise ValueError(f"label image {d / rec['labels']} must be an 8/16-bit single-channel PNG")
+            if labels.shape != (h, w):
+                labels = resize_labels(labels, (w, h))
+            if int(labels.max()) >= len(self.classes):
+                raise ValueError(f"label image {d / rec['labels']} has id {int(labels.max())} >= "
+                                 f'{len(self.classes)} classes')
+        K = np.asarray(rec['K'], dtype=np.float64).reshape(3, 3)
+        return rgb, depth, labels, K
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        rgb, depth, labels, K = self.load_raw(i)
+        w, h = self.input_size
+        if self.augment is None:
+            rgb, depth, labels, K = geometric_transform(rgb, depth, labels, K, (w, h))
+            x = rgb.astype(np.float32) / 255.0
+        else:
+            rng = np.random.default_rng([self.seed, self.epoch, i])
+            p = sample_params(rng, self.augment, (w, h))
+            rgb, depth, labels, K = geometric_transform(rgb, depth, labels, K, p.scaled_wh, (p.x0, p.y0),
+                                                        (w, h), p.flip)
+            x = color_jitter(rgb, p.brightness, p.contrast, p.saturation)
+        x = (x - self.mean) / self.std
+        void = self.classes.void_id
+        return {
+            'rgb': torch.from_numpy(np.ascontiguousarray(x.transpose(2, 0, 1))),
+            'K': torch.from_numpy(K.astype(np.float32)),
+            'depth': torch.from_numpy(depth if depth is not None
+                                      else np.full((h, w), np.nan, np.float32))[None].float(),
+            'labels': torch.from_numpy(labels.astype(np.int64) if labels is not None
+                                       else np.full((h, w), void, np.int64)),
+            'has_depth': torch.tensor(depth is not None),
+            'has_labels': torch.tensor(labels is not None),
+            'index': torch.tensor(i, dtype=torch.int64),
+        }
+
+
+def split_records(records: list[dict], val_split: float, seed: int) -> tuple[list[dict], list[dict]]:
+    """Deterministic train/val split of frame records (a seeded permutation); at least one of each when
+    ``val_split > 0`` and there are >= 2 frames. Returns (train, val)."""
+    n = len(records)
+    if val_split <= 0 or n < 2:
+        return list(records), []
+    perm = np.random.default_rng(seed).permutation(n)
+    n_val = min(n - 1, max(1, int(round(n * val_split))))
+    val_idx = set(perm[:n_val].tolist())
+    return ([r for k, r in enumerate(records) if k not in val_idx],
+            [r for k, r in enumerate(records) if k in val_idx])
