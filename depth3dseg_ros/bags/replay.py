@@ -1,0 +1,210 @@
+"""``depth3dseg-replay BAG``: publish a bag's camera topics in real (or scaled) time, with ``/clock``.
+
+A stand-in for ``ros2 bag play`` (rosbag2 is not on pip: shared/docs/PIP_ROS_STACK.md section 2/5).
+Any bag bags.reader.BagReader opens (rosbag2 sqlite3/MCAP, compressed, ROS 1) is replayed:
+
+* by default the topics of type sensor_msgs/msg/Image, CompressedImage and CameraInfo
+  (``--topics`` picks others: any type whose rclpy package is installed);
+* each message goes out as its recorded CDR bytes through ``Publisher.publish(bytes)`` (no decode;
+  ROS 1 bags are converted with the typestore's ``ros1_to_cdr``), at the bag's receive-time spacing
+  divided by ``--rate``;
+* ``--clock`` publishes rosgraph_msgs/Clock on ``/clock`` (bag time, before each message and every
+  ``--clock-period`` s in between) so nodes started with ``use_sim_time:=true`` follow the bag;
+* QoS: RELIABLE, KEEP_LAST ``--depth`` by default (like ``ros2 bag play``); ``--qos best_effort``.
+
+Example:
+    depth3dseg-replay demo_data/real_camera --rate 1.0 --clock --wait-subscribers 5
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from depth3dseg_ros.bags.reader import BagReader
+from depth3dseg_ros.rosenv import apply_ros_env
+
+CAMERA_TYPES = ('sensor_msgs/msg/Image', 'sensor_msgs/msg/CompressedImage', 'sensor_msgs/msg/CameraInfo')
+
+
+def ros_msg_class(msgtype: str) -> type:
+    """``'sensor_msgs/msg/Image'`` -> the rclpy class ``sensor_msgs.msg.Image``.
+
+    Raises:
+        ValueError: the name is not ``pkg/msg/Name`` or the package/type is not installed.
+    """
+    parts = msgtype.split('/')
+    if len(parts) != 3 or parts[1] != 'msg':
+        raise ValueError(f'message type {msgtype!r} is not of the form pkg/msg/Name')
+    try:
+        return getattr(importlib.import_module(f'{parts[0]}.msg'), parts[2])
+    except (ImportError, AttributeError):
+        raise ValueError(f'message type {msgtype!r} is not installed for rclpy') from None
+
+
+def select_topics(topics: dict[str, str], wanted: list[str] | None) -> dict[str, str]:
+    """Pick ``{topic: msgtype}`` to replay: ``wanted`` (each must exist) or every camera-type topic.
+
+    Raises:
+        ValueError: a wanted topic is not in the bag (listing the bag's topics), or nothing to replay.
+    """
+    if wanted:
+        missing = [t for t in wanted if t not in topics]
+        if missing:
+            raise ValueError(f'--topics {missing} not in the bag; it has {sorted(topics)}')
+        chosen = {t: topics[t] for t in wanted}
+    else:
+        chosen = {t: m for t, m in topics.items() if m in CAMERA_TYPES}
+    if not chosen:
+        raise ValueError(f'no image/camera_info topics to replay; the bag has {topics}')
+    return chosen
+
+
+class Replayer:
+    """Publishes one bag through an rclpy node. ``run()`` returns ``{topic: messages published}``.
+
+    Args:
+        node: an rclpy Node (publishers are created on it).
+        bag: bag path (see module docstring).
+        rate: time scale (> 0): 2.0 plays twice as fast.
+        topics: topics to replay (None = camera topics).
+        clock: publish ``/clock``.
+        reliable: RELIABLE (default) or BEST_EFFORT publishers; ``depth`` = KEEP_LAST depth.
+
+    Raises:
+        ValueError: rate <= 0, unknown topics, uninstalled message types.
+    """
+
+    def __init__(self, node: Any, bag: Path | str, rate: float = 1.0, topics: list[str] | None = None,
+                 clock: bool = False, reliable: bool = True, depth: int = 5,
+                 clock_period: float = 0.01) -> None:
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        if not rate > 0:
+            raise ValueError(f'--rate={rate!r} must be > 0')
+        self.node, self.bag, self.rate, self.clock_period = node, Path(bag), float(rate), clock_period
+        self._reader = BagReader(self.bag).open()
+        try:
+            self.topics = select_topics({t: e.msgtype for t, e in self._reader.topics().items()}, topics)
+            qos = QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE if reliable
+                             else ReliabilityPolicy.BEST_EFFORT)
+            self.pubs = {t: node.create_publisher(ros_msg_class(m), t, qos) for t, m in self.topics.items()}
+        except Exception:
+            self._reader.close()
+            raise
+        self.clock_pub = None
+        if clock:
+            from rosgraph_msgs.msg import Clock
+            self._clock_cls = Clock
+            self.clock_pub = node.create_publisher(Clock, '/clock', 10)
+        self.counts = {t: 0 for t in self.topics}
+
+    def close(self) -> None:
+        """Close the bag."""
+        self._reader.close()
+
+    def wait_for_subscribers(self, timeout: float, spin: Callable[[float], None]) -> bool:
+        """Wait until every publisher has a subscriber (at most ``timeout`` s). True when all have."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if all(p.get_subscription_count() > 0 for p in self.pubs.values()):
+                return True
+            spin(0.05)
+        return False
+
+    def _publish_clock(self, t_ns: int) -> None:
+        if self.clock_pub is not None:
+            msg = self._clock_cls()
+            msg.clock.sec, msg.clock.nanosec = divmod(int(t_ns), 1_000_000_000)
+            self.clock_pub.publish(msg)
+
+    def _sleep_until(self, wall_target: float, bag_t0: int, wall0: float) -> None:
+        while True:
+            now = time.monotonic()
+            if now >= wall_target:
+                return
+            if self.clock_pub is not None:
+                self._publish_clock(bag_t0 + int((now - wall0) * self.rate * 1e9))
+                time.sleep(min(self.clock_period, wall_target - now))
+            else:
+                time.sleep(wall_target - now)
+
+    def run(self, loop: bool = False, should_stop: Callable[[], bool] = lambda: False) -> dict[str, int]:
+        """Replay (forever with ``loop``; until ``should_stop()``); return per-topic publish counts."""
+        ros1 = self._reader.is_ros1
+        ts = self._reader.reader.typestore
+        while True:
+            bag_t0, wall0 = None, time.monotonic()
+            for topic, msgtype, t_ns, raw in self._reader.messages(self.topics):
+                if should_stop():
+                    return self.counts
+                if bag_t0 is None:
+                    bag_t0 = t_ns
+                self._sleep_until(wall0 + (t_ns - bag_t0) / 1e9 / self.rate, bag_t0, wall0)
+                data = ts.ros1_to_cdr(raw, msgtype) if ros1 else raw
+                self._publish_clock(t_ns)
+                self.pubs[topic].publish(bytes(data))
+                self.counts[topic] += 1
+            if not loop or bag_t0 is None:
+                return self.counts
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI of ``depth3dseg-replay``."""
+    p = argparse.ArgumentParser(prog='depth3dseg-replay', description=__doc__.split('\n')[0])
+    p.add_argument('bag', help='rosbag2 directory, .db3/.mcap file or ROS 1 .bag')
+    p.add_argument('--rate', type=float, default=1.0, help='time scale (2 = twice as fast)')
+    p.add_argument('--loop', action='store_true', help='replay forever')
+    p.add_argument('--topics', nargs='+', default=None, help='topics to replay (default: camera topics)')
+    p.add_argument('--clock', action='store_true', help='publish /clock (for use_sim_time)')
+    p.add_argument('--qos', choices=('reliable', 'best_effort'), default='reliable')
+    p.add_argument('--depth', type=int, default=5, help='publisher KEEP_LAST depth')
+    p.add_argument('--wait-subscribers', type=float, default=0.0, metavar='S',
+                   help='wait up to S seconds for a subscriber on every topic before starting')
+    p.add_argument('--delay', type=float, default=0.0, metavar='S', help='sleep S seconds before starting')
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns 0 on success, 2 on a bad argument or bag (message on stderr)."""
+    import rclpy
+    from rclpy.utilities import remove_ros_args
+
+    apply_ros_env()
+    argv = sys.argv if argv is None else [sys.argv[0]] + list(argv)
+    args = build_parser().parse_args(remove_ros_args(argv)[1:])
+    if not Path(args.bag).exists():
+        print(f'depth3dseg-replay: bag {args.bag!r} not found', file=sys.stderr)
+        return 2
+    rclpy.init(args=argv)
+    node = rclpy.create_node('depth3dseg_replay')
+    try:
+        try:
+            rep = Replayer(node, args.bag, rate=args.rate, topics=args.topics, clock=args.clock,
+                           reliable=args.qos == 'reliable', depth=args.depth)
+        except (ValueError, FileNotFoundError, RuntimeError) as err:
+            print(f'depth3dseg-replay: {err}', file=sys.stderr)
+            return 2
+        try:
+            if args.wait_subscribers > 0:
+                rep.wait_for_subscribers(args.wait_subscribers,
+                                         lambda s: rclpy.spin_once(node, timeout_sec=s))
+            if args.delay > 0:
+                time.sleep(args.delay)
+            counts = rep.run(loop=args.loop)
+            time.sleep(0.2)      # let reliable writers hand the last samples over
+        finally:
+            rep.close()
+        print('depth3dseg-replay: published ' + ', '.join(f'{t}={n}' for t, n in counts.items()))
+        return 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == '__main__':
+    sys.exit(main())
