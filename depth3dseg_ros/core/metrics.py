@@ -1,0 +1,245 @@
+"""Evaluation metrics accumulated over a dataset: segmentation (mIoU, per-class IoU, pixel accuracy)
+for 2D, 3D and fused labels (M7), and depth (AbsRel, RMSE, δ1..δ3, M8).
+
+Accumulation is by sums over all pixels of all frames (a confusion matrix; depth error sums), never a
+mean of per-frame values: a frame with few labelled pixels weighs little, and a class absent from one
+frame does not make that frame's IoU undefined (test_core_metrics shows the two differ).
+
+mIoU convention: IoU_c = TP / (TP + FP + FN) from the summed confusion matrix; mIoU is the mean over
+classes c ≠ void whose union TP + FP + FN > 0, i.e. present in the ground truth or in the prediction
+(a class only predicted counts with IoU 0; a class in neither is undefined and left out). Pixels whose
+ground truth is void are not counted anywhere. Pixel accuracy = Σ TP / counted pixels.
+Inputs may be numpy arrays or torch tensors (any device); counting is bincount-based.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+__all__ = ['ConfusionMatrix', 'DepthMetrics', 'SegDepthEvaluator', 'fuse_probs', 'predict_labels']
+
+Array = Union[np.ndarray, torch.Tensor]
+
+
+def _f(x: float) -> Optional[float]:
+    """float, or None when undefined (JSON has no NaN)."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+class ConfusionMatrix:
+    """C×C confusion matrix (rows = ground-truth id, columns = predicted id), int64.
+
+    Args: num_classes C; void_id (ground-truth pixels with this id are ignored; None = none ignored).
+    """
+
+    def __init__(self, num_classes: int, void_id: Optional[int] = 0):
+        if int(num_classes) < 1:
+            raise ValueError(f'num_classes={num_classes} must be >= 1')
+        if void_id is not None and not 0 <= void_id < num_classes:
+            raise ValueError(f'void_id={void_id} must be in [0, {num_classes})')
+        self.num_classes = int(num_classes)
+        self.void_id = void_id
+        self.mat = np.zeros((self.num_classes, self.num_classes), np.int64)
+
+    def reset(self) -> None:
+        self.mat[:] = 0
+
+    def update(self, pred: Array, gt: Array, valid: Optional[Array] = None) -> None:
+        """Add one batch/frame: pred and gt integer label images of the same shape (any shape);
+        ``valid`` (same shape, bool) restricts the counted pixels (e.g. pixels with a 3D point).
+        Raises ValueError on shape mismatch or ids outside 0..C-1 among counted pixels."""
+        if tuple(pred.shape) != tuple(gt.shape):
+            raise ValueError(f'pred shape {tuple(pred.shape)} != gt shape {tuple(gt.shape)}')
+        if valid is not None and tuple(valid.shape) != tuple(gt.shape):
+            raise ValueError(f'valid shape {tuple(valid.shape)} != gt shape {tuple(gt.shape)}')
+        c = self.num_classes
+        if isinstance(pred, torch.Tensor) or isinstance(gt, torch.Tensor):
+            p = torch.as_tensor(pred).reshape(-1).long()
+            g = torch.as_tensor(gt, device=p.device).reshape(-1).long()
+            keep = torch.ones_like(g, dtype=torch.bool) if valid is None else \
+                torch.as_tensor(valid, device=p.device).reshape(-1).bool()
+            if self.void_id is not None:
+                keep = keep & (g != self.void_id)
+            p, g = p[keep], g[keep]
+            if p.numel():
+                lo, hi = int(torch.minimum(p.min(), g.min())), int(torch.maximum(p.max(), g.max()))
+                self._check_range(lo, hi)
+            counts = torch.bincount(g * c + p, minlength=c * c).cpu().numpy()
+        else:
+            p = np.asarray(pred).reshape(-1).astype(np.int64)
+            g = np.asarray(gt).reshape(-1).astype(np.int64)
+            keep = np.ones(g.shape, bool) if valid is None else np.asarray(valid, bool).reshape(-1)
+            if self.void_id is not None:
+                keep = keep & (g != self.void_id)
+            p, g = p[keep], g[keep]
+            if p.size:
+                self._check_range(int(min(p.min(), g.min())), int(max(p.max(), g.max())))
+            counts = np.bincount(g * c + p, minlength=c * c)
+        self.mat += counts.reshape(c, c).astype(np.int64)
+
+    def _check_range(self, lo: int, hi: int) -> None:
+        if lo < 0 or hi >= self.num_classes:
+            raise ValueError(f'label ids must be in 0..{self.num_classes - 1}, got min={lo} max={hi}')
+
+    def __iadd__(self, other: 'ConfusionMatrix') -> 'ConfusionMatrix':
+        if other.num_classes != self.num_classes:
+            raise ValueError(f'cannot add confusion matrices of {other.num_classes} and '
+                             f'{self.num_classes} classes')
+        self.mat += other.mat
+        return self
+
+    @property
+    def total(self) -> int:
+        """Number of counted pixels."""
+        return int(self.mat.sum())
+
+    def iou(self) -> np.ndarray:
+        """Per-class IoU (float64, C); NaN where the union is 0 and for the void class."""
+        tp = np.diag(self.mat).astype(np.float64)
+        union = self.mat.sum(0) + self.mat.sum(1) - tp
+        with np.errstate(invalid='ignore', divide='ignore'):
+            out = np.where(union > 0, tp / np.maximum(union, 1), np.nan)
+        if self.void_id is not None:
+            out[self.void_id] = np.nan
+        return out
+
+    def miou(self) -> float:
+        """Mean IoU over non-void classes present in GT or prediction; NaN if there are none."""
+        iou = self.iou()
+        return float(np.nanmean(iou)) if np.any(np.isfinite(iou)) else float('nan')
+
+    def pixel_accuracy(self) -> float:
+        """Σ TP / counted pixels; NaN when nothing was counted."""
+        n = self.total
+        return float(np.trace(self.mat)) / n if n else float('nan')
+
+    def summary(self, names: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """JSON-serialisable {'miou', 'pixel_acc', 'iou': {name: IoU | None}, 'pixels'}."""
+        names = list(names) if names is not None else [str(i) for i in range(self.num_classes)]
+        if len(names) != self.num_classes:
+            raise ValueError(f'names has {len(names)} entries, expected {self.num_classes}')
+        iou = self.iou()
+        return {'miou': _f(self.miou()), 'pixel_acc': _f(self.pixel_accuracy()),
+                'iou': {n: _f(v) for i, (n, v) in enumerate(zip(names, iou)) if i != self.void_id},
+                'pixels': self.total}
+
+
+class DepthMetrics:
+    """Depth metrics (Eigen et al. 2014) accumulated by sums over all valid pixels of all frames.
+
+    Valid pixel: ground truth finite and > 0 (and <= max_depth when given). AbsRel = Σ|d−g|/g / n,
+    RMSE = sqrt(Σ(d−g)² / n) metres, δk = fraction with max(d/g, g/d) < 1.25^k. Predictions are clamped
+    to >= 1e-6 m for the ratios; a non-finite prediction at a valid pixel counts as an error of
+    max_depth (or 10 m), so a broken model cannot look good by producing NaN.
+    """
+
+    def __init__(self, max_depth: Optional[float] = None):
+        self.max_depth = max_depth
+        self.reset()
+
+    def reset(self) -> None:
+        self.n = 0
+        self.sum_absrel = 0.0
+        self.sum_sq = 0.0
+        self.n_delta = [0, 0, 0]
+
+    def update(self, pred: Array, gt: Array, valid: Optional[Array] = None) -> None:
+        """Add one frame/batch: pred and gt depth in metres, same shape; optional extra bool mask."""
+        if tuple(pred.shape) != tuple(gt.shape):
+            raise ValueError(f'depth pred shape {tuple(pred.shape)} != gt shape {tuple(gt.shape)}')
+        if isinstance(pred, torch.Tensor):
+            pred = pred.detach().float().cpu().numpy()
+        if isinstance(gt, torch.Tensor):
+            gt = gt.detach().float().cpu().numpy()
+        d = np.asarray(pred, np.float64).reshape(-1)
+        g = np.asarray(gt, np.float64).reshape(-1)
+        keep = np.isfinite(g) & (g > 0)
+        if self.max_depth is not None:
+            keep = keep & (g <= self.max_depth)
+        if valid is not None:
+            v = valid.detach().cpu().numpy() if isinstance(valid, torch.Tensor) else np.asarray(valid)
+            keep = keep & v.astype(bool).reshape(-1)
+        d, g = d[keep], g[keep]
+        if not d.size:
+            return
+        d = np.where(np.isfinite(d), d, g + (self.max_depth or 10.0))
+        d = np.maximum(d, 1e-6)
+        self.n += d.size
+        self.sum_absrel += float(np.sum(np.abs(d - g) / g))
+        self.sum_sq += float(np.sum((d - g) ** 2))
+        ratio = np.maximum(d / g, g / d)
+        for k in range(3):
+            self.n_delta[k] += int(np.sum(ratio < 1.25 ** (k + 1)))
+
+    def summary(self) -> Dict[str, Any]:
+        """JSON-serialisable {'absrel', 'rmse', 'delta1', 'delta2', 'delta3', 'pixels'} (None if empty)."""
+        if not self.n:
+            return {'absrel': None, 'rmse': None, 'delta1': None, 'delta2': None, 'delta3': None,
+                    'pixels': 0}
+        return {'absrel': self.sum_absrel / self.n, 'rmse': math.sqrt(self.sum_sq / self.n),
+                'delta1': self.n_delta[0] / self.n, 'delta2': self.n_delta[1] / self.n,
+                'delta3': self.n_delta[2] / self.n, 'pixels': self.n}
+
+
+def fuse_probs(logits2d: torch.Tensor, logits3d: torch.Tensor, valid: Optional[torch.Tensor] = None
+               ) -> torch.Tensor:
+    """Fused class distribution B×C×H×W = mean of softmax(S2D) and softmax(S3D) (M7).
+
+    Where ``valid`` (B×1×H×W) is False (no 3D point), the 2D distribution alone is used."""
+    p2 = torch.softmax(logits2d, 1)
+    fused = 0.5 * (p2 + torch.softmax(logits3d, 1))
+    return fused if valid is None else torch.where(valid.bool(), fused, p2)
+
+
+def predict_labels(scores: torch.Tensor, void_id: Optional[int] = 0) -> torch.Tensor:
+    """Label image B×H×W (long) = argmax over channels of logits or probabilities B×C×H×W, with the void
+    channel excluded (ARCHITECTURE conventions: predictions are never void)."""
+    if void_id is not None:
+        scores = scores.clone()
+        scores[:, void_id] = -float('inf')
+    return scores.argmax(1)
+
+
+class SegDepthEvaluator:
+    """Accumulates 2D, 3D and fused segmentation metrics and depth metrics over a dataset.
+
+    update(out, labels, depth_gt=None): ``out`` is the model's dict (seg2d, seg3d B×C×H×W logits,
+    depth B×1×H×W m, valid B×1×H×W); labels B×H×W (void ignored; pass None for frames without labels);
+    depth_gt B×1×H×W m (NaN/0 invalid) or None. 3D metrics count pixels with a valid 3D point only.
+    """
+
+    def __init__(self, num_classes: int, void_id: int = 0, names: Optional[Sequence[str]] = None,
+                 max_depth: Optional[float] = None):
+        self.names = list(names) if names is not None else None
+        self.cm = {k: ConfusionMatrix(num_classes, void_id) for k in ('2d', '3d', 'fused')}
+        self.depth = DepthMetrics(max_depth)
+        self.void_id = void_id
+
+    @torch.no_grad()
+    def update(self, out: Dict[str, torch.Tensor], labels: Optional[torch.Tensor],
+               depth_gt: Optional[torch.Tensor] = None) -> None:
+        if labels is not None:
+            valid = out.get('valid')
+            self.cm['2d'].update(predict_labels(out['seg2d'], self.void_id), labels)
+            if 'seg3d' in out:
+                v3 = None if valid is None else valid[:, 0]
+                self.cm['3d'].update(predict_labels(out['seg3d'], self.void_id), labels, v3)
+                fused = fuse_probs(out['seg2d'], out['seg3d'], valid)
+                self.cm['fused'].update(predict_labels(fused, self.void_id), labels)
+        if depth_gt is not None:
+            self.depth.update(out['depth'], depth_gt)
+
+    def summary(self) -> Dict[str, Any]:
+        """{'seg2d': {...}, 'seg3d': {...}, 'fused': {...}, 'depth': {...}} plus the flat keys
+        miou_2d, miou_3d, miou_fused, absrel, rmse, delta1 (JSON-serialisable)."""
+        out: Dict[str, Any] = {f'seg{k}' if k != 'fused' else 'fused': cm.summary(self.names)
+                               for k, cm in self.cm.items()}
+        out['depth'] = self.depth.summary()
+        for k in ('2d', '3d', 'fused'):
+            out[f'miou_{k}'] = out[f'seg{k}' if k != 'fused' else 'fused']['miou']
+        for k in ('absrel', 'rmse', 'delta1'):
+            out[k] = out['depth'][k]
+        return out
