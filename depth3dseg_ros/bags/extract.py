@@ -1,0 +1,259 @@
+"""``depth3dseg-extract``: ROS bags (rosbag2 sqlite3/MCAP, compressed, ROS 1) -> training dataset directory.
+
+Usage::
+
+    depth3dseg-extract BAG [BAG ...] -o DATASET_DIR [--config extract.yaml] [--preset realsense]
+        [--rgb-topic T] [--depth-topic T] [--camera-info-topic T] [--labels-topic T]   ('' disables)
+        [--tolerance-ms 20] [--typestore ros2_kilted] [--every N] [--max-frames N] [--png-level 1]
+        [--classes classes.yaml] [--depth-scale 0.001] [--use-rectified]
+
+RGB frames are paired with depth, labels and CameraInfo by header stamp (nearest within the tolerance,
+bags.pairing); each frame is written as PNGs plus one index.jsonl line (bags.dataset_writer, format in
+docs/ARCHITECTURE.md). A per-topic table (read / used / skipped with reasons) is printed at the end and
+stored in manifest.json. Every bag is opened and checked (format, compression) before any frame is
+written, so an unsupported variant fails up front (C29). See docs/extraction.md.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import yaml
+
+from depth3dseg_ros.bags.dataset_writer import DatasetWriter
+from depth3dseg_ros.bags.frames import ROLES, BagFrames, TopicStats
+from depth3dseg_ros.bags.pairing import DEFAULT_TOLERANCE_NS
+from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, BagReader, detect_format, resolve_typestore
+from depth3dseg_ros.core.classes import NYU13, ClassSet
+
+LOG = logging.getLogger('depth3dseg-extract')
+
+#: Topic names of common camera drivers (role -> topic). 'depth3dseg' is the package's synthetic bags.
+PRESETS: Dict[str, Dict[str, Optional[str]]] = {
+    'depth3dseg': {'rgb': '/camera/color/image_raw', 'depth': '/camera/depth/image_raw',
+                   'camera_info': '/camera/color/camera_info', 'labels': '/camera/semantic/labels'},
+    'realsense': {'rgb': '/camera/color/image_raw', 'depth': '/camera/aligned_depth_to_color/image_raw',
+                  'camera_info': '/camera/color/camera_info', 'labels': None},
+    'azure_kinect': {'rgb': '/rgb/image_raw', 'depth': '/depth_to_rgb/image_raw',
+                     'camera_info': '/rgb/camera_info', 'labels': None},
+    'zed': {'rgb': '/zed/zed_node/rgb/image_rect_color',
+            'depth': '/zed/zed_node/depth/depth_registered',
+            'camera_info': '/zed/zed_node/rgb/camera_info', 'labels': None},
+}
+
+
+@dataclass
+class ExtractConfig:
+    """Extraction settings (CLI flags override the YAML file, which overrides these defaults).
+
+    Attributes:
+        rgb_topic, depth_topic, camera_info_topic, labels_topic: topics; None/'' disables a role.
+        tolerance_ms: max |stamp difference| for pairing (ms). typestore: rosbags distro for bags
+        without definitions (C28). every: keep every N-th RGB frame. max_frames: total frame limit.
+        png_level: cv2 PNG compression 0..9. classes: ClassSet YAML path (None = NYU13).
+        depth_scale: metres per unit of integer depth (None = mm). use_rectified: K from P.
+    """
+
+    rgb_topic: Optional[str] = PRESETS['depth3dseg']['rgb']
+    depth_topic: Optional[str] = PRESETS['depth3dseg']['depth']
+    camera_info_topic: Optional[str] = PRESETS['depth3dseg']['camera_info']
+    labels_topic: Optional[str] = PRESETS['depth3dseg']['labels']
+    tolerance_ms: float = DEFAULT_TOLERANCE_NS / 1e6
+    typestore: str = DEFAULT_TYPESTORE
+    every: int = 1
+    max_frames: Optional[int] = None
+    png_level: int = 1
+    classes: Optional[str] = None
+    depth_scale: Optional[float] = None
+    use_rectified: bool = False
+
+    def topics(self) -> Dict[str, Optional[str]]:
+        """role -> topic (None when disabled)."""
+        return {r: (getattr(self, f'{r}_topic') or None) for r in ROLES}
+
+    def validate(self) -> None:
+        """Raises ValueError naming the field and the value."""
+        if not self.rgb_topic:
+            raise ValueError('rgb_topic is empty: an RGB topic is required')
+        if not (self.tolerance_ms >= 0):
+            raise ValueError(f'tolerance_ms={self.tolerance_ms} must be >= 0')
+        if int(self.every) < 1:
+            raise ValueError(f'every={self.every} must be >= 1')
+        if self.max_frames is not None and int(self.max_frames) < 0:
+            raise ValueError(f'max_frames={self.max_frames} must be >= 0')
+        if not 0 <= int(self.png_level) <= 9:
+            raise ValueError(f'png_level={self.png_level} must be in 0..9')
+        resolve_typestore(self.typestore)
+
+
+def load_config(path: Optional[str], preset: Optional[str] = None,
+                overrides: Optional[Dict[str, Any]] = None) -> ExtractConfig:
+    """Defaults <- preset <- YAML file <- overrides (None values in ``overrides`` are ignored).
+
+    Raises:
+        ValueError: unknown preset, unknown YAML key, or invalid value.
+    """
+    cfg = ExtractConfig()
+    names = {f.name for f in fields(ExtractConfig)}
+    if preset:
+        if preset not in PRESETS:
+            raise ValueError(f'preset={preset!r} is not one of {sorted(PRESETS)}')
+        for role, topic in PRESETS[preset].items():
+            setattr(cfg, f'{role}_topic', topic)
+    if path:
+        data = yaml.safe_load(Path(path).read_text(encoding='utf-8')) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f'{path}: expected a mapping of extract settings')
+        if 'preset' in data:
+            return load_config(None, data.pop('preset'), {**data, **{k: v for k, v in
+                                                                     (overrides or {}).items()
+                                                                     if v is not None}})
+        for key, value in data.items():
+            if key not in names:
+                raise ValueError(f'{path}: unknown key {key!r} (known: {sorted(names)})')
+            setattr(cfg, key, value)
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            if key not in names:
+                raise ValueError(f'unknown setting {key!r}')
+            setattr(cfg, key, value)
+    cfg.validate()
+    return cfg
+
+
+def bag_names(paths: Sequence[Path]) -> List[str]:
+    """Frame-id prefixes: the bag's name without storage suffixes, [A-Za-z0-9_-] only, made unique."""
+    out: List[str] = []
+    for p in paths:
+        base = re.sub(r'(\.(db3|mcap|bag|zstd|lz4))+$', '', p.name) or 'bag'
+        base = re.sub(r'[^A-Za-z0-9_-]', '_', base)
+        name, k = base, 2
+        while name in out:
+            name, k = f'{base}_{k}', k + 1
+        out.append(name)
+    return out
+
+
+def format_report(report: Dict[str, Any]) -> str:
+    """Human-readable per-bag, per-topic table of read / used / skipped (reasons)."""
+    lines = []
+    for bag, rec in report.items():
+        lines.append(f'bag {bag} [{rec["format"]}]: {rec["frames_written"]} frames written, '
+                     f'{rec["frames_present"]} already present')
+        lines.append(f'  {"topic":<42} {"type":<32} {"role":<11} {"read":>6} {"used":>6} '
+                     f'{"skipped":>7}  reasons')
+        for t in rec['topics']:
+            reasons = ', '.join(f'{k}: {v}' for k, v in t['reasons'].items())
+            lines.append(f'  {t["topic"]:<42} {t["type"]:<32} {t["role"] or "-":<11} {t["read"]:>6} '
+                         f'{t["used"]:>6} {t["skipped"]:>7}  {reasons}')
+        for role in rec.get('missing_roles', []):
+            lines.append(f'  (no {role} topic {rec["topics_requested"][role]!r} in this bag)')
+    return '\n'.join(lines)
+
+
+def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig) -> Dict[str, Any]:
+    """Extract every bag into ``out_dir``; return the report (also stored in manifest.json).
+
+    Raises:
+        FileNotFoundError, ValueError, UnsupportedCompression: a bag cannot be read; raised for all bags
+            before any frame is written.
+        ValueError: a bag has no RGB topic ``cfg.rgb_topic`` (the message lists its image topics).
+    """
+    cfg.validate()
+    paths = [Path(b) for b in bags]
+    formats = [detect_format(p) for p in paths]  # fail up front (C29)
+    classes = ClassSet.from_yaml(cfg.classes) if cfg.classes else NYU13
+    names = bag_names(paths)
+    report: Dict[str, Any] = {}
+    sources: List[Dict[str, Any]] = []
+    budget = None if cfg.max_frames is None else int(cfg.max_frames)
+    with DatasetWriter(out_dir, classes, cfg.png_level) as writer:
+        for path, name, fmt in zip(paths, names, formats):
+            with BagReader(path, cfg.typestore) as reader:
+                bf = BagFrames(reader, cfg.topics(), int(round(cfg.tolerance_ms * 1e6)),
+                               cfg.depth_scale, cfg.use_rectified)
+                if 'rgb' not in bf.role_topic:
+                    images = sorted(t for t, e in reader.topics().items() if 'Image' in e.msgtype)
+                    raise ValueError(f'bag {str(path)!r}: rgb_topic={cfg.rgb_topic!r} is not an image '
+                                     f'topic of this bag; image topics: {images}')
+                bf.scan()
+
+                def frame_id(i: int, _name: str = name) -> str:
+                    return f'{_name}_{i:06d}'
+
+                planned, counted = bf.plan(frame_id, int(cfg.every), budget, writer.has)
+                if budget is not None:
+                    budget -= counted
+                written = 0
+                used_topics = {r: bf.role_topic.get(r) for r in ROLES}
+                for fr in bf.frames(planned):
+                    topics = {r: (used_topics[r] if (r != 'depth' or fr.depth_mm is not None) and
+                                  (r != 'labels' or fr.labels is not None) else None) for r in ROLES}
+                    writer.write_frame(frame_id(fr.index), fr.rgb, fr.K, fr.stamp_ns, str(path), topics,
+                                       depth_mm=fr.depth_mm, labels=fr.labels)
+                    written += 1
+                stats: Dict[str, TopicStats] = bf.finish()
+            fmt_text = fmt.kind + ('' if fmt.compression_mode == 'none' else
+                                   f' ({fmt.compression_mode}/{fmt.compression_format})')
+            report[name] = {
+                'bag': str(path), 'format': fmt_text, 'frames_written': written,
+                'frames_present': counted - len(planned),
+                'topics_requested': cfg.topics(),
+                'missing_roles': [r for r, t in cfg.topics().items() if t and r not in bf.role_topic],
+                'topics': [s.to_dict() for s in stats.values()],
+            }
+            sources.append({'bag': str(path), 'name': name, 'format': fmt_text,
+                            'topics': {r: bf.role_topic.get(r) for r in ROLES},
+                            'typestore': cfg.typestore, 'tolerance_ms': cfg.tolerance_ms})
+        writer.write_manifest(sources, report)
+        report_all = dict(report)
+    return report_all
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``depth3dseg-extract`` argument parser."""
+    p = argparse.ArgumentParser(prog='depth3dseg-extract', description=__doc__.split('\n')[0])
+    p.add_argument('bags', nargs='+', help='rosbag2 directories, .db3/.mcap files or ROS 1 .bag files')
+    p.add_argument('-o', '--output', required=True, help='dataset directory (created or appended to)')
+    p.add_argument('--config', help='YAML with ExtractConfig keys (e.g. rgb_topic, tolerance_ms)')
+    p.add_argument('--preset', choices=sorted(PRESETS), help='topic names of a camera driver')
+    for role in ROLES:
+        p.add_argument(f'--{role.replace("_", "-")}-topic', dest=f'{role}_topic',
+                       help=f'{role} topic (\'\' disables)')
+    p.add_argument('--tolerance-ms', type=float, help='pairing tolerance (default 20 ms)')
+    p.add_argument('--typestore', help=f'built-in types for bags without definitions ({DEFAULT_TYPESTORE})')
+    p.add_argument('--every', type=int, help='keep every N-th RGB frame')
+    p.add_argument('--max-frames', type=int, help='stop after this many frames (all bags)')
+    p.add_argument('--png-level', type=int, help='PNG compression level 0..9 (default 1)')
+    p.add_argument('--classes', help='class set YAML (default NYU13)')
+    p.add_argument('--depth-scale', type=float, help='metres per unit of 16UC1 depth (default 0.001)')
+    p.add_argument('--use-rectified', action='store_true', default=None, help='K from CameraInfo.P')
+    p.add_argument('-q', '--quiet', action='store_true', help='no report on stdout')
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Console entry point; returns 0 on success, 1 on an extraction error, 2 on bad arguments."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
+    overrides = {k: v for k, v in vars(args).items()
+                 if k not in ('bags', 'output', 'config', 'preset', 'quiet')}
+    try:
+        cfg = load_config(args.config, args.preset, overrides)
+        report = extract(args.bags, args.output, cfg)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
+        print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print(format_report(report))
+        print(f'config: {asdict(cfg)}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""Per-bag frame assembly for ``depth3dseg-extract``: stamps, pairing plan, decoding, per-topic counts.
+
+One bag is read twice (bags.reader.BagReader). Pass 1 reads only the header stamps of the rgb, depth
+and labels messages (from the serialized bytes, no image deserialization) and decodes the small
+CameraInfo messages to K. The pairing (bags.pairing) then decides which messages form which frame.
+Pass 2 decodes only the messages of planned frames and hands each frame over as soon as its parts are
+all decoded, so memory holds a handful of images, not the bag.
+
+Every message of every topic ends in exactly one state: used, or skipped with a reason
+(``read = used + skipped`` per selected topic; topics not selected or of unknown type are 0 read,
+all skipped, C28).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from depth3dseg_ros.bags.pairing import match_nearest
+from depth3dseg_ros.bags.reader import BagReader
+from depth3dseg_ros.core.depth import depth_to_meters, meters_to_16uc1
+from depth3dseg_ros.ros.camera_info import intrinsics_from_camera_info
+from depth3dseg_ros.ros.compressed import compressed_to_rgb, decode_compressed
+from depth3dseg_ros.ros.image import imgmsg_to_cv2, to_rgb
+
+ROLES = ('rgb', 'depth', 'labels', 'camera_info')
+IMAGE = 'sensor_msgs/msg/Image'
+COMPRESSED = 'sensor_msgs/msg/CompressedImage'
+CAMERA_INFO = 'sensor_msgs/msg/CameraInfo'
+ALLOWED_TYPES = {'rgb': (IMAGE, COMPRESSED), 'depth': (IMAGE, COMPRESSED),
+                 'labels': (IMAGE, COMPRESSED), 'camera_info': (CAMERA_INFO,)}
+
+NO_PARTNER = 'no partner within tolerance'
+UNDECODABLE = 'undecodable'
+SIZE_MISMATCH = 'size mismatch'
+UNKNOWN_TYPE = 'unknown type'
+NOT_SELECTED = 'topic not selected'
+NOT_EXTRACTED = 'frame not extracted'
+SUBSAMPLED = 'subsampled (--every)'
+MAX_FRAMES = 'max-frames reached'
+ALREADY = 'already in dataset'
+NO_INFO = 'no camera_info within tolerance'
+
+
+@dataclass
+class TopicStats:
+    """Counts of one topic: messages read, used, and skipped per reason."""
+
+    topic: str
+    msgtype: str
+    role: Optional[str]
+    count: int = 0
+    read: int = 0
+    used: int = 0
+    skipped: Counter = field(default_factory=Counter)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-able dict: topic, type, role, read, used, skipped (total), reasons {reason: n}."""
+        return {'topic': self.topic, 'type': self.msgtype, 'role': self.role, 'read': self.read,
+                'used': self.used, 'skipped': sum(self.skipped.values()),
+                'reasons': dict(sorted(self.skipped.items()))}
+
+
+@dataclass
+class FrameData:
+    """A decoded frame: rgb H×W×3 uint8, K 3×3, depth_mm H×W uint16 | None, labels H×W uint8|uint16 | None."""
+
+    index: int
+    stamp_ns: int
+    rgb: np.ndarray
+    K: np.ndarray
+    depth_mm: Optional[np.ndarray] = None
+    labels: Optional[np.ndarray] = None
+
+
+def decode_rgb(msg: Any, msgtype: str) -> np.ndarray:
+    """H×W×3 uint8 RGB from an Image or CompressedImage (ros.image / ros.compressed)."""
+    return compressed_to_rgb(msg) if msgtype == COMPRESSED else to_rgb(msg)
+
+
+def decode_depth(msg: Any, msgtype: str, depth_scale: Optional[float]) -> np.ndarray:
+    """H×W uint16 mm (0 = no data) via core.depth from 16UC1/mono16/32FC1 Image or CompressedImage
+    (compressedDepth or 16-bit PNG). ``depth_scale``: metres per unit of integer depth (None = mm)."""
+    if msgtype == COMPRESSED:
+        arr, enc = decode_compressed(msg)
+    else:
+        arr, enc = imgmsg_to_cv2(msg), msg.encoding
+    return meters_to_16uc1(depth_to_meters(arr, enc, depth_scale))
+
+
+def decode_labels(msg: Any, msgtype: str) -> np.ndarray:
+    """H×W uint8/uint16 class ids from a mono8/8UC1/mono16/16UC1 Image or a gray PNG CompressedImage.
+
+    Raises:
+        ValueError: a colour or float label image (encoding named).
+    """
+    if msgtype == COMPRESSED:
+        arr, enc = decode_compressed(msg)
+    else:
+        arr, enc = imgmsg_to_cv2(msg), msg.encoding
+    if arr.ndim != 2 or arr.dtype not in (np.uint8, np.uint16):
+        raise ValueError(f'label image encoding={enc!r} shape={arr.shape}: expected 1-channel 8/16-bit ids')
+    return np.ascontiguousarray(arr)
+
+
+class BagFrames:
+    """Plan and produce the frames of one open bag.
+
+    Args:
+        reader: an open BagReader.
+        topics: role -> topic (None or '' disables the role).
+        tolerance_ns: pairing tolerance on header stamps.
+        depth_scale: metres per unit of integer depth images (None = millimetres).
+        use_rectified: take K from P (rectified images), see ros.camera_info.
+    """
+
+    def __init__(self, reader: BagReader, topics: Dict[str, Optional[str]], tolerance_ns: int,
+                 depth_scale: Optional[float] = None, use_rectified: bool = False) -> None:
+        self.reader = reader
+        self.tolerance_ns = int(tolerance_ns)
+        self.depth_scale = depth_scale
+        self.use_rectified = use_rectified
+        bag_topics = reader.topics()
+        self.stats: Dict[str, TopicStats] = {}
+        self.role_topic: Dict[str, str] = {}
+        wanted = {t: r for r, t in topics.items() if t}
+        reader.unknown_topics()  # one warning per unknown topic/type (C28)
+        for name, entry in bag_topics.items():
+            role = wanted.get(name)
+            st = TopicStats(name, entry.msgtype, role, entry.count)
+            self.stats[name] = st
+            if not entry.known:
+                st.skipped[UNKNOWN_TYPE] += entry.count
+            elif role is None:
+                st.skipped[NOT_SELECTED] += entry.count
+            elif entry.msgtype not in ALLOWED_TYPES[role]:
+                st.skipped[f'unsupported type for {role}'] += entry.count
+            else:
+                self.role_topic[role] = name
+        self.stamps: Dict[str, List[Optional[int]]] = {r: [] for r in self.role_topic}
+        self.infos: List[Any] = []
+        self.status: Dict[str, List[Optional[str]]] = {}
+
+    # -- pass 1 -------------------------------------------------------------------------------
+    def scan(self) -> None:
+        """Pass 1: header stamps of every selected message; CameraInfo decoded to Intrinsics."""
+        roles = {t: r for r, t in self.role_topic.items()}
+        for topic, msgtype, _t, raw in self.reader.messages(roles):
+            role = roles[topic]
+            self.stats[topic].read += 1
+            try:
+                if role == 'camera_info':
+                    msg = self.reader.deserialize(raw, msgtype)
+                    self.infos.append(intrinsics_from_camera_info(msg, self.use_rectified))
+                    stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+                else:
+                    stamp = self.reader.stamp_ns(raw, msgtype)
+            except ValueError:
+                stamp = None
+                if role == 'camera_info':
+                    self.infos.append(None)
+            self.stamps[role].append(stamp)
+        self.status = {r: [UNDECODABLE if s is None else NO_PARTNER for s in v]
+                       for r, v in self.stamps.items()}
+
+    # -- plan ---------------------------------------------------------------------------------
+    def plan(self, frame_id: Callable[[int], str], every: int, budget: Optional[int],
+             exists: Callable[[str], bool]) -> Tuple[Dict[int, Dict[str, Optional[int]]], int]:
+        """Pair and choose frames. Returns ({rgb index: {role: message index | None}}, frames counted).
+
+        ``budget``: frames still allowed by --max-frames (None = no limit); frames already in the
+        dataset count against it (so a re-run selects the same frames) but are not returned.
+        """
+        rgb = self.stamps.get('rgb', [])
+        anchors = [s if s is not None else -10**30 for s in rgb]
+
+        def pair(role: str, unique: bool) -> List[Optional[int]]:
+            if role not in self.stamps:
+                return [None] * len(rgb)
+            cands = [s if s is not None else 10**30 for s in self.stamps[role]]
+            return match_nearest(anchors, cands, self.tolerance_ns, unique=unique)
+
+        pairs = {r: pair(r, r != 'camera_info') for r in ('depth', 'labels', 'camera_info')}
+        for role in ('depth', 'labels'):  # paired to any rgb: pending final decision
+            for j in pairs[role]:
+                if j is not None:
+                    self.status[role][j] = NOT_EXTRACTED
+        status_rgb = self.status.get('rgb', [])
+        planned: Dict[int, Dict[str, Optional[int]]] = {}
+        counted = 0
+        for i, stamp in enumerate(rgb):
+            if stamp is None:
+                continue
+            if i % every:
+                status_rgb[i] = SUBSAMPLED
+                continue
+            info_j = pairs['camera_info'][i]
+            if info_j is None or self.infos[info_j] is None:
+                status_rgb[i] = NO_INFO
+                continue
+            if budget is not None and counted >= budget:
+                status_rgb[i] = MAX_FRAMES
+                continue
+            counted += 1
+            if exists(frame_id(i)):
+                status_rgb[i] = ALREADY
+                for role in ('depth', 'labels', 'camera_info'):
+                    j = pairs[role][i]
+                    if j is not None and self.status[role][j] is not None:
+                        self.status[role][j] = ALREADY
+                continue
+            planned[i] = {r: pairs[r][i] for r in ('depth', 'labels', 'camera_info')}
+        return planned, counted
+
+    # -- pass 2 -------------------------------------------------------------------------------
+    def frames(self, planned: Dict[int, Dict[str, Optional[int]]]) -> Iterator[FrameData]:
+        """Pass 2: decode the planned messages and yield each frame once its parts are decoded."""
+        need: Dict[Tuple[str, int], int] = {}
+        for i, parts in planned.items():
+            need[('rgb', i)] = i
+            for role in ('depth', 'labels'):
+                if parts[role] is not None:
+                    need[(role, parts[role])] = i
+        missing = {i: 1 + sum(parts[r] is not None for r in ('depth', 'labels'))
+                   for i, parts in planned.items()}
+        got: Dict[int, Dict[str, Any]] = {i: {} for i in planned}
+        roles = {t: r for r, t in self.role_topic.items() if r != 'camera_info'}
+        seq = Counter()
+        for topic, msgtype, _t, raw in self.reader.messages(roles):
+            role = roles[topic]
+            j = seq[role]
+            seq[role] += 1
+            i = need.get((role, j))
+            if i is None:
+                continue
+            got[i][role] = self._decode(role, j, raw, msgtype)
+            missing[i] -= 1
+            if missing[i] == 0:
+                frame = self._assemble(i, planned[i], got.pop(i))
+                if frame is not None:
+                    yield frame
+
+    def _decode(self, role: str, j: int, raw: bytes, msgtype: str) -> Optional[np.ndarray]:
+        try:
+            msg = self.reader.deserialize(raw, msgtype)
+            if role == 'rgb':
+                return decode_rgb(msg, msgtype)
+            if role == 'depth':
+                return decode_depth(msg, msgtype, self.depth_scale)
+            return decode_labels(msg, msgtype)
+        except ValueError:
+            self.status[role][j] = UNDECODABLE
+            return None
+
+    def _assemble(self, i: int, parts: Dict[str, Optional[int]], got: Dict[str, Any]) -> Optional[FrameData]:
+        rgb = got.get('rgb')
+        if rgb is None:
+            return None  # rgb undecodable: partners stay 'frame not extracted'
+        h, w = rgb.shape[:2]
+        info = self.infos[parts['camera_info']]
+        if (info.width, info.height) != (w, h):
+            self.status['rgb'][i] = SIZE_MISMATCH
+            return None
+        frame = FrameData(i, int(self.stamps['rgb'][i]), rgb, info.K)
+        self.status['rgb'][i] = None
+        self.status['camera_info'][parts['camera_info']] = None  # may serve several frames
+        for role in ('depth', 'labels'):
+            j, arr = parts[role], got.get(role)
+            if j is None or arr is None:
+                continue
+            if arr.shape[:2] != (h, w):
+                self.status[role][j] = SIZE_MISMATCH
+                continue
+            self.status[role][j] = None
+            setattr(frame, 'depth_mm' if role == 'depth' else 'labels', arr)
+        return frame
+
+    def finish(self) -> Dict[str, TopicStats]:
+        """Fold the final message states into the per-topic counts and return them."""
+        for role, states in self.status.items():
+            st = self.stats[self.role_topic[role]]
+            for s in states:
+                if s is None:
+                    st.used += 1
+                else:
+                    st.skipped[s] += 1
+        return self.stats
