@@ -1,0 +1,261 @@
+"""Object recipes for the synthetic rooms: tables, chairs, shelves with books, cabinets, sofas, beds,
+TVs, clutter, pictures and windows, each composed of boxes/cylinders/spheres with random sizes.
+
+Every function takes the scene's :class:`~depth3dseg_ros.synth.scene._Placer` (random generator, room
+size, occupied footprints) and returns a list of objects (a list of :class:`Part` or a
+:class:`UrdfObject`), or an empty list when there was no room for it. Class ids follow NYUv2-13
+(:data:`depth3dseg_ros.synth.scene.CLS`).
+"""
+from __future__ import annotations
+
+import math
+from typing import List
+
+from depth3dseg_ros.synth.scene import (CLS, PICTURE_TEXTURES, ObjectBuilder, Part, UrdfObject,
+                                        _Placer)
+
+WOODS = ((0.55, 0.38, 0.22), (0.75, 0.6, 0.42), (0.35, 0.22, 0.12), (0.85, 0.85, 0.82), (0.2, 0.2, 0.2))
+CLUTTER_URDFS = ('duck_vhacd.urdf', 'teddy_vhacd.urdf', 'soccerball.urdf', 'sphere2red.urdf')
+
+
+def _wood(pl: _Placer):
+    return pl.colour(WOODS[int(pl.rng.integers(len(WOODS)))], 0.08)
+
+
+def clutter_on(pl: _Placer, x, y, yaw, w, d, z, n_max=4) -> List[object]:
+    """Small objects (and sometimes books) on a surface of size w×d at height z, centred at x, y."""
+    rng, out = pl.rng, []
+    for _ in range(int(rng.integers(0, n_max + 1))):
+        ob = ObjectBuilder(x, y, yaw)
+        lx, ly = rng.uniform(-w / 2 + 0.1, w / 2 - 0.1), rng.uniform(-d / 2 + 0.1, d / 2 - 0.1)
+        kind = rng.integers(5)
+        if kind == 0:
+            h = rng.uniform(0.05, 0.3)
+            ob.cylinder((lx, ly, z + h / 2), rng.uniform(0.03, 0.08), h, pl.colour(), CLS['objects'])
+        elif kind == 1:
+            hx, hy, hz = rng.uniform(0.03, 0.12, 3)
+            ob.box((lx, ly, z + hz), (hx, hy, hz), pl.colour(), CLS['objects'], pl.texture(), rng.uniform(0, 3))
+        elif kind == 2:
+            r = rng.uniform(0.04, 0.1)
+            ob.sphere((lx, ly, z + r), r, pl.colour(), CLS['objects'])
+        elif kind == 3:   # a pile of books lying flat
+            zz = z
+            for _ in range(int(rng.integers(1, 5))):
+                t = rng.uniform(0.015, 0.04)
+                ob.box((lx, ly, zz + t), (rng.uniform(0.07, 0.12), rng.uniform(0.1, 0.15), t),
+                       pl.colour(), CLS['books'], None, rng.uniform(-0.3, 0.3))
+                zz += 2 * t
+        else:             # a pybullet_data mesh
+            c, s = math.cos(yaw), math.sin(yaw)
+            name = CLUTTER_URDFS[int(rng.integers(len(CLUTTER_URDFS)))]
+            scale = {'duck_vhacd.urdf': 1.0, 'teddy_vhacd.urdf': 1.6, 'soccerball.urdf': 0.2,
+                     'sphere2red.urdf': 0.15}[name]
+            zoff = {'duck_vhacd.urdf': 0.0, 'teddy_vhacd.urdf': 0.0, 'soccerball.urdf': 0.1,
+                    'sphere2red.urdf': 0.075}[name]
+            out.append(UrdfObject(name, (x + c * lx - s * ly, y + s * lx + c * ly, z + zoff),
+                                  float(rng.uniform(-3, 3)), scale, CLS['objects']))
+            continue
+        out.append(ob.parts)
+    return out
+
+
+def table(pl: _Placer) -> List[object]:
+    rng = pl.rng
+    w, d, h = rng.uniform(0.8, 1.8), rng.uniform(0.6, 1.0), rng.uniform(0.45, 0.8)
+    pose = pl.anywhere(w + 1.0, d + 1.0) if rng.random() < 0.6 else pl.against_wall(w, d)
+    if pose is None:
+        return []
+    x, y, yaw = pose
+    ob, col, t = ObjectBuilder(x, y, yaw), _wood(pl), rng.uniform(0.02, 0.05)
+    ob.box((0, 0, h - t), (w / 2, d / 2, t), col, CLS['table'], pl.texture(('wood', None)))
+    leg = rng.uniform(0.02, 0.04)
+    for sx in (-1, 1):
+        for sy in (-1, 1):
+            centre = (sx * (w / 2 - 2 * leg), sy * (d / 2 - 2 * leg), (h - 2 * t) / 2)
+            if rng.random() < 0.5:
+                ob.box(centre, (leg, leg, (h - 2 * t) / 2), col, CLS['table'])
+            else:
+                ob.cylinder(centre, leg, h - 2 * t, col, CLS['table'])
+    out: List[object] = [ob.parts]
+    out += clutter_on(pl, x, y, yaw, w, d, h)
+    if pose is not None and w > 1.0:
+        out += chairs_around(pl, x, y, yaw, w, d)
+    return out
+
+
+def chair(pl: _Placer, x, y, yaw) -> List[Part]:
+    rng = pl.rng
+    s, h, back = rng.uniform(0.2, 0.25), rng.uniform(0.4, 0.5), rng.uniform(0.35, 0.55)
+    ob, col = ObjectBuilder(x, y, yaw), pl.colour()
+    ob.box((0, 0, h), (s, s, 0.025), col, CLS['chair'], pl.texture(('wood', 'noise', None)))
+    for sx in (-1, 1):
+        for sy in (-1, 1):
+            ob.box((sx * (s - 0.02), sy * (s - 0.02), h / 2), (0.015, 0.015, h / 2), col, CLS['chair'])
+    ob.box((0, -s + 0.02, h + back / 2), (s, 0.02, back / 2), col, CLS['chair'])
+    return ob.parts
+
+
+def chairs_around(pl: _Placer, x, y, yaw, w, d) -> List[object]:
+    out = []
+    c, s = math.cos(yaw), math.sin(yaw)
+    for lx, ly, lyaw in ((-w / 4, -d / 2 - 0.3, 0.0), (w / 4, -d / 2 - 0.3, 0.0),
+                         (-w / 4, d / 2 + 0.3, math.pi), (w / 4, d / 2 + 0.3, math.pi)):
+        if pl.rng.random() < 0.6:
+            out.append(chair(pl, x + c * lx - s * ly, y + s * lx + c * ly, yaw + lyaw + pl.rng.uniform(-0.3, 0.3)))
+    return out
+
+
+def loose_chair(pl: _Placer) -> List[object]:
+    pose = pl.anywhere(0.55, 0.55)
+    return [] if pose is None else [chair(pl, *pose)]
+
+
+def shelf(pl: _Placer) -> List[object]:
+    """Bookshelf (furniture) with rows of books (books) and a few objects."""
+    rng = pl.rng
+    w, d, h = rng.uniform(0.6, 1.6), rng.uniform(0.25, 0.4), rng.uniform(0.8, 2.0)
+    pose = pl.against_wall(w, d)
+    if pose is None:
+        return []
+    x, y, yaw = pose
+    ob, col, t = ObjectBuilder(x, y, yaw), _wood(pl), 0.02
+    tex = pl.texture(('wood', None))
+    for sx in (-1, 1):
+        ob.box((sx * (w / 2 - t), 0, h / 2), (t, d / 2, h / 2), col, CLS['furniture'], tex)
+    ob.box((0, -d / 2 + 0.01, h / 2), (w / 2, 0.01, h / 2), col, CLS['furniture'])
+    n_shelves = max(2, int(h / rng.uniform(0.3, 0.4)))
+    levels = [i * h / n_shelves for i in range(n_shelves + 1)]
+    for z in levels:
+        ob.box((0, 0, min(max(z, t), h - t)), (w / 2, d / 2, t), col, CLS['furniture'], tex)
+    books = ObjectBuilder(x, y, yaw)
+    for z0, z1 in zip(levels[:-1], levels[1:]):
+        xx = -w / 2 + 2 * t
+        gap = z1 - z0 - 2 * t
+        while xx < w / 2 - 2 * t - 0.05:
+            bw = rng.uniform(0.015, 0.045)
+            if rng.random() < 0.15:            # a gap
+                xx += rng.uniform(0.05, 0.2)
+                continue
+            bh = min(gap * rng.uniform(0.6, 0.95), 0.35)
+            bd = min(d * rng.uniform(0.6, 0.9), d - 0.03)
+            books.box((xx + bw, d / 2 - bd / 2 - 0.01, z0 + t + bh / 2), (bw, bd / 2, bh / 2),
+                      pl.colour(), CLS['books'])
+            xx += 2 * bw + 0.002
+    out: List[object] = [ob.parts]
+    if books.parts:
+        out.append(books.parts)
+    out += clutter_on(pl, x, y, yaw, w, d, h, n_max=2)
+    return out
+
+
+def cabinet(pl: _Placer, with_tv: bool) -> List[object]:
+    """Low cabinet/dresser (furniture), optionally with a TV (tv) on top."""
+    rng = pl.rng
+    w, d, h = rng.uniform(0.6, 1.8), rng.uniform(0.35, 0.6), rng.uniform(0.4, 1.1)
+    pose = pl.against_wall(w, d)
+    if pose is None:
+        return []
+    x, y, yaw = pose
+    ob, col = ObjectBuilder(x, y, yaw), _wood(pl)
+    ob.box((0, 0, h / 2), (w / 2, d / 2, h / 2), col, CLS['furniture'], pl.texture(('wood', 'noise', None)))
+    n = int(rng.integers(1, 4))
+    for i in range(n):   # drawer/door fronts with handles
+        zc = h * (i + 0.5) / n
+        ob.box((0, d / 2 + 0.005, zc), (w / 2 - 0.03, 0.005, h / (2 * n) - 0.02), pl.colour(col[:3], 0.1),
+               CLS['furniture'])
+        ob.box((0, d / 2 + 0.015, zc), (0.06, 0.01, 0.01), (0.7, 0.7, 0.7, 1.0), CLS['furniture'])
+    out: List[object] = [ob.parts]
+    if with_tv:
+        out.append(tv(pl, x, y, yaw, min(w, 1.4), h))
+    else:
+        out += clutter_on(pl, x, y, yaw, w, d, h, n_max=3)
+    return out
+
+
+def tv(pl: _Placer, x, y, yaw, max_w, z) -> List[Part]:
+    rng = pl.rng
+    w = rng.uniform(0.5, max(0.55, max_w))
+    hh = w * rng.uniform(0.55, 0.62)
+    ob, frame = ObjectBuilder(x, y, yaw), (0.05, 0.05, 0.06, 1.0)
+    ob.box((0, 0, z + 0.02), (0.12, 0.08, 0.02), frame, CLS['tv'])
+    ob.box((0, 0, z + 0.08), (0.03, 0.02, 0.06), frame, CLS['tv'])
+    ob.box((0, 0, z + 0.12 + hh / 2), (w / 2, 0.03, hh / 2), frame, CLS['tv'])
+    screen = pl.colour((0.1, 0.12, 0.18), 0.1) if rng.random() < 0.6 else pl.colour()
+    ob.box((0, 0.031, z + 0.12 + hh / 2), (w / 2 - 0.02, 0.002, hh / 2 - 0.02), screen, CLS['tv'],
+           pl.texture(PICTURE_TEXTURES) if rng.random() < 0.4 else None)
+    return ob.parts
+
+
+def sofa(pl: _Placer) -> List[object]:
+    rng = pl.rng
+    w, d = rng.uniform(1.4, 2.4), rng.uniform(0.8, 1.0)
+    pose = pl.against_wall(w, d)
+    if pose is None:
+        return []
+    ob, col = ObjectBuilder(*pose), pl.colour()
+    tex = pl.texture(('carpet', 'noise', 'stripes', None))
+    seat, arm = rng.uniform(0.35, 0.48), rng.uniform(0.1, 0.2)
+    ob.box((0, 0, 0.1), (w / 2, d / 2, 0.1), pl.colour(col[:3], 0.05), CLS['sofa'])
+    ob.box((0, 0.05, (0.2 + seat) / 2), (w / 2 - arm, d / 2 - 0.05, (seat - 0.2) / 2), col, CLS['sofa'], tex)
+    back = rng.uniform(0.7, 0.95)
+    ob.box((0, -d / 2 + 0.1, back / 2), (w / 2, 0.1, back / 2), col, CLS['sofa'], tex)
+    for sx in (-1, 1):
+        ob.box((sx * (w / 2 - arm / 2), 0, 0.3), (arm / 2, d / 2, 0.3), col, CLS['sofa'], tex)
+    return [ob.parts]
+
+
+def bed(pl: _Placer) -> List[object]:
+    rng = pl.rng
+    w, d = rng.uniform(0.9, 1.8), rng.uniform(1.9, 2.2)
+    pose = pl.against_wall(w, d)
+    if pose is None:
+        return []
+    x, y, yaw = pose
+    ob, frame = ObjectBuilder(x, y, yaw), _wood(pl)
+    ob.box((0, 0, 0.15), (w / 2, d / 2, 0.15), frame, CLS['bed'], pl.texture(('wood', None)))
+    ob.box((0, 0.02, 0.4), (w / 2 - 0.03, d / 2 - 0.05, 0.1), pl.colour(), CLS['bed'],
+           pl.texture(('stripes', 'carpet', 'noise', None)))
+    ob.box((0, -d / 2 + 0.03, 0.5), (w / 2, 0.03, rng.uniform(0.3, 0.6)), frame, CLS['bed'])
+    for sx in ((-1, 1) if w > 1.3 else (0,)):
+        ob.box((sx * w / 4, -d / 2 + 0.25, 0.55), (w / 4 - 0.06, 0.15, 0.06), pl.colour((0.9, 0.9, 0.9)),
+               CLS['bed'])
+    return [ob.parts]
+
+
+def floor_clutter(pl: _Placer) -> List[object]:
+    pose = pl.anywhere(0.4, 0.4)
+    if pose is None:
+        return []
+    return clutter_on(pl, pose[0], pose[1], pose[2], 0.4, 0.4, 0.0, n_max=2)
+
+
+def wall_panels(pl: _Placer, n_windows: int, n_pictures: int) -> List[object]:
+    """Windows (bright panes with frames) and pictures (textured thin boxes) on the walls."""
+    rng, (lx, ly, hc) = pl.rng, pl.size
+    out: List[object] = []
+    for i in range(n_windows + n_pictures):
+        is_window = i < n_windows
+        w = rng.uniform(0.8, 1.6) if is_window else rng.uniform(0.3, 1.0)
+        h = rng.uniform(0.8, 1.3) if is_window else rng.uniform(0.3, 0.8)
+        zc = rng.uniform(0.8, 1.0) + h / 2 if is_window else rng.uniform(1.2, 1.8)
+        zc = min(zc, hc - h / 2 - 0.1)
+        wall = int(rng.integers(4))
+        along = lx if wall in (0, 2) else ly
+        if w + 0.4 > along:
+            continue
+        s = float(rng.uniform(w / 2 + 0.2, along - w / 2 - 0.2))
+        x, y, yaw = {0: (s, 0.0, 0.0), 1: (lx, s, math.pi / 2), 2: (s, ly, math.pi),
+                     3: (0.0, s, -math.pi / 2)}[wall]
+        ob = ObjectBuilder(x, y, yaw)
+        if is_window:
+            sky = pl.colour((0.75, 0.85, 0.95), 0.1)
+            ob.box((0, 0.01, zc), (w / 2, 0.01, h / 2), sky, CLS['window'], 'sky' if rng.random() < 0.5 else None)
+            fr = pl.colour((0.9, 0.9, 0.9), 0.1)
+            for dz in (-1, 1):
+                ob.box((0, 0.03, zc + dz * h / 2), (w / 2 + 0.03, 0.03, 0.03), fr, CLS['window'])
+            for dx in (-1, 0, 1):
+                ob.box((dx * w / 2, 0.03, zc), (0.02 + 0.01 * abs(dx), 0.03, h / 2), fr, CLS['window'])
+        else:
+            ob.box((0, 0.015, zc), (w / 2, 0.015, h / 2), (1, 1, 1, 1), CLS['picture'], pl.texture(PICTURE_TEXTURES))
+        out.append(ob.parts)
+    return out

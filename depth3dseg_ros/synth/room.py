@@ -1,0 +1,74 @@
+"""One random furnished room (:func:`make_scene`): shell (floor, walls, ceiling), wall panels, furniture,
+clutter, lighting and camera field of view, drawn from a ``numpy.random.Generator``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from depth3dseg_ros.synth import furniture as fu
+from depth3dseg_ros.synth.scene import CLS, ObjectBuilder, SceneSpec, _Placer
+
+WALL_COLOURS = ((0.92, 0.9, 0.85), (0.85, 0.88, 0.9), (0.9, 0.85, 0.75), (0.7, 0.75, 0.7), (0.95, 0.95, 0.95))
+FLOOR_COLOURS = ((0.55, 0.4, 0.28), (0.7, 0.7, 0.68), (0.4, 0.35, 0.3), (0.8, 0.75, 0.65), (0.3, 0.3, 0.35))
+
+
+def _shell(pl: _Placer):
+    """Floor (top at z=0), ceiling (bottom at z=Hc) and four 0.1 m walls just outside the room."""
+    rng, (lx, ly, hc) = pl.rng, pl.size
+    floor = ObjectBuilder(lx / 2, ly / 2, 0.0)
+    floor.box((0, 0, -0.05), (lx / 2 + 0.1, ly / 2 + 0.1, 0.05),
+              pl.colour(FLOOR_COLOURS[int(rng.integers(len(FLOOR_COLOURS)))], 0.08), CLS['floor'],
+              pl.texture(('wood', 'tiles', 'carpet', 'noise', None)))
+    ceil = ObjectBuilder(lx / 2, ly / 2, 0.0)
+    ceil.box((0, 0, hc + 0.05), (lx / 2 + 0.1, ly / 2 + 0.1, 0.05), pl.colour((0.95, 0.95, 0.95), 0.05),
+             CLS['ceiling'], pl.texture(('tiles', None, None)))
+    walls = ObjectBuilder(0.0, 0.0, 0.0)
+    wall_col = pl.colour(WALL_COLOURS[int(rng.integers(len(WALL_COLOURS)))], 0.06)
+    tex = pl.texture(('stripes', 'noise', 'brick', None, None))
+    for centre, half in (((lx / 2, -0.05, hc / 2), (lx / 2 + 0.1, 0.05, hc / 2 + 0.1)),
+                         ((lx / 2, ly + 0.05, hc / 2), (lx / 2 + 0.1, 0.05, hc / 2 + 0.1)),
+                         ((-0.05, ly / 2, hc / 2), (0.05, ly / 2 + 0.1, hc / 2 + 0.1)),
+                         ((lx + 0.05, ly / 2, hc / 2), (0.05, ly / 2 + 0.1, hc / 2 + 0.1))):
+        # one wall of four is sometimes painted differently (an accent wall)
+        col = pl.colour() if rng.random() < 0.15 else wall_col
+        walls.box(centre, half, col, CLS['wall'], tex)
+    return [floor.parts, ceil.parts, walls.parts]
+
+
+def make_scene(rng: np.random.Generator) -> SceneSpec:
+    """A random room of 3.5–7 m × 3.5–7 m × 2.4–3.0 m with furniture along the walls and a free middle.
+
+    Contents (counts drawn per room): 0–2 windows, 1–3 pictures, 1–2 tables (with chairs and clutter),
+    0–2 bookshelves with books, 0–2 cabinets (one may carry a TV), a sofa and/or a bed, loose chairs,
+    floor clutter. Lighting: random direction, colour, ambient/diffuse/specular coefficients, shadows
+    in about a quarter of the rooms. ``fov_y_deg`` 45–58 (Kinect-like vertical field of view).
+    """
+    lx, ly, hc = float(rng.uniform(3.5, 7.0)), float(rng.uniform(3.5, 7.0)), float(rng.uniform(2.4, 3.0))
+    fw, fd = 0.3 * lx, 0.3 * ly
+    cx, cy = lx / 2 + rng.uniform(-0.1, 0.1) * lx, ly / 2 + rng.uniform(-0.1, 0.1) * ly
+    zone = (cx - fw / 2, cy - fd / 2, cx + fw / 2, cy + fd / 2)
+    pl = _Placer(rng, (lx, ly, hc), zone)
+    spec = SceneSpec(size=(lx, ly, hc), free_zone=zone)
+    spec.objects += _shell(pl)
+    spec.objects += fu.wall_panels(pl, int(rng.integers(0, 3)), int(rng.integers(1, 4)))
+    big = [fu.sofa, fu.bed] if rng.random() < 0.5 else [fu.bed, fu.sofa]
+    if rng.random() < 0.35:
+        big = big[:1]
+    n_tv = 1 if rng.random() < 0.6 else 0
+    recipes = big + [fu.table] * int(rng.integers(1, 3)) + [fu.shelf] * int(rng.integers(0, 3))
+    recipes += [lambda p: fu.cabinet(p, with_tv=True)] * n_tv
+    recipes += [lambda p: fu.cabinet(p, with_tv=False)] * int(rng.integers(0, 2))
+    recipes += [fu.loose_chair] * int(rng.integers(0, 3)) + [fu.floor_clutter] * int(rng.integers(0, 4))
+    for recipe in recipes:
+        spec.objects += recipe(pl)
+    spec.light = dict(
+        lightDirection=[float(v) for v in (rng.uniform(-1, 1), rng.uniform(-1, 1), rng.uniform(0.8, 2.5))],
+        lightColor=[float(v) for v in rng.uniform(0.85, 1.0, 3)],
+        lightDistance=float(rng.uniform(2.0, 5.0)),
+        lightAmbientCoeff=float(rng.uniform(0.35, 0.7)),
+        lightDiffuseCoeff=float(rng.uniform(0.3, 0.65)),
+        lightSpecularCoeff=float(rng.uniform(0.0, 0.25)),
+        shadow=int(rng.random() < 0.25),
+    )
+    spec.fov_y_deg = float(rng.uniform(45.0, 58.0))
+    return spec

@@ -1,0 +1,177 @@
+"""Random indoor room layouts for the synthetic RGB-D generator (pure numpy, no pybullet).
+
+A :class:`SceneSpec` is a list of objects, each a list of primitive :class:`Part` s (box, cylinder,
+sphere) or one pybullet_data URDF, every part carrying its NYUv2 13-class id. The renderer
+(:mod:`depth3dseg_ros.synth.render`) turns each object into one pybullet multibody whose links are
+the parts, so the segmentation mask (object uid + link index) maps back to the part's class.
+
+World frame: z up, the room spans ``[0, Lx] × [0, Ly] × [0, Hc]`` (floor top at z = 0). A free zone in
+the middle of the room is kept empty for the camera path (:mod:`depth3dseg_ros.synth.camera`).
+Everything is drawn from one ``numpy.random.Generator``, so a seed fixes the layout.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from depth3dseg_ros.core.classes import NYU13
+
+#: NYUv2 13-class ids used by the generator, looked up by name in :data:`core.classes.NYU13`.
+CLS = {name: NYU13.names.index(name) for name in (
+    'bed', 'books', 'ceiling', 'chair', 'floor', 'furniture', 'objects', 'picture', 'sofa', 'table',
+    'tv', 'wall', 'window')}
+
+RGBA = Tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One primitive in world coordinates.
+
+    ``shape``: 'box' (size = half extents hx, hy, hz, m), 'cylinder' (radius, length; axis = z) or
+    'sphere' (radius,). ``pos`` is the centre (m), ``yaw`` the rotation about z (rad), ``texture`` a key
+    of the renderer's texture bank or None, ``class_id`` the NYU13 id of its pixels.
+    """
+    shape: str
+    size: Tuple[float, ...]
+    pos: Tuple[float, float, float]
+    yaw: float
+    rgba: RGBA
+    texture: Optional[str]
+    class_id: int
+
+
+@dataclass(frozen=True)
+class UrdfObject:
+    """A pybullet_data URDF placed at ``pos``/``yaw`` with ``scale``; all its links get ``class_id``."""
+    path: str
+    pos: Tuple[float, float, float]
+    yaw: float
+    scale: float
+    class_id: int
+    rgba: Optional[RGBA] = None
+
+
+@dataclass
+class SceneSpec:
+    """A room: size (Lx, Ly, Hc) in m, objects (lists of parts or URDFs), camera free zone, lighting."""
+    size: Tuple[float, float, float]
+    objects: List[object] = field(default_factory=list)
+    free_zone: Tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    light: dict = field(default_factory=dict)
+    fov_y_deg: float = 50.0
+
+    def class_ids(self) -> set:
+        """Set of class ids placed in the scene."""
+        ids = set()
+        for obj in self.objects:
+            if isinstance(obj, UrdfObject):
+                ids.add(obj.class_id)
+            else:
+                ids.update(p.class_id for p in obj)
+        return ids
+
+
+#: procedural texture kinds (made by synth.render) plus pybullet_data image textures.
+SURFACE_TEXTURES = ('wood', 'tiles', 'noise', 'stripes', 'brick', 'carpet', None)
+PICTURE_TEXTURES = ('picture_a', 'picture_b', 'picture_c', 'tex256.png', 'uvmap.png', 'checker_grid.jpg')
+
+
+class _Placer:
+    """Collects object parts in an object-local frame (x, y, yaw on the floor) and the free footprints."""
+
+    def __init__(self, rng: np.random.Generator, size, free_zone):
+        self.rng, self.size, self.free_zone = rng, size, free_zone
+        self.footprints: List[Tuple[float, float, float, float]] = []
+
+    def colour(self, base=None, spread=0.15) -> RGBA:
+        """Random colour; around ``base`` (RGB 0..1) if given."""
+        if base is None:
+            c = self.rng.uniform(0.1, 0.95, 3)
+        else:
+            c = np.clip(np.asarray(base) + self.rng.uniform(-spread, spread, 3), 0.02, 1.0)
+        return (float(c[0]), float(c[1]), float(c[2]), 1.0)
+
+    def texture(self, choices=SURFACE_TEXTURES):
+        return choices[int(self.rng.integers(len(choices)))]
+
+    def free(self, rect, margin=0.05, check_zone=True) -> bool:
+        x0, y0, x1, y1 = rect
+        lx, ly, _ = self.size
+        if x0 < -1e-6 or y0 < -1e-6 or x1 > lx + 1e-6 or y1 > ly + 1e-6:
+            return False
+        boxes = list(self.footprints) + ([self.free_zone] if check_zone else [])
+        return all(x1 + margin <= a0 or a1 + margin <= x0 or y1 + margin <= b0 or b1 + margin <= y0
+                   for a0, b0, a1, b1 in boxes)
+
+    def against_wall(self, width: float, depth: float, tries: int = 30):
+        """Pose (x, y, yaw) of a width×depth footprint whose back touches a random wall, or None."""
+        lx, ly, _ = self.size
+        for _ in range(tries):
+            wall = int(self.rng.integers(4))
+            along = lx if wall in (0, 2) else ly
+            if width + 0.1 > along:
+                continue
+            s = float(self.rng.uniform(width / 2 + 0.05, along - width / 2 - 0.05))
+            # yaw: the object's local +y (its front) points into the room
+            if wall == 0:
+                x, y, yaw = s, depth / 2, 0.0
+            elif wall == 1:
+                x, y, yaw = lx - depth / 2, s, math.pi / 2
+            elif wall == 2:
+                x, y, yaw = s, ly - depth / 2, math.pi
+            else:
+                x, y, yaw = depth / 2, s, -math.pi / 2
+            rect = footprint(x, y, yaw, width, depth)
+            if self.free(rect):
+                self.footprints.append(rect)
+                return x, y, yaw
+        return None
+
+    def anywhere(self, width: float, depth: float, tries: int = 30):
+        """Pose of a width×depth footprint anywhere on the floor outside the free zone, or None."""
+        lx, ly, _ = self.size
+        for _ in range(tries):
+            yaw = float(self.rng.uniform(-math.pi, math.pi))
+            r = 0.5 * math.hypot(width, depth)
+            if lx - 2 * r < 0.1 or ly - 2 * r < 0.1:
+                return None
+            x, y = float(self.rng.uniform(r, lx - r)), float(self.rng.uniform(r, ly - r))
+            rect = footprint(x, y, yaw, width, depth)
+            if self.free(rect):
+                self.footprints.append(rect)
+                return x, y, yaw
+        return None
+
+
+def footprint(x, y, yaw, width, depth):
+    """Axis-aligned bounding rectangle (x0, y0, x1, y1) of a width×depth footprint rotated by yaw."""
+    c, s = abs(math.cos(yaw)), abs(math.sin(yaw))
+    hx, hy = 0.5 * (width * c + depth * s), 0.5 * (width * s + depth * c)
+    return (x - hx, y - hy, x + hx, y + hy)
+
+
+class ObjectBuilder:
+    """Builds parts in an object-local frame (origin on the floor, +y = front) placed at x, y, yaw."""
+
+    def __init__(self, x: float, y: float, yaw: float):
+        self.x, self.y, self.yaw = x, y, yaw
+        self.parts: List[Part] = []
+
+    def _world(self, lx, ly, lz):
+        c, s = math.cos(self.yaw), math.sin(self.yaw)
+        return (self.x + c * lx - s * ly, self.y + s * lx + c * ly, lz)
+
+    def box(self, centre, half, rgba, cls, texture=None, yaw=0.0):
+        self.parts.append(Part('box', tuple(float(h) for h in half), self._world(*centre),
+                               self.yaw + yaw, rgba, texture, cls))
+
+    def cylinder(self, centre, radius, length, rgba, cls, texture=None):
+        self.parts.append(Part('cylinder', (float(radius), float(length)), self._world(*centre),
+                               self.yaw, rgba, texture, cls))
+
+    def sphere(self, centre, radius, rgba, cls):
+        self.parts.append(Part('sphere', (float(radius),), self._world(*centre), 0.0, rgba, None, cls))
