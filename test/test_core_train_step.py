@@ -1,0 +1,184 @@
+"""M6 training step (core/train_step.py): loss dict, missing labels, and the M3 gradient coupling
+(3D losses reach the depth head through the back-projection of the predicted depth)."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from depth3dseg_ros.core.geometry import backproject
+from depth3dseg_ros.core.losses import UncertaintyWeighting
+from depth3dseg_ros.core.train_step import (TERMS, LossConfig, compute_losses, forward_model,
+                                            make_weighting)
+
+C, H, W = 4, 12, 16
+
+
+class TinyPoint(nn.Module):
+    """Per-point MLP on (X, Y, Z, colour); enough to carry gradients from seg3d into xyz."""
+
+    def __init__(self, num_classes):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Conv2d(6, 8, 1), nn.Tanh(), nn.Conv2d(8, num_classes, 1))
+
+    def forward(self, xyz, valid, feats):
+        return self.mlp(torch.cat([xyz, feats], 1)) * valid
+
+
+class TinyDepth3DSeg(nn.Module):
+    """Follows the docs/ARCHITECTURE.md contract of core.model.Depth3DSeg."""
+
+    def __init__(self, num_classes=C):
+        super().__init__()
+        self.enc = nn.Conv2d(3, 8, 3, padding=1)
+        self.depth_head = nn.Conv2d(8, 1, 1)
+        self.seg_head = nn.Conv2d(8, num_classes, 1)
+        self.pointnet = TinyPoint(num_classes)
+
+    def forward_2d(self, rgb):
+        f = torch.relu(self.enc(rgb))
+        return {'depth': 0.5 + F.softplus(self.depth_head(f)), 'seg2d': self.seg_head(f)}
+
+    def forward(self, rgb, K):
+        out = self.forward_2d(rgb)
+        xyz, valid = backproject(out['depth'], K)
+        out['seg3d'] = self.pointnet(xyz, valid, rgb)
+        out['xyz'], out['valid'] = xyz, valid
+        return out
+
+
+def make_batch(b=2, h=H, w=W, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    K = torch.tensor([[20.0, 0, w / 2], [0, 20.0, h / 2], [0, 0, 1]]).repeat(b, 1, 1)
+    depth = torch.rand(b, 1, h, w, generator=g) * 3 + 0.5
+    depth[:, :, 0, :] = float('nan')
+    return {'rgb': torch.randn(b, 3, h, w, generator=g), 'K': K, 'depth': depth,
+            'labels': torch.randint(0, C, (b, h, w), generator=g),
+            'has_labels': torch.ones(b, dtype=torch.bool), 'has_depth': torch.ones(b, dtype=torch.bool)}
+
+
+def only(term, **kw):
+    w = {f'w_{t}': 0.0 for t in TERMS}
+    w[f'w_{term}'] = 1.0
+    return LossConfig(**w, **kw)
+
+
+def grad_norm(params):
+    return sum(float(p.grad.abs().sum()) for p in params if p.grad is not None)
+
+
+def test_keys_finite_and_total_is_weighted_sum():
+    torch.manual_seed(0)
+    model = TinyDepth3DSeg()
+    cfg = LossConfig()
+    out = compute_losses(model, make_batch(), cfg)
+    assert set(TERMS) | {'total'} <= set(out)
+    assert all(torch.isfinite(out[k]) and out[k].item() > 0 for k in TERMS)
+    expected = sum(cfg.weights()[t] * out[t] for t in TERMS)
+    assert out['total'].item() == pytest.approx(expected.item(), rel=1e-6)
+    assert out['n_depth'].item() == 2 * (H - 1) * W          # the NaN row is not counted
+    out['total'].backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize('term,kw', [('seg3d', {}), ('consistency', {}),
+                                     ('consistency', {'consistency': 'kl'}),
+                                     ('consistency', {'consistency': 'js'})])
+def test_3d_terms_reach_depth_head_unless_detached(term, kw):
+    torch.manual_seed(1)
+    model = TinyDepth3DSeg()
+    batch = make_batch()
+    compute_losses(model, batch, only(term, **kw))['total'].backward()
+    assert grad_norm(model.depth_head.parameters()) > 0       # through backproject (M2/M3 coupling)
+    model.zero_grad(set_to_none=True)
+    compute_losses(model, batch, only(term, detach_depth_for_3d=True, **kw))['total'].backward()
+    assert grad_norm(model.depth_head.parameters()) == 0
+    assert grad_norm(model.pointnet.parameters()) > 0         # the 3D net still trains
+
+
+def test_seg2d_alone_does_not_reach_depth_head():
+    model = TinyDepth3DSeg()
+    compute_losses(model, make_batch(), only('seg2d'))['total'].backward()
+    assert grad_norm(model.depth_head.parameters()) == 0 and grad_norm(model.seg_head.parameters()) > 0
+
+
+def test_detached_path_gives_same_outputs():
+    torch.manual_seed(2)
+    model = TinyDepth3DSeg()
+    b = make_batch()
+    a = forward_model(model, b['rgb'], b['K'])
+    d = forward_model(model, b['rgb'], b['K'], detach_depth_for_3d=True)
+    for k in ('depth', 'seg2d', 'seg3d', 'xyz', 'valid'):
+        assert torch.equal(a[k], d[k]), k
+
+
+def test_unlabelled_frames_train_on_depth_and_consistency():
+    model = TinyDepth3DSeg()
+    b = make_batch()
+    b['has_labels'] = torch.tensor([False, False])
+    out = compute_losses(model, b, LossConfig())
+    assert out['seg2d'].item() == 0 and out['seg3d'].item() == 0
+    assert out['n_seg2d'].item() == 0 and out['n_seg3d'].item() == 0
+    assert out['total'].item() == pytest.approx(out['depth'].item() + 0.1 * out['consistency'].item(),
+                                                rel=1e-6)
+    # keys missing entirely: only consistency remains, no NaN
+    out = compute_losses(model, {'rgb': b['rgb'], 'K': b['K']}, LossConfig())
+    assert out['n_depth'].item() == 0 and out['n_seg2d'].item() == 0
+    assert out['total'].item() == pytest.approx(0.1 * out['consistency'].item(), rel=1e-6)
+    out['total'].backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_mixed_batch_masks_per_sample():
+    model = TinyDepth3DSeg()
+    b = make_batch()
+    full = compute_losses(model, b, LossConfig())
+    b['has_labels'] = torch.tensor([True, False])
+    b['has_depth'] = torch.tensor([False, True])
+    half = compute_losses(model, b, LossConfig())
+    assert half['n_seg2d'].item() == int((b['labels'][0] != 0).sum())
+    assert half['n_depth'].item() == full['n_depth'].item() // 2
+    assert half['consistency'].item() == pytest.approx(full['consistency'].item())
+
+
+def test_separate_3d_labels_change_only_seg3d():
+    torch.manual_seed(3)
+    model = TinyDepth3DSeg()
+    b = make_batch()
+    base = compute_losses(model, b, LossConfig())
+    b['labels3d'] = (b['labels'] % (C - 1)) + 1
+    sep = compute_losses(model, b, LossConfig())
+    assert sep['seg2d'].item() == base['seg2d'].item()
+    assert sep['seg3d'].item() != pytest.approx(base['seg3d'].item())
+
+
+def test_uncertainty_weighting_needs_module_and_learns():
+    model = TinyDepth3DSeg()
+    cfg = LossConfig(uncertainty_weighting=True)
+    with pytest.raises(ValueError, match='weighting'):
+        compute_losses(model, make_batch(), cfg)
+    uw = make_weighting(cfg)
+    assert isinstance(uw, UncertaintyWeighting) and uw.names == list(TERMS)
+    out = compute_losses(model, make_batch(), cfg, uw)
+    hand = out['seg2d'] + out['seg3d'] + 0.5 * out['depth'] + 0.1 * out['consistency']  # s = 0
+    assert out['total'].item() == pytest.approx(hand.item(), rel=1e-6)
+    out['total'].backward()
+    assert torch.all(uw.log_vars.grad != 0)
+    assert make_weighting(LossConfig()) is None
+    assert make_weighting(LossConfig(uncertainty_weighting=True, w_seg3d=0)).names == \
+        ['seg2d', 'depth', 'consistency']
+
+
+def test_loss_config_plain_data_and_errors():
+    cfg = LossConfig.from_dict({'depth_loss': 'berhu', 'w_consistency': 0.5})
+    assert LossConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match='unknown keys'):
+        LossConfig.from_dict({'w_foo': 1})
+    with pytest.raises(ValueError, match='depth_loss'):
+        LossConfig(depth_loss='l2')
+    with pytest.raises(ValueError, match='consistency'):
+        LossConfig(consistency='cos')
+    with pytest.raises(ValueError, match='w_depth'):
+        LossConfig(w_depth=-1)
+    assert math.isclose(LossConfig().weights()['consistency'], 0.1)
