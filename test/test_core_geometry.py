@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import torch
 
+from depth3dseg_ros.core.depth import depth_to_meters
 from depth3dseg_ros.core.geometry import (backproject, backproject_np, crop_intrinsics, pixel_grid,
                                           resize_intrinsics, scale_intrinsics)
 
@@ -28,8 +29,8 @@ def test_c09_16uc1_millimetres_refused_and_metres_match():
     K = K3(500, 500, 0, 0)
     with pytest.raises(ValueError, match='dtype uint16'):
         backproject_np(np.array([[0, 2000]], np.uint16), K)
-    # 16UC1 [0, 2000] mm -> metres (0 = no data) gives the same cloud as the 32FC1 case
-    pts = backproject_np(np.array([[0, 2000]], np.uint16).astype(np.float32) * 0.001, K)
+    # 16UC1 [0, 2000] mm -> metres (core.depth, 0 = no data) gives the same cloud as the 32FC1 case
+    pts = backproject_np(depth_to_meters(np.array([[0, 2000]], np.uint16), '16UC1'), K)
     assert np.all(np.isnan(pts[0, 0]))
     np.testing.assert_allclose(pts[0, 1], [0.004, 0.0, 2.0], rtol=1e-6)
 
