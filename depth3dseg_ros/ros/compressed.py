@@ -1,0 +1,219 @@
+"""sensor_msgs/CompressedImage: jpeg/png (8- and 16-bit) and ``compressedDepth`` decoding and encoding.
+
+Format strings have no fixed grammar (image_transport_plugins #63, CASES.md C07): ``"jpeg"``, ``"png"``,
+``"rgb8; jpeg compressed bgr8"``, ``"16UC1; compressedDepth"``, ``"32FC1; compressedDepth png"``. The parser
+splits on ``;``, takes the first token as the source encoding when it is one, and looks for the word
+``compressedDepth`` and a codec word anywhere. compressedDepth payloads are a 12-byte ConfigHeader
+(int32 format, float32 depthQuantA, float32 depthQuantB, little-endian) then a PNG of uint16 values;
+the PNG is found by its signature, not by a fixed offset. 16UC1: the PNG values are millimetres.
+32FC1: depth = A / (v - B) metres, v = 0 -> NaN. RVL payloads are refused with a clear error.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import cv2
+import numpy as np
+
+from depth3dseg_ros.core.depth import valid_depth
+from depth3dseg_ros.ros.image import (ENCODINGS, EmptyImageError, array_to_rgb, check_array_encoding,
+                                      convert_layout, has_channel_order, is_encoding)
+from depth3dseg_ros.ros.msgutil import as_uint8, build, convert_header, rclpy_cls, uint8_field
+
+PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
+#: compressed_depth_image_transport's compressionFormat enum value written in the header for PNG.
+INV_DEPTH = 0
+_HEADER = struct.Struct('<iff')
+
+
+def parse_format(fmt: str) -> dict:
+    """Split a CompressedImage.format leniently.
+
+    Returns:
+        dict with ``encoding`` (first token if it is an image encoding, else None), ``depth`` (True for
+        compressedDepth) and ``codec`` ('png', 'jpeg', 'rvl' or None when not named).
+    """
+    text = (fmt or '').strip()
+    tokens = [t.strip() for t in text.split(';')]
+    first = tokens[0] if tokens else ''
+    words = text.replace(';', ' ').lower().split()
+    codec = next((w for w in words if w in ('png', 'jpeg', 'jpg', 'rvl', 'tiff')), None)
+    return {'encoding': first if is_encoding(first) else None,
+            'depth': 'compresseddepth' in words, 'codec': 'jpeg' if codec == 'jpg' else codec}
+
+
+def _payload(msg: Any) -> np.ndarray:
+    buf = as_uint8(msg.data)
+    if buf.size == 0:
+        raise EmptyImageError(f'CompressedImage is empty: format={msg.format!r} len(data)=0')
+    return buf
+
+
+def decode_compressed_depth(msg: Any) -> np.ndarray:
+    """Decode a ``compressedDepth`` CompressedImage (C07).
+
+    Returns:
+        uint16 H×W millimetres (0 = no data) for 16UC1; float32 H×W metres (NaN = no data) for 32FC1.
+    Raises:
+        EmptyImageError: no data. ValueError: not compressedDepth, an RVL or unknown codec, an encoding
+        other than 16UC1/32FC1, no PNG signature, a PNG that is not 16-bit 1-channel, or a 32FC1 payload
+        without its 12-byte quantisation header.
+    """
+    info = parse_format(msg.format)
+    if not info['depth']:
+        raise ValueError(f'CompressedImage.format={msg.format!r} is not compressedDepth')
+    if info['codec'] not in (None, 'png'):
+        raise ValueError(f'CompressedImage.format={msg.format!r}: compressedDepth codec '
+                         f'{info["codec"]!r} is not supported (only png)')
+    enc = info['encoding']
+    if enc not in ('16UC1', '32FC1', 'mono16'):
+        raise ValueError(f'CompressedImage.format={msg.format!r}: depth encoding {enc!r} is not 16UC1/32FC1')
+    buf = _payload(msg)
+    raw = buf.tobytes()
+    start = raw.find(PNG_SIGNATURE)
+    if start < 0:
+        raise ValueError(f'CompressedImage.format={msg.format!r}: no PNG signature in len(data)={len(raw)}')
+    img = cv2.imdecode(buf[start:], cv2.IMREAD_UNCHANGED)
+    if img is None or img.dtype != np.uint16 or img.ndim != 2:
+        desc = 'undecodable' if img is None else f'shape={img.shape} dtype={img.dtype}'
+        raise ValueError(f'CompressedImage compressedDepth PNG is {desc}, expected 16-bit 1-channel')
+    if enc in ('16UC1', 'mono16'):
+        return img
+    if start < _HEADER.size:
+        raise ValueError(f'CompressedImage.format={msg.format!r}: 32FC1 needs a 12-byte header, '
+                         f'PNG starts at byte {start}')
+    _, qa, qb = _HEADER.unpack_from(raw, start - _HEADER.size)
+    v = img.astype(np.float32)
+    with np.errstate(divide='ignore', invalid='ignore'):
+        depth = (np.float32(qa) / (v - np.float32(qb))).astype(np.float32)
+    depth[(img == 0) | ~valid_depth(depth)] = np.nan
+    return depth
+
+
+def decode_compressed(msg: Any) -> tuple[np.ndarray, str]:
+    """Decode any supported CompressedImage to (array, encoding of the array's layout).
+
+    jpeg/png colour decode to ``bgr8``/``bgra8`` (OpenCV order), gray to ``mono8``, 16-bit PNG to
+    ``16UC1``/``mono16`` (IMREAD_UNCHANGED keeps 16 bits); if the format names an rgb source encoding
+    (``"rgb8; jpeg compressed bgr8"``) the result is converted back to it, as compressed_image_transport
+    does. compressedDepth gives ``16UC1`` (mm) or ``32FC1`` (m).
+
+    Raises:
+        EmptyImageError: no data. ValueError: undecodable payload (format and length named).
+    """
+    info = parse_format(msg.format)
+    if info['depth']:
+        arr = decode_compressed_depth(msg)
+        return arr, ('32FC1' if arr.dtype == np.float32 else '16UC1')
+    buf = _payload(msg)
+    img = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
+    if img is None:
+        raise ValueError(f'CompressedImage.format={msg.format!r} len(data)={buf.size}: cannot be decoded')
+    if img.ndim == 2:
+        enc = 'mono8' if img.dtype == np.uint8 else ('16UC1' if img.dtype == np.uint16 else None)
+        if info['encoding'] == 'mono16' and img.dtype == np.uint16:
+            enc = 'mono16'
+    else:
+        deep = img.dtype == np.uint16
+        enc = {3: 'bgr16' if deep else 'bgr8', 4: 'bgra16' if deep else 'bgra8'}.get(img.shape[2])
+    if enc is None:
+        raise ValueError(f'CompressedImage.format={msg.format!r}: decoded shape={img.shape} '
+                         f'dtype={img.dtype} is not supported')
+    src = info['encoding']
+    if src in ('rgb8', 'rgba8', 'rgb16', 'rgba16') and encoding_channels(src) == encoding_channels(enc):
+        return convert_layout(img, enc, src), src
+    return img, enc
+
+
+def encoding_channels(encoding: str) -> int:
+    """Channels of a named encoding (1 for unknown names)."""
+    return ENCODINGS.get(encoding, (None, 1))[1]
+
+
+def compressed_to_cv2(msg: Any, desired_encoding: str = 'passthrough') -> np.ndarray:
+    """CompressedImage -> ndarray like cv_bridge's ``compressed_imgmsg_to_cv2``.
+
+    'passthrough' returns the layout given by :func:`decode_compressed`; otherwise a colour/mono
+    conversion (e.g. 'rgb8') as in :func:`depth3dseg_ros.ros.image.imgmsg_to_cv2`.
+    """
+    arr, enc = decode_compressed(msg)
+    if desired_encoding in ('passthrough', enc):
+        return arr
+    return convert_layout(arr, enc, desired_encoding)
+
+
+def compressed_to_rgb(msg: Any) -> np.ndarray:
+    """Network input from a colour/mono CompressedImage: H×W×3 uint8 RGB (alpha dropped, C05)."""
+    arr, enc = decode_compressed(msg)
+    return array_to_rgb(arr, enc)
+
+
+def encode_compressed_depth(depth: np.ndarray, encoding: str = '16UC1', header: Any = None,
+                            msg_cls: type | None = None, depth_max: float = 10.0,
+                            depth_quantization: float = 100.0, fmt_suffix: str = ' png') -> Any:
+    """Build a compressedDepth CompressedImage (compressed_depth_image_transport's PNG layout).
+
+    Args:
+        depth: uint16 H×W millimetres for ``16UC1``; float H×W metres for ``32FC1``.
+        encoding: '16UC1' or '32FC1'.
+        depth_max, depth_quantization: 32FC1 quantisation: A = q(q+1), B = 1 - A/depth_max,
+            v = rint(A/d + B) for 0 < d < depth_max, else 0 (no data).
+        fmt_suffix: text after 'compressedDepth' (' png' as current writers, '' as old bags).
+    Raises:
+        ValueError: wrong dtype for the encoding, unsupported encoding, or PNG encoding failure.
+    """
+    d = np.asarray(depth)
+    qa = qb = 0.0
+    if encoding == '16UC1':
+        check_array_encoding(d, '16UC1')
+        png_in = d
+    elif encoding == '32FC1':
+        if d.ndim != 2 or d.dtype.kind != 'f':
+            raise ValueError(f'depth shape={d.shape} dtype={d.dtype} must be H×W float metres for 32FC1')
+        qa = float(np.float32(depth_quantization * (depth_quantization + 1.0)))
+        qb = float(np.float32(1.0 - qa / depth_max))
+        ok = valid_depth(d) & (d < depth_max)
+        png_in = np.zeros(d.shape, np.uint16)
+        with np.errstate(divide='ignore'):
+            png_in[ok] = np.clip(np.rint(qa / d[ok].astype(np.float64) + qb), 1, 65535).astype(np.uint16)
+    else:
+        raise ValueError(f'encoding={encoding!r}: compressedDepth supports 16UC1 and 32FC1')
+    ok, png = cv2.imencode('.png', np.ascontiguousarray(png_in))
+    if not ok:
+        raise ValueError(f'PNG encoding failed for depth shape={d.shape}')
+    payload = np.concatenate([np.frombuffer(_HEADER.pack(INV_DEPTH, qa, qb), np.uint8), png.reshape(-1)])
+    return _build(payload, f'{encoding}; compressedDepth{fmt_suffix}', header, msg_cls)
+
+
+def encode_compressed(arr: np.ndarray, encoding: str = 'rgb8', codec: str = 'png', header: Any = None,
+                      msg_cls: type | None = None, jpeg_quality: int = 95) -> Any:
+    """Build a jpeg/png CompressedImage from an array with layout ``encoding``.
+
+    Colour is stored BGR in the file (OpenCV); the format string is
+    ``"<encoding>; <codec> compressed <bgr8|mono8|...>"`` so :func:`decode_compressed` restores the order.
+    16-bit mono (16UC1/mono16) needs png.
+
+    Raises:
+        ValueError: codec not png/jpeg, array not fitting the encoding, 16-bit with jpeg, failure.
+    """
+    if codec not in ('png', 'jpeg'):
+        raise ValueError(f'codec={codec!r} must be png or jpeg')
+    if not has_channel_order(encoding):
+        raise ValueError(f'encoding={encoding!r} cannot be stored as {codec} (colour/mono 8/16-bit only)')
+    check_array_encoding(arr, encoding)
+    a = np.asarray(arr)
+    target = {'rgb8': 'bgr8', 'rgba8': 'bgra8', 'rgb16': 'bgr16', 'rgba16': 'bgra16'}.get(encoding, encoding)
+    if a.dtype == np.uint16 and codec == 'jpeg':
+        raise ValueError(f'encoding={encoding!r} is 16-bit: jpeg cannot hold it, use png')
+    img = np.ascontiguousarray(convert_layout(a, encoding, target))
+    params = [cv2.IMWRITE_JPEG_QUALITY, int(jpeg_quality)] if codec == 'jpeg' else []
+    ok, data = cv2.imencode('.jpg' if codec == 'jpeg' else '.png', img, params)
+    if not ok:
+        raise ValueError(f'{codec} encoding failed for shape={a.shape} dtype={a.dtype}')
+    return _build(data.reshape(-1), f'{encoding}; {codec} compressed {target}', header, msg_cls)
+
+
+def _build(payload: np.ndarray, fmt: str, header: Any, msg_cls: type | None) -> Any:
+    cls = msg_cls or rclpy_cls('sensor_msgs/msg/CompressedImage')
+    return build(cls, header=convert_header(header, cls), format=fmt, data=uint8_field(payload, cls))
