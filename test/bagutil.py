@@ -252,6 +252,14 @@ def frame_messages(ts: Any, frames: Sequence[Frame], *, rgb_format: str = 'raw',
     return out
 
 
+def bag_typestore(storage: str, extra: Sequence[ExtraTopic] = ()) -> Any:
+    """Typestore for writing: ros1_noetic for 'ros1', else ros2_kilted; ``extra`` types registered."""
+    ts = get_typestore(Stores.ROS1_NOETIC if storage == 'ros1' else Stores.ROS2_KILTED)
+    for ex in extra:
+        ts.register(get_types_from_msg(ex.msgdef, ex.msgtype))
+    return ts
+
+
 def write_bag(path: Path | str, frames: Sequence[Frame], *, storage: str = 'sqlite3',
               compression: str = 'none', strip_definitions: bool = False,
               extra: Sequence[ExtraTopic] = (), **kwargs: Any) -> Path:
@@ -260,12 +268,21 @@ def write_bag(path: Path | str, frames: Sequence[Frame], *, storage: str = 'sqli
     ``strip_definitions`` removes the stored message definitions from a ``.db3`` bag (like bags
     recorded before Iron, C28). Other keyword arguments go to :func:`frame_messages`.
     """
+    ts = bag_typestore(storage, extra)
+    msgs = frame_messages(ts, frames, extra=extra, **kwargs)
+    return write_messages(path, ts, msgs, storage=storage, compression=compression,
+                          strip_definitions=strip_definitions)
+
+
+def write_messages(path: Path | str, ts: Any, msgs: Sequence[Tuple[int, str, str, Any]], *,
+                   storage: str = 'sqlite3', compression: str = 'none',
+                   strip_definitions: bool = False, chunk_codec: Optional[str] = None) -> Path:
+    """Write ``[(bag_time_ns, topic, msgtype, msg)]`` (msg: rosbags object, or bytes already
+    serialized) with the rosbags writers; see the module docstring for storage/compression.
+    ``chunk_codec`` forces the MCAP chunk compression name with an identity compressor (to build
+    a bag with a codec no reader supports, C29)."""
     path = Path(path)
     ros1 = storage == 'ros1'
-    ts = get_typestore(Stores.ROS1_NOETIC if ros1 else Stores.ROS2_KILTED)
-    for ex in extra:
-        ts.register(get_types_from_msg(ex.msgdef, ex.msgtype))
-    msgs = frame_messages(ts, frames, extra=extra, **kwargs)
     serialize = ts.serialize_ros1 if ros1 else ts.serialize_cdr
     if ros1:
         writer: Any = Writer1(path)
@@ -283,12 +300,16 @@ def write_bag(path: Path | str, frames: Sequence[Frame], *, storage: str = 'sqli
         if compression == 'lz4-chunks':  # rosbags writes zstd chunks only; lz4 frames are MCAP's lz4
             writer.storage.compression = 'lz4'
             writer.storage.compressor = lz4.frame.compress
+        if chunk_codec is not None:
+            writer.storage.compression = chunk_codec
+            writer.storage.compressor = bytes
         conns: Dict[Tuple[str, str], Any] = {}
         for t_ns, topic, msgtype, msg in msgs:
             key = (topic, msgtype)
             if key not in conns:
                 conns[key] = writer.add_connection(topic, msgtype, typestore=ts)
-            writer.write(conns[key], t_ns, serialize(msg, msgtype))
+            data = msg if isinstance(msg, (bytes, bytearray)) else serialize(msg, msgtype)
+            writer.write(conns[key], t_ns, data)
     if strip_definitions:
         strip_message_definitions(path)
     return path
@@ -323,4 +344,5 @@ def read_png(path: Path | str) -> np.ndarray:
 
 __all__ = ['TOPICS', 'Frame', 'ExtraTopic', 'make_frames', 'load_real_frames', 'build_msg',
            'image_msg', 'compressed_msg', 'camera_info_msg', 'frame_messages', 'write_bag',
+           'write_messages', 'bag_typestore', 'header',
            'strip_message_definitions', 'set_metadata_compression', 'read_png']
