@@ -1,0 +1,290 @@
+"""sensor_msgs/PointCloud2 <-> numpy structured arrays, in sensor_msgs_py's vocabulary, plus a PLY writer.
+
+sensor_msgs_py is not on pip (PIP_ROS_STACK.md section 4), and its reader once ignored trailing padding
+(CASES.md C12). Here the dtype always carries explicit ``offsets`` and ``itemsize = point_step``, rows are
+cut at ``row_step``, and the writer sets point_step/row_step explicitly. The labelled cloud (METHOD.md M9)
+has fields x, y, z FLOAT32, rgb FLOAT32 holding packed 0x00RRGGBB bits (built as uint32 and bit-viewed,
+never through a Python float: C14, C15), label UINT32 or UINT16, optional confidence FLOAT32. Every
+operation is vectorised numpy (no per-point Python loop).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from depth3dseg_ros.core.geometry import backproject_np
+from depth3dseg_ros.core.imageops import check_same_hw
+from depth3dseg_ros.ros.msgutil import as_uint8, build, convert_header, is_rosbags_cls, rclpy_cls, uint8_field
+
+# sensor_msgs/PointField datatype constants.
+INT8, UINT8, INT16, UINT16, INT32, UINT32, FLOAT32, FLOAT64 = range(1, 9)
+_TO_NP = {INT8: 'i1', UINT8: 'u1', INT16: 'i2', UINT16: 'u2', INT32: 'i4', UINT32: 'u4', FLOAT32: 'f4',
+          FLOAT64: 'f8'}
+_FROM_NP = {np.dtype(v).newbyteorder('<').str[1:]: k for k, v in _TO_NP.items()}
+
+
+def pack_rgb(rgb: np.ndarray) -> np.ndarray:
+    """Pack ...×3 uint8 RGB into float32 whose bits are 0x00RRGGBB (PCL / RViz RGB8 layout, C14).
+
+    The uint32 is built in numpy and *viewed* as float32, so signalling-NaN bit patterns survive
+    (r=130 stays 0x82, never 0xC2).
+    """
+    c = np.asarray(rgb)
+    if c.shape[-1:] != (3,) or c.dtype != np.uint8:
+        raise ValueError(f'rgb shape={c.shape} dtype={c.dtype} must be ...×3 uint8')
+    c = c.astype(np.uint32)
+    return ((c[..., 0] << 16) | (c[..., 1] << 8) | c[..., 2]).view(np.float32)
+
+
+def unpack_rgb(packed: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`pack_rgb`: float32 (or uint32) packed colours -> ...×3 uint8 RGB."""
+    u = np.ascontiguousarray(packed).view(np.uint32)
+    return np.stack([(u >> 16) & 0xFF, (u >> 8) & 0xFF, u & 0xFF], axis=-1).astype(np.uint8)
+
+
+def dtype_from_fields(fields: Sequence[Any], point_step: int, is_bigendian: bool = False) -> np.dtype:
+    """Structured dtype of a cloud: names, formats, explicit offsets and ``itemsize = point_step`` (C12).
+
+    A field with count > 1 becomes a sub-array. Raises ValueError for an unknown datatype, a field
+    that does not fit in point_step, or overlapping/duplicate names (field named).
+    """
+    order = '>' if is_bigendian else '<'
+    names, formats, offsets = [], [], []
+    for f in fields:
+        if int(f.datatype) not in _TO_NP:
+            raise ValueError(f'PointField {f.name!r} datatype={f.datatype} is not 1..8')
+        base = np.dtype(order + _TO_NP[int(f.datatype)])
+        count = max(int(f.count), 1)
+        fmt = base if count == 1 else np.dtype((base, (count,)))
+        if int(f.offset) + fmt.itemsize > int(point_step):
+            raise ValueError(f'PointField {f.name!r} offset={f.offset} size={fmt.itemsize} '
+                             f'exceeds point_step={point_step}')
+        if f.name in names:
+            raise ValueError(f'PointField name {f.name!r} appears twice')
+        names.append(f.name), formats.append(fmt), offsets.append(int(f.offset))
+    return np.dtype({'names': names, 'formats': formats, 'offsets': offsets, 'itemsize': int(point_step)})
+
+
+def read_points(msg: Any, field_names: Sequence[str] | None = None, skip_nans: bool = False,
+                organized: bool = False) -> np.ndarray:
+    """PointCloud2 -> structured array (native byte order), honouring offsets, padding and row_step.
+
+    Args:
+        msg: PointCloud2 (rclpy or rosbags): fields, point_step, row_step, height, width, is_bigendian, data.
+        field_names: fields to keep (default all, in the message's field order).
+        skip_nans: drop points where any of x, y, z is NaN (result is flat).
+        organized: return height×width instead of flat (ignored with skip_nans).
+    Returns:
+        structured ndarray (N,) or (height, width); a copy, safe to modify.
+    Raises:
+        ValueError: len(data) != height*row_step, row_step < width*point_step, bad fields, unknown names.
+    """
+    h, w, ps, rs = int(msg.height), int(msg.width), int(msg.point_step), int(msg.row_step)
+    dt = dtype_from_fields(msg.fields, ps, bool(msg.is_bigendian))
+    buf = as_uint8(msg.data)
+    if rs < w * ps:
+        raise ValueError(f'PointCloud2.row_step={rs} < width*point_step={w * ps}')
+    if buf.size != h * rs:
+        raise ValueError(f'PointCloud2 len(data)={buf.size} != height*row_step={h * rs}')
+    names = list(dt.names) if field_names is None else list(field_names)
+    missing = [n for n in names if n not in dt.names]
+    if missing:
+        raise ValueError(f'PointCloud2 has no field(s) {missing}; fields are {list(dt.names)}')
+    rows = np.ascontiguousarray(buf.reshape(h, rs)[:, :w * ps]) if h * w else np.zeros((h, 0), np.uint8)
+    view = rows.view(dt).reshape(h, w)
+    out_dt = np.dtype([(n, dt.fields[n][0].newbyteorder('=')) for n in names])
+    out = np.empty((h, w), dtype=out_dt)
+    for n in names:
+        out[n] = view[n]
+    if skip_nans and {'x', 'y', 'z'} <= set(dt.names):
+        keep = ~(np.isnan(view['x']) | np.isnan(view['y']) | np.isnan(view['z']))
+        return out[keep]
+    return out if organized else out.reshape(-1)
+
+
+def cloud_dtype(rgb: bool = True, labels: bool = True, confidence: bool = False,
+                label_dtype: Any = np.uint32, point_step: int | None = None) -> np.dtype:
+    """Packed little-endian dtype x, y, z (f4) [, rgb (f4)] [, label (u4/u2)] [, confidence (f4)].
+
+    ``point_step`` larger than the packed size adds trailing padding (C12).
+    """
+    names, formats = ['x', 'y', 'z'], ['<f4'] * 3
+    if rgb:
+        names.append('rgb'), formats.append('<f4')
+    if labels:
+        ld = np.dtype(label_dtype)
+        if ld not in (np.dtype(np.uint32), np.dtype(np.uint16)):
+            raise ValueError(f'label_dtype={ld} must be uint32 or uint16 (C15)')
+        names.append('label'), formats.append(ld.newbyteorder('<'))
+    if confidence:
+        names.append('confidence'), formats.append('<f4')
+    offsets = np.cumsum([0] + [np.dtype(f).itemsize for f in formats])
+    size = int(offsets[-1]) if point_step is None else int(point_step)
+    if size < offsets[-1]:
+        raise ValueError(f'point_step={point_step} < packed size {offsets[-1]}')
+    return np.dtype({'names': names, 'formats': formats, 'offsets': offsets[:-1].tolist(), 'itemsize': size})
+
+
+def fields_from_dtype(dt: np.dtype, msg_cls: type | None = None) -> list:
+    """PointField list (name, offset, datatype, count) describing structured dtype ``dt``."""
+    cls = _pointfield_cls(msg_cls)
+    out = []
+    for name in dt.names:
+        fdt, off = dt.fields[name][:2]
+        base, count = (fdt.base, int(np.prod(fdt.shape))) if fdt.shape else (fdt, 1)
+        key = base.newbyteorder('<').str[1:]
+        if key not in _FROM_NP:
+            raise ValueError(f'field {name!r} dtype={base} has no PointField datatype')
+        out.append(cls(name=name, offset=int(off), datatype=_FROM_NP[key], count=count))
+    return out
+
+
+def _pointfield_cls(msg_cls: type | None) -> type:
+    if msg_cls is not None and is_rosbags_cls(msg_cls):
+        return getattr(sys.modules[msg_cls.__module__], 'sensor_msgs__msg__PointField')
+    return rclpy_cls('sensor_msgs/msg/PointField')
+
+
+def create_cloud_from_array(header: Any, points: np.ndarray, is_dense: bool | None = None,
+                            msg_cls: type | None = None) -> Any:
+    """Structured array (H×W organized or N unorganized) -> PointCloud2 (sensor_msgs_py ``create_cloud``).
+
+    point_step = ``points.dtype.itemsize`` (trailing padding kept), row_step = width*point_step,
+    little-endian. ``is_dense`` defaults to "no NaN in x, y, z".
+    """
+    pts = np.asarray(points)
+    if pts.dtype.names is None or pts.ndim not in (1, 2):
+        raise ValueError(f'points dtype={pts.dtype} shape={pts.shape} must be a 1-D or 2-D structured array')
+    if pts.ndim == 1:
+        pts = pts.reshape(1, -1)
+    h, w = pts.shape
+    le = pts.dtype.newbyteorder('<') if pts.dtype.byteorder == '>' else pts.dtype
+    pts = np.ascontiguousarray(pts, dtype=le)
+    if is_dense is None:
+        xyz = [n for n in ('x', 'y', 'z') if n in pts.dtype.names]
+        is_dense = not any(np.isnan(pts[n]).any() for n in xyz if pts.dtype.fields[n][0].kind == 'f')
+    cls = msg_cls or rclpy_cls('sensor_msgs/msg/PointCloud2')
+    return build(cls, header=convert_header(header, cls), height=h, width=w,
+                 fields=fields_from_dtype(pts.dtype, cls), is_bigendian=False,
+                 point_step=pts.dtype.itemsize, row_step=w * pts.dtype.itemsize,
+                 data=uint8_field(pts.view(np.uint8), cls), is_dense=bool(is_dense))
+
+
+def pack_cloud(xyz: np.ndarray, rgb: np.ndarray | None = None, labels: np.ndarray | None = None,
+               confidence: np.ndarray | None = None, organized: bool = True, stride: int = 1,
+               label_dtype: Any = np.uint32) -> tuple[np.ndarray, bool]:
+    """Fill the labelled-cloud structured array from H×W images (M9); no message involved.
+
+    Args:
+        xyz: H×W×3 float32 organized cloud in metres, NaN where invalid (core.geometry.backproject_np).
+        rgb: H×W×3 uint8 RGB; labels: H×W integer ids (< 2**32, or < 2**16 for uint16);
+        confidence: H×W float. All must share H×W (C20: else ValueError naming both sizes).
+        organized: keep H×W with NaN x, y, z for invalid points; else drop them (height 1).
+        stride: keep every stride-th row and column (decimation, C25).
+    Returns:
+        (points structured array (h, w) or (1, N), is_dense).
+    """
+    if int(stride) < 1:
+        raise ValueError(f'stride={stride} must be >= 1')
+    p = np.asarray(xyz)
+    if p.ndim != 3 or p.shape[2] != 3:
+        raise ValueError(f'xyz shape={p.shape} must be H×W×3')
+    check_same_hw(xyz=p, rgb=rgb, labels=labels, confidence=confidence)
+    s = int(stride)
+    if s > 1:
+        p, rgb, labels, confidence = (None if a is None else np.asarray(a)[::s, ::s]
+                                      for a in (p, rgb, labels, confidence))
+    valid = np.isfinite(p[..., 0]) & np.isfinite(p[..., 1]) & np.isfinite(p[..., 2])
+    dt = cloud_dtype(rgb is not None, labels is not None, confidence is not None, label_dtype)
+    if labels is not None:
+        lab = np.asarray(labels)
+        if lab.dtype.kind not in 'iu' or (lab.size and (lab.min() < 0 or lab.max() > np.iinfo(dt['label']).max)):
+            raise ValueError(f'labels dtype={lab.dtype} must be ids in 0..{np.iinfo(dt["label"]).max}')
+    if not organized:
+        keep = valid.reshape(-1)
+        sel = lambda a, c: None if a is None else np.asarray(a).reshape(-1, *([c] if c else []))[keep]  # noqa: E731
+        p, rgb, labels, confidence = sel(p, 3), sel(rgb, 3), sel(labels, 0), sel(confidence, 0)
+        p = p.reshape(1, -1, 3)
+        rgb, labels, confidence = (None if a is None else a.reshape(1, -1, *a.shape[1:])
+                                   for a in (rgb, labels, confidence))
+    h, w = p.shape[:2]
+    out = np.empty((h, w), dtype=dt)
+    raw = out.view(np.uint8).reshape(h, w, dt.itemsize)
+    xyz_view = raw[:, :, :12].view(np.float32)
+    xyz_view[...] = p
+    if organized:
+        xyz_view[~valid] = np.nan
+    if rgb is not None:
+        out['rgb'] = pack_rgb(np.asarray(rgb))
+    if labels is not None:
+        out['label'] = labels
+    if confidence is not None:
+        out['confidence'] = confidence
+    return out, bool(valid.all()) if organized else True
+
+
+def create_cloud(header: Any, xyz: np.ndarray, rgb: np.ndarray | None = None, labels: np.ndarray | None = None,
+                 confidence: np.ndarray | None = None, organized: bool = True, stride: int = 1,
+                 label_dtype: Any = np.uint32, msg_cls: type | None = None) -> Any:
+    """Labelled PointCloud2 (M9) from an organized H×W×3 cloud and per-pixel colour/label/confidence.
+
+    Fields x, y, z FLOAT32 (offsets 0/4/8), rgb FLOAT32 (12, packed 0x00RRGGBB bits), label UINT32 or
+    UINT16, confidence FLOAT32; point_step = packed size (20 for x,y,z,rgb,label); row_step =
+    width*point_step; is_dense False when an organized cloud holds a NaN point. See :func:`pack_cloud`
+    for the arguments (C09 invalid never (0,0,0); C14/C15 rgb; C20 sizes; C25 stride/unorganized).
+    msg_cls None = rclpy sensor_msgs.msg.PointCloud2, or a rosbags typestore class.
+    """
+    pts, dense = pack_cloud(xyz, rgb, labels, confidence, organized, stride, label_dtype)
+    return create_cloud_from_array(header, pts, is_dense=dense, msg_cls=msg_cls)
+
+
+def create_cloud_from_depth(header: Any, depth_m: np.ndarray, K: np.ndarray, rgb: np.ndarray | None = None,
+                            labels: np.ndarray | None = None, confidence: np.ndarray | None = None,
+                            organized: bool = True, stride: int = 1, label_dtype: Any = np.uint32,
+                            msg_cls: type | None = None) -> Any:
+    """Back-project H×W depth (float32 m, NaN/0 invalid) with K (core.geometry, M2) and pack the cloud."""
+    check_same_hw(depth=depth_m, rgb=rgb, labels=labels, confidence=confidence)
+    return create_cloud(header, backproject_np(depth_m, K), rgb, labels, confidence, organized, stride,
+                        label_dtype, msg_cls)
+
+
+def write_ply(path: str | Path, xyz: np.ndarray, rgb: np.ndarray | None = None,
+              labels: np.ndarray | None = None, drop_invalid: bool = True) -> int:
+    """Write a labelled cloud as binary little-endian PLY: float x y z, uchar red green blue, uint label.
+
+    Args:
+        xyz: N×3 or H×W×3 float (m); rgb: matching uint8 RGB; labels: matching integer ids (>= 0).
+        drop_invalid: leave out points with a non-finite coordinate.
+    Returns:
+        number of vertices written.
+    """
+    p = np.asarray(xyz, dtype=np.float32).reshape(-1, 3)
+    cols = [('x', '<f4'), ('y', '<f4'), ('z', '<f4')]
+    if rgb is not None:
+        c = np.asarray(rgb)
+        if c.dtype != np.uint8 or c.size != p.size:
+            raise ValueError(f'rgb shape={c.shape} dtype={c.dtype} must be uint8 with one colour per point')
+        cols += [('red', 'u1'), ('green', 'u1'), ('blue', 'u1')]
+    if labels is not None:
+        lab = np.asarray(labels).reshape(-1)
+        if lab.size != len(p) or lab.dtype.kind not in 'iu' or (lab.size and lab.min() < 0):
+            raise ValueError(f'labels shape={np.shape(labels)} dtype={lab.dtype} must be one id >= 0 per point')
+        cols += [('label', '<u4')]
+    keep = np.isfinite(p).all(axis=1) if drop_invalid else np.ones(len(p), bool)
+    out = np.empty(int(keep.sum()), dtype=cols)
+    out['x'], out['y'], out['z'] = p[keep, 0], p[keep, 1], p[keep, 2]
+    if rgb is not None:
+        c = np.asarray(rgb).reshape(-1, 3)[keep]
+        out['red'], out['green'], out['blue'] = c[:, 0], c[:, 1], c[:, 2]
+    if labels is not None:
+        out['label'] = lab[keep]
+    ply_types = {'<f4': 'float', 'u1': 'uchar', '<u4': 'uint'}
+    head = ['ply', 'format binary_little_endian 1.0', f'element vertex {len(out)}']
+    head += [f'property {ply_types[t]} {n}' for n, t in cols] + ['end_header']
+    with open(path, 'wb') as fh:
+        fh.write(('\n'.join(head) + '\n').encode('ascii'))
+        fh.write(out.tobytes())
+    return len(out)
