@@ -129,14 +129,15 @@ def backproject(depth: torch.Tensor, K: torch.Tensor, check: bool = True
     valid = torch.isfinite(depth) & (depth > 0)
     d = torch.where(valid, depth, torch.zeros((), dtype=depth.dtype, device=depth.device))
     u, v = pixel_grid(h, w, depth.device, depth.dtype)
+    u, v = u[:, :, :1, :], v[:, :, :, :1]                # 1×1×1×W and 1×1×H×1 (separable rays)
     fx = K[:, 0, 0].view(-1, 1, 1, 1)
     fy = K[:, 1, 1].view(-1, 1, 1, 1)
     s = K[:, 0, 1].view(-1, 1, 1, 1)
     cx = K[:, 0, 2].view(-1, 1, 1, 1)
     cy = K[:, 1, 2].view(-1, 1, 1, 1)
-    # K^-1 [u, v, 1]^T for an upper-triangular K with skew s.
-    ry = (v - cy) / fy
-    rx = (u - cx - s * ry) / fx
+    # K^-1 [u, v, 1]^T for an upper-triangular K with skew s: ry = (v-cy)/fy, rx = (u-cx-s*ry)/fx.
+    ry = (v - cy) / fy                                  # B×1×H×1
+    rx = (u - cx) / fx - (s / fx) * ry                  # B×1×H×W only when s != 0 (else B×1×1×W)
     xyz = torch.cat([rx * d, ry * d, d], dim=1)
     return xyz, valid
 
