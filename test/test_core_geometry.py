@@ -1,6 +1,8 @@
 """M2 back-projection and intrinsics bookkeeping (core/geometry.py); cases C09, C17, C18."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 
 from depth3dseg_ros.core.depth import depth_to_meters
@@ -172,3 +174,17 @@ def test_pixel_grid_cached_per_size_device_dtype():
     assert pixel_grid(4, 5) is a
     assert pixel_grid(4, 5, dtype=torch.float64) is not a
     assert a[0][0, 0, 2, 3].item() == 3 and a[1][0, 0, 2, 3].item() == 2   # (u, v) = (col, row)
+
+
+@settings(max_examples=40, deadline=None)
+@given(fx=st.floats(50, 2000), fy=st.floats(50, 2000), cx=st.floats(-50, 700), cy=st.floats(-50, 500),
+       s=st.floats(-5, 5), z=st.floats(0.05, 60))
+def test_backprojected_points_reproject_to_their_pixels(fx, fy, cx, cy, s, z):
+    K = K3(fx, fy, cx, cy, s)
+    pts = backproject_np(np.full((5, 7), z, np.float32), K).astype(np.float64)
+    uvw = pts.reshape(-1, 3) @ K.T
+    u, v = uvw[:, 0] / uvw[:, 2], uvw[:, 1] / uvw[:, 2]
+    vv, uu = np.mgrid[0:5, 0:7]
+    np.testing.assert_allclose(u, uu.ravel(), atol=1e-3)
+    np.testing.assert_allclose(v, vv.ravel(), atol=1e-3)
+    np.testing.assert_allclose(pts[..., 2], z, rtol=1e-6)
