@@ -66,8 +66,9 @@ class DatasetWriter:
                     'sources': [], 'report': {}}
         manifest = json.loads(self.manifest_path.read_text(encoding='utf-8'))
         if manifest.get('classes') != self.classes.to_dict():
-            raise ValueError(f'{self.manifest_path}: classes {manifest.get("classes", {}).get("names")} '
-                             f'differ from the requested {self.classes.names}')
+            old = [c.get('name') for c in (manifest.get('classes') or {}).get('classes', [])]
+            raise ValueError(f'{self.manifest_path}: classes {old} differ from the requested '
+                             f'{list(self.classes.names)}')
         return manifest
 
     def _load_index(self) -> None:
