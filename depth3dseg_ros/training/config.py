@@ -26,6 +26,9 @@ from typing import Any, Iterable
 
 import yaml
 
+from depth3dseg_ros.core.model import check_arch
+from depth3dseg_ros.core.train_step import LossConfig
+
 DEFAULTS: dict[str, Any] = {
     'data': {
         'train': [],
@@ -48,7 +51,7 @@ DEFAULTS: dict[str, Any] = {
         'mean': [0.485, 0.456, 0.406],
         'std': [0.229, 0.224, 0.225],
     },
-    'loss': {},
+    'loss': LossConfig().to_dict(),
     'optim': {
         'lr': 1.0e-3,
         'betas': [0.9, 0.999],
@@ -82,7 +85,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 AMP_MODES = ('none', 'bf16', 'fp16')
-METRIC_KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_fused', 'abs_rel', 'rmse', 'delta1',
+METRIC_KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_fused', 'absrel', 'rmse', 'delta1',
                'val_loss')
 
 
@@ -91,12 +94,12 @@ def merge(base: dict, override: dict, where: str = '') -> dict:
 
     Raises:
         ValueError: a key of ``override`` is not in ``base`` (a typo must not be silently ignored),
-            naming the dotted key. ``model.arch`` and ``loss`` take any keys (they are kwargs of the core).
+            naming the dotted key. ``model.arch`` takes any keys (checked by core.model.check_arch).
     """
     out = copy.deepcopy(base)
     for key, val in (override or {}).items():
         dotted = f'{where}{key}'
-        if key not in out and not where.startswith(('model.arch.', 'loss.')):
+        if key not in out and not where.startswith('model.arch.'):
             raise ValueError(f'config key {dotted!r} is unknown (known: {sorted(out)})')
         if isinstance(out.get(key), dict) and isinstance(val, dict):
             out[key] = merge(out[key], val, f'{dotted}.')
@@ -111,7 +114,7 @@ def set_key(cfg: dict, assignment: str) -> dict:
     ``--set train.epochs=3``, ``--set data.train=[d1,d2]``, ``--set train.time_limit_min=null``.
 
     Raises:
-        ValueError: no ``=``, or a dotted key not present in the config (except under model.arch/loss).
+        ValueError: no ``=``, or a dotted key not present in the config (except under model.arch).
     """
     if '=' not in assignment:
         raise ValueError(f'--set {assignment!r} must look like key=value')
@@ -123,7 +126,7 @@ def set_key(cfg: dict, assignment: str) -> dict:
         if not isinstance(node.get(part), dict):
             raise ValueError(f'--set key {key!r}: {".".join(parts[:i + 1])!r} is not a config section')
         node = node[part]
-    free = parts[0] in ('loss',) or parts[:2] == ['model', 'arch']
+    free = parts[:2] == ['model', 'arch']
     if parts[-1] not in node and not free:
         raise ValueError(f'--set key {key!r} is unknown (known here: {sorted(node)})')
     node[parts[-1]] = value
@@ -209,8 +212,16 @@ def validate(cfg: dict) -> dict:
             raise ValueError(f'config model.{key}={v!r} must be 3 numbers (RGB, 0..1 scale)')
     if any(x <= 0 for x in m['std']):
         raise ValueError(f"config model.std={m['std']!r} must be > 0")
+    try:
+        check_arch(dict(m['arch']))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"config model.arch={m['arch']!r}: {exc}") from None
     if not isinstance(cfg['loss'], dict):
         raise ValueError(f"config loss={cfg['loss']!r} must be a mapping of LossConfig fields")
+    try:
+        LossConfig.from_dict(cfg['loss'])
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f'config loss: {exc}') from None
     _num(cfg, 'optim.lr', 0.0, 10.0)
     _num(cfg, 'optim.weight_decay', 0.0, 10.0)
     _num(cfg, 'optim.warmup_steps', 0, None, integer=True)

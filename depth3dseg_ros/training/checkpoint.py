@@ -1,0 +1,73 @@
+"""Atomic training checkpoints (``last.pt``, ``best.pt``) loadable with ``torch.load(weights_only=True)``.
+
+A checkpoint is a plain dict: model/optimiser/scheduler/scaler state_dicts, counters, early-stopping
+state, the config, and the RNG states of Python, NumPy and torch (CPU and CUDA) stored as tensors and
+lists so that the safe (weights-only) unpickler accepts them. Writing goes to ``<path>.tmp`` in the same
+directory, is flushed and fsync'ed, then ``os.replace``'d over the target: a crash (SIGKILL) at any moment
+leaves either the old or the new checkpoint, never a torn file (METHOD M6: resumable training).
+"""
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def rng_state() -> dict[str, Any]:
+    """Capture the RNG states: ``python`` (list), ``numpy`` (dict with a uint32 tensor), ``torch``
+    (uint8 tensor) and ``cuda`` (list of uint8 tensors, empty without CUDA)."""
+    version, state, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return {
+        'python': [int(version), list(state), gauss],
+        'numpy': {'name': str(name), 'keys': torch.from_numpy(keys.astype(np.int64)), 'pos': int(pos),
+                  'has_gauss': int(has_gauss), 'cached_gaussian': float(cached)},
+        'torch': torch.get_rng_state(),
+        'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what `rng_state` captured (CUDA states only when CUDA is present)."""
+    version, py_state, gauss = state['python']
+    random.setstate((int(version), tuple(int(x) for x in py_state), gauss))
+    n = state['numpy']
+    np.random.set_state((n['name'], n['keys'].numpy().astype(np.uint32), n['pos'], n['has_gauss'],
+                         n['cached_gaussian']))
+    torch.set_rng_state(state['torch'].cpu())
+    if state.get('cuda') and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state['cuda']])
+
+
+def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
+    """Write ``state`` to ``path`` atomically (tmp file + fsync + os.replace). Returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + '.tmp')
+    with open(tmp, 'wb') as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = 'cpu') -> dict[str, Any]:
+    """Load a checkpoint written by `save_checkpoint` with ``torch.load(weights_only=True)``.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: the file is not a training checkpoint (missing ``model``/``epoch`` keys).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'checkpoint {path} not found')
+    state = torch.load(path, map_location=map_location, weights_only=True)
+    if not isinstance(state, dict) or 'model' not in state or 'epoch' not in state:
+        raise ValueError(f'{path} is not a depth3dseg training checkpoint (keys: '
+                         f'{sorted(state) if isinstance(state, dict) else type(state).__name__})')
+    return state

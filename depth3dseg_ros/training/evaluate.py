@@ -1,0 +1,203 @@
+"""``depth3dseg-eval``: evaluate a model file on dataset directories (or a bag) — METHOD M7/M8 metrics.
+
+    depth3dseg-eval --model runs/x/model.pt --data ds/val [ds/other ...] --out eval/x [--grids 4]
+    depth3dseg-eval --model runs/x/model.pt --bag bags/room.mcap --out eval/x
+
+Runs the model batched at its network input size (the model file's ``input_size``, ``mean``/``std``),
+against ground truth resized to that size with nearest neighbour (labels: C22, depth: NaN-safe, K scaled:
+C18). Metrics (core.metrics.SegDepthEvaluator, accumulated over all pixels): mIoU, per-class IoU and pixel
+accuracy for the 2D, 3D and fused labels; AbsRel, RMSE and δ1–δ3 for depth; and frames/s of the batched
+forward pass. Writes ``report.json`` and ``report.txt`` (the table also printed), and with ``--grids N``
+``grid_XXX.png`` images (rgb | ground truth | fused prediction | predicted depth).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Callable
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from depth3dseg_ros.core.classes import ClassSet
+from depth3dseg_ros.core.imageops import colorize_depth, colorize_labels
+from depth3dseg_ros.core.metrics import SegDepthEvaluator, fuse_probs, predict_labels
+from depth3dseg_ros.core.train_step import losses_from_outputs
+from depth3dseg_ros.training.dataset import FrameDataset, load_records
+
+FLAT_KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_2d', 'pixel_acc_3d', 'pixel_acc_fused',
+             'absrel', 'rmse', 'delta1', 'delta2', 'delta3')
+
+
+@torch.no_grad()
+def evaluate_model(model: torch.nn.Module, dataset: FrameDataset, classes: ClassSet,
+                   device: torch.device | str = 'cpu', batch_size: int = 8, loss_cfg: Any = None,
+                   weighting: Any = None, amp_ctx: Callable = nullcontext, full: bool = False
+                   ) -> dict[str, Any]:
+    """Run ``model`` (Depth3DSeg) over ``dataset`` (un-augmented FrameDataset) and return metrics.
+
+    Returns a dict with the flat keys of FLAT_KEYS (float, None when undefined: no labelled / no depth
+    pixels), ``frames`` and ``frames_per_s`` (forward passes only, batched), ``val_loss`` (mean total
+    of core.train_step.compute_losses, when ``loss_cfg`` is given) and, with ``full=True``, the nested
+    per-class summary under ``seg2d``, ``seg3d``, ``fused``, ``depth``. The model's train/eval mode is
+    restored afterwards. ``weighting``: the learned loss weighting module, when the config uses one.
+    """
+    device = torch.device(device)
+    was_training = model.training
+    model.eval()
+    ev = SegDepthEvaluator(len(classes), classes.void_id, classes.names,
+                           max_depth=getattr(model, 'arch', {}).get('max_depth'))
+    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=0)
+    loss_sum, n_frames, t_fwd = 0.0, 0, 0.0
+    for batch in loader:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        if device.type == 'cuda':
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        with amp_ctx():
+            out = model(batch['rgb'], batch['K'])
+        if device.type == 'cuda':
+            torch.cuda.synchronize()
+        t_fwd += time.perf_counter() - t
+        out = {k: (v.float() if v.is_floating_point() else v) for k, v in out.items()}
+        ev.update(out, batch['labels'], batch['depth'])
+        if loss_cfg is not None:  # the same outputs, no second forward pass
+            loss_sum += float(losses_from_outputs(out, batch, loss_cfg, weighting)['total']) * len(batch['rgb'])
+        n_frames += len(batch['rgb'])
+    model.train(was_training)
+    s = ev.summary()
+    flat: dict[str, Any] = {k: s[k] for k in ('miou_2d', 'miou_3d', 'miou_fused', 'absrel', 'rmse', 'delta1')}
+    for k, sec in (('2d', 'seg2d'), ('3d', 'seg3d'), ('fused', 'fused')):
+        flat[f'pixel_acc_{k}'] = s[sec]['pixel_acc']
+    flat['delta2'], flat['delta3'] = s['depth']['delta2'], s['depth']['delta3']
+    flat = {k: flat[k] for k in FLAT_KEYS}
+    if loss_cfg is not None:
+        flat['val_loss'] = loss_sum / max(1, n_frames)
+    flat['frames'] = n_frames
+    flat['frames_per_s'] = n_frames / t_fwd if t_fwd > 0 else None
+    if full:
+        flat.update({k: s[k] for k in ('seg2d', 'seg3d', 'fused', 'depth')})
+    return flat
+
+
+def denormalize(rgb: torch.Tensor, mean, std) -> np.ndarray:
+    """3×H×W normalised tensor -> H×W×3 uint8 RGB."""
+    x = rgb.detach().float().cpu().numpy().transpose(1, 2, 0) * np.asarray(std) + np.asarray(mean)
+    return (np.clip(x, 0, 1) * 255 + 0.5).astype(np.uint8)
+
+
+@torch.no_grad()
+def sample_grid(model: torch.nn.Module, dataset: FrameDataset, classes: ClassSet,
+                device: torch.device | str = 'cpu', n: int = 4, start: int = 0) -> np.ndarray:
+    """Rows of rgb | ground-truth labels | fused predicted labels | predicted depth for frames
+    ``start..start+n-1`` of ``dataset``; returns an H'×W'×3 uint8 RGB image (ground truth of frames
+    without labels is all void)."""
+    was_training = model.training
+    model.eval()
+    idx = list(range(start, min(len(dataset), start + n)))
+    items = [dataset[i] for i in idx]
+    rgb = torch.stack([b['rgb'] for b in items]).to(device)
+    K = torch.stack([b['K'] for b in items]).to(device)
+    out = model(rgb, K)
+    model.train(was_training)
+    pred = predict_labels(fuse_probs(out['seg2d'].float(), out['seg3d'].float(), out['valid']),
+                          classes.void_id).cpu().numpy()
+    rows = []
+    for k, b in enumerate(items):
+        depth = out['depth'][k, 0].float().cpu().numpy()
+        rows.append(np.concatenate([
+            denormalize(b['rgb'], dataset.mean, dataset.std),
+            colorize_labels(b['labels'].numpy(), classes.colors),
+            colorize_labels(pred[k], classes.colors),
+            colorize_depth(depth, 0.0, getattr(model, 'arch', {}).get('max_depth')),
+        ], axis=1))
+    return np.concatenate(rows, axis=0)
+
+
+def format_table(report: dict[str, Any], names: list[str]) -> str:
+    """Readable table: per-class IoU for 2D/3D/fused, then the summary metrics."""
+    def f(v):
+        return '   -  ' if v is None else f'{v:6.3f}'
+    lines = [f"{'class':<14}{'IoU 2D':>8}{'IoU 3D':>8}{'fused':>8}"]
+    for name in names:
+        if name not in report['seg2d']['iou']:
+            continue
+        lines.append(f'{name:<14}' + ''.join(f'  {f(report[s]["iou"][name])}'
+                                            for s in ('seg2d', 'seg3d', 'fused')))
+    lines.append(f"{'mIoU':<14}  {f(report['miou_2d'])}  {f(report['miou_3d'])}  {f(report['miou_fused'])}")
+    lines.append(f"{'pixel acc':<14}  {f(report['pixel_acc_2d'])}  {f(report['pixel_acc_3d'])}  "
+                 f"{f(report['pixel_acc_fused'])}")
+    lines.append('')
+    lines.append('depth: ' + '  '.join(f'{k} {f(report[k]).strip()}'
+                                       for k in ('absrel', 'rmse', 'delta1', 'delta2', 'delta3')))
+    fps = report.get('frames_per_s')
+    lines.append(f"frames: {report['frames']}  frames/s: {'-' if fps is None else f'{fps:.1f}'} "
+                 f"(batch {report['batch_size']}, {report['device']})")
+    return '\n'.join(lines)
+
+
+def extract_bag_to(bag: str, dst: Path, extra: list[str]) -> Path:
+    """Extract ``bag`` with ``depth3dseg-extract`` into ``dst`` (a dataset directory); returns dst."""
+    cmd = [sys.executable, '-m', 'depth3dseg_ros.bags.extract', bag, '--out', str(dst), *extra]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f'extracting {bag} failed ({" ".join(cmd)}):\n{res.stderr[-2000:]}')
+    return dst
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog='depth3dseg-eval', description=__doc__.split('\n\n')[0])
+    p.add_argument('--model', required=True, help='model file (core.modelfile, e.g. runs/x/model.pt)')
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument('--data', nargs='+', help='dataset directories (depth3dseg-extract format)')
+    src.add_argument('--bag', help='a rosbag2 to extract to a temporary dataset directory first')
+    p.add_argument('--extract-args', default='', help='extra arguments for depth3dseg-extract (quoted)')
+    p.add_argument('--out', required=True, help='report directory (report.json, report.txt, grids)')
+    p.add_argument('--batch-size', type=int, default=8)
+    p.add_argument('--device', default='auto', help="'auto', 'cpu' or 'cuda[:N]'")
+    p.add_argument('--grids', type=int, default=0, metavar='N', help='write N PNG grids of sample frames')
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from depth3dseg_ros.core.modelfile import load_model
+    if args.batch_size < 1:
+        raise ValueError(f'--batch-size={args.batch_size} must be >= 1')
+    device = torch.device(('cuda' if torch.cuda.is_available() else 'cpu') if args.device == 'auto'
+                          else args.device)
+    model, meta = load_model(args.model, map_location=device)
+    model.to(device).eval()
+    classes = ClassSet.from_dict(meta['classes'])
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix='depth3dseg_eval_') as tmp:
+        dirs = args.data or [str(extract_bag_to(args.bag, Path(tmp) / 'ds', args.extract_args.split()))]
+        ds = FrameDataset(records=load_records(dirs, classes), input_size=meta['input_size'], classes=classes,
+                          mean=meta['mean'], std=meta['std'], augment=None)
+        report = evaluate_model(model, ds, classes, device, batch_size=args.batch_size, full=True)
+        report.update(model=str(args.model), data=args.data or [args.bag], batch_size=args.batch_size,
+                      device=str(device), input_size=list(meta['input_size']))
+        for g in range(max(0, args.grids)):
+            if g * 4 >= len(ds):
+                break
+            grid = sample_grid(model, ds, classes, device, n=4, start=g * 4)
+            cv2.imwrite(str(out / f'grid_{g:03d}.png'), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
+    table = format_table(report, classes.names)
+    (out / 'report.json').write_text(json.dumps(report, indent=1))
+    (out / 'report.txt').write_text(table + '\n')
+    print(table)
+    print(f'report: {out / "report.json"}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
