@@ -10,8 +10,8 @@ from rclpy.serialization import deserialize_message, serialize_message
 from rosbags.typesys import Stores, get_typestore
 from sensor_msgs.msg import Image
 
-from depth3dseg_ros.ros.image import (ENCODINGS, EmptyImageError, array_to_rgb, bytes_per_pixel, cv2_to_imgmsg,
-                                      describe, encoding_info, imgmsg_to_cv2, to_rgb)
+from depth3dseg_ros.ros.image import (ENCODINGS, EmptyImageError, array_to_rgb, bytes_per_pixel, check_same_size,
+                                      cv2_to_imgmsg, describe, encoding_info, imgmsg_to_cv2, to_rgb)
 
 TS = get_typestore(Stores.ROS2_KILTED)
 RB_IMAGE = TS.types['sensor_msgs/msg/Image']
@@ -123,6 +123,17 @@ def test_desired_encoding_conversions():
     assert imgmsg_to_cv2(cv2_to_imgmsg(np.array([[7]], np.uint16), '16UC1'), 'mono16').tolist() == [[7]]
     with pytest.raises(ValueError, match="'32FC1'.*'rgb8'"):
         imgmsg_to_cv2(cv2_to_imgmsg(np.zeros((1, 1), np.float32), '32FC1'), 'rgb8')
+
+
+# ---------------------------------------------------------------- C20 sizes, encodings and steps in the error
+def test_c20_message_size_mismatch_names_sizes_encodings_steps():
+    depth = cv2_to_imgmsg(np.zeros((480, 640), np.uint16), '16UC1')
+    rgb = cv2_to_imgmsg(np.zeros((720, 1280, 3), np.uint8), 'rgb8')
+    with pytest.raises(ValueError) as err:
+        check_same_size(depth=depth, rgb=rgb)
+    text = str(err.value)
+    assert '640x480 16UC1 step=1280' in text and '1280x720 rgb8 step=3840' in text
+    assert check_same_size(depth=depth, labels=cv2_to_imgmsg(np.zeros((480, 640), np.uint8), 'mono8')) == (480, 640)
 
 
 # ---------------------------------------------------------------- is_bigendian, real big-endian PGM depth

@@ -237,3 +237,19 @@ def describe(msg: Any) -> str:
     except Exception:  # noqa: BLE001 - only for a message text
         n = '?'
     return f'{msg.width}x{msg.height} {msg.encoding} step={msg.step} len(data)={n}'
+
+
+def check_same_size(**msgs: Any) -> tuple[int, int]:
+    """Check that the given Images (None skipped) share width×height; return (height, width) (C20).
+
+    Raises:
+        ValueError: naming each message's size, encoding, step and len(data) (:func:`describe`), e.g.
+            ``Image size mismatch: depth 640x480 16UC1 step=1280 ..., rgb 1280x720 rgb8 step=3840 ...``.
+    """
+    given = {k: m for k, m in msgs.items() if m is not None}
+    if not given:
+        raise ValueError('check_same_size needs at least one message')
+    sizes = {(int(m.height), int(m.width)) for m in given.values()}
+    if len(sizes) > 1:
+        raise ValueError('Image size mismatch: ' + ', '.join(f'{k} {describe(m)}' for k, m in given.items()))
+    return next(iter(sizes))

@@ -213,12 +213,16 @@ def pack_cloud(xyz: np.ndarray, rgb: np.ndarray | None = None, labels: np.ndarra
     h, w = p.shape[:2]
     out = np.empty((h, w), dtype=dt)
     raw = out.view(np.uint8).reshape(h, w, dt.itemsize)
-    xyz_view = raw[:, :, :12].view(np.float32)
-    xyz_view[...] = p
-    if organized:
-        xyz_view[~valid] = np.nan
+    src = np.ascontiguousarray(p, dtype=np.float32)
+    raw[:, :, :12].view('V12')[..., 0] = src.view('V12')[..., 0]  # one 12-byte copy per point
+    if organized and not valid.all():
+        raw.reshape(h * w, dt.itemsize)[:, :12].view(np.float32)[np.flatnonzero(~valid)] = np.nan
     if rgb is not None:
-        out['rgb'] = pack_rgb(np.asarray(rgb))
+        c = np.asarray(rgb)
+        if c.dtype != np.uint8:
+            raise ValueError(f'rgb dtype={c.dtype} must be uint8')
+        # little-endian uint32 0x00RRGGBB = bytes (b, g, r, 0): written as bytes, never as a float (C14)
+        raw[:, :, 12], raw[:, :, 13], raw[:, :, 14], raw[:, :, 15] = c[..., 2], c[..., 1], c[..., 0], 0
     if labels is not None:
         out['label'] = labels
     if confidence is not None:
