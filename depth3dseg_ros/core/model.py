@@ -1,0 +1,242 @@
+"""M1 DepthSegNet (shared encoder, depth head in metres, 2D segmentation head) and the combined
+M1+M2+M3 model `Depth3DSeg` (RGB -> depth -> organized cloud -> 3D segmentation).
+
+Plain torch (no torchvision/timm). The encoder is MobileNetV2-style (inverted residual blocks,
+Sandler et al. 2018, "MobileNetV2: Inverted Residuals and Linear Bottlenecks") with a width multiplier;
+the decoder is a light FPN (Lin et al. 2017) top-down path to 1/4 resolution plus a U-Net skip to 1/2,
+shared by the two heads; each head is one depthwise-separable block and a 1×1 conv at 1/2 resolution,
+bilinearly upsampled to the input size.
+
+Depth activation: ``depth = min_depth + (max_depth - min_depth) * sigmoid(x)``. Chosen over softplus
+because it makes the configured range a hard guarantee (the depth is always > 0, so every pixel
+back-projects to a valid point in M2, and never beyond ``max_depth``, e.g. the 16UC1 sensor range the
+labels came from), and its bias can be initialised to a typical indoor depth (``init_depth``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .geometry import backproject
+from .pointnet import PointSegNet
+
+__all__ = ['DepthSegNet', 'Depth3DSeg', 'DEFAULT_ARCH', 'check_arch']
+
+# MobileNetV2 stages: (expansion t, channels c, repeats n, stride s). Feature taps after the stages
+# ending at strides 2, 4, 8, 16, 32.
+_MBV2 = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+         (6, 160, 3, 2), (6, 320, 1, 1)]
+_TAPS = (0, 1, 2, 4, 6)  # stage indices whose outputs feed the decoder (strides 2, 4, 8, 16, 32)
+
+#: Hyper-parameters of `Depth3DSeg` (stored as ``meta['arch']`` in the model file, modelfile.py).
+DEFAULT_ARCH: Dict[str, Any] = {
+    'num_classes': 14, 'width': 0.75, 'depth_mult': 1.0, 'dec_ch': 64, 'head_ch': 32,
+    'min_depth': 0.1, 'max_depth': 10.0, 'init_depth': 3.0,
+    'p_stride': 4, 'p_window': 5, 'p_k': 6, 'p_channels': [32, 32], 'p_head': 32, 'p_normals': True,
+}
+
+
+def _div8(c: float) -> int:
+    """Round a channel count to a multiple of 8 (MobileNet convention), at least 8."""
+    return max(8, int(c + 4) // 8 * 8)
+
+
+def _cbr(cin: int, cout: int, k: int = 1, stride: int = 1, groups: int = 1, act: bool = True
+         ) -> nn.Sequential:
+    layers: List[nn.Module] = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False),
+                               nn.BatchNorm2d(cout)]
+    if act:
+        layers.append(nn.ReLU6(inplace=True))
+    return nn.Sequential(*layers)
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2 block: 1×1 expand (t) -> 3×3 depthwise (stride) -> 1×1 linear projection (+ skip)."""
+
+    def __init__(self, cin: int, cout: int, stride: int, t: int):
+        super().__init__()
+        hid = cin * t
+        layers: List[nn.Module] = [] if t == 1 else [_cbr(cin, hid)]
+        layers += [_cbr(hid, hid, 3, stride, groups=hid), _cbr(hid, cout, act=False)]
+        self.body = nn.Sequential(*layers)
+        self.skip = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x) if self.skip else self.body(x)
+
+
+def _sep(cin: int, cout: int) -> nn.Sequential:
+    """Depthwise-separable 3×3 block (dw 3×3 + pw 1×1, BN, ReLU6)."""
+    return nn.Sequential(_cbr(cin, cin, 3, groups=cin), _cbr(cin, cout))
+
+
+class Encoder(nn.Module):
+    """MobileNetV2-style encoder; returns the features at strides 2, 4, 8, 16, 32 (list)."""
+
+    def __init__(self, width: float = 1.0, depth_mult: float = 1.0):
+        super().__init__()
+        c0 = _div8(32 * width)
+        self.stem = _cbr(3, c0, 3, 2)
+        self.stages = nn.ModuleList()
+        self.channels: List[int] = []
+        cin = c0
+        for t, c, n, s in _MBV2:
+            cout = _div8(c * width)
+            reps = max(1, int(math.ceil(n * depth_mult)))
+            blocks = [InvertedResidual(cin if i == 0 else cout, cout, s if i == 0 else 1, t)
+                      for i in range(reps)]
+            self.stages.append(nn.Sequential(*blocks))
+            self.channels.append(cout)
+            cin = cout
+
+    def forward(self, x: torch.Tensor) -> List[torch.Tensor]:
+        x = self.stem(x)
+        feats = []
+        for i, stage in enumerate(self.stages):
+            x = stage(x)
+            if i in _TAPS:
+                feats.append(x)
+        return feats
+
+
+def _up(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    return F.interpolate(x, size=ref.shape[-2:], mode='bilinear', align_corners=False)
+
+
+class DepthSegNet(nn.Module):
+    """M1: RGB (normalised) -> depth map (metres) and 2D segmentation logits, one shared encoder.
+
+    Args:
+        num_classes: C = len(ClassSet); channel i = class id i, void channel included.
+        width: encoder width multiplier (MobileNetV2 alpha). depth_mult: repeats multiplier per stage.
+        dec_ch: FPN channels at 1/4 (half of it at 1/2). head_ch: channels of each head's block.
+        min_depth, max_depth: output range in metres (0 < min_depth < max_depth).
+        init_depth: depth the untrained head outputs (bias initialisation), metres.
+    forward(rgb_norm B×3×H×W float) -> {'depth': B×1×H×W metres in (min_depth, max_depth),
+    'seg2d': B×C×H×W logits}; any H, W >= 2 (outputs have the input size).
+    Raises ValueError for an input that is not B×3×H×W floating point.
+    """
+
+    def __init__(self, num_classes: int, width: float = 1.0, depth_mult: float = 1.0,
+                 dec_ch: int = 64, head_ch: int = 32, min_depth: float = 0.1,
+                 max_depth: float = 10.0, init_depth: float = 3.0):
+        super().__init__()
+        if not 0 < min_depth < max_depth:
+            raise ValueError(f'need 0 < min_depth < max_depth, got min_depth={min_depth} '
+                             f'max_depth={max_depth}')
+        if not min_depth < init_depth < max_depth:
+            raise ValueError(f'init_depth={init_depth} must lie in (min_depth, max_depth)')
+        self.num_classes = int(num_classes)
+        self.min_depth, self.max_depth = float(min_depth), float(max_depth)
+        self.encoder = Encoder(width, depth_mult)
+        c2, c4, c8, c16, c32 = [self.encoder.channels[i] for i in _TAPS]
+        half = max(8, dec_ch // 2)
+        self.lat = nn.ModuleList([_cbr(c, dec_ch) for c in (c4, c8, c16, c32)])
+        self.smooth = nn.ModuleList([_sep(dec_ch, dec_ch) for _ in range(3)])
+        self.reduce4 = _cbr(dec_ch, half)
+        self.lat2 = _cbr(c2, half)
+        self.fuse2 = _sep(half, half)
+        self.depth_head = nn.Sequential(_sep(half, head_ch), nn.Conv2d(head_ch, 1, 1))
+        self.seg_head = nn.Sequential(_sep(half, head_ch), nn.Conv2d(head_ch, num_classes, 1))
+        p = (init_depth - min_depth) / (max_depth - min_depth)
+        nn.init.zeros_(self.depth_head[-1].weight)
+        nn.init.constant_(self.depth_head[-1].bias, math.log(p / (1 - p)))
+
+    def forward(self, rgb_norm: torch.Tensor) -> Dict[str, torch.Tensor]:
+        if rgb_norm.dim() != 4 or rgb_norm.shape[1] != 3 or not rgb_norm.is_floating_point():
+            raise ValueError(f'rgb_norm must be a float B×3×H×W tensor, got {tuple(rgb_norm.shape)} '
+                             f'{rgb_norm.dtype}')
+        f2, f4, f8, f16, f32 = self.encoder(rgb_norm)
+        p = self.lat[3](f32)
+        for lat, sm, f in zip(self.lat[2::-1], self.smooth, (f16, f8, f4)):
+            p = sm(_up(p, f) + lat(f))
+        x = self.fuse2(_up(self.reduce4(p), f2) + self.lat2(f2))
+        size = rgb_norm.shape[-2:]
+        d = F.interpolate(self.depth_head(x), size=size, mode='bilinear', align_corners=False)
+        depth = self.min_depth + (self.max_depth - self.min_depth) * torch.sigmoid(d)
+        seg = F.interpolate(self.seg_head(x), size=size, mode='bilinear', align_corners=False)
+        return {'depth': depth, 'seg2d': seg}
+
+
+def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
+    """Return DEFAULT_ARCH updated with `arch`; ValueError naming an unknown key or bad value."""
+    if not isinstance(arch, dict):
+        raise ValueError(f'arch must be a dict, got {type(arch).__name__}')
+    unknown = sorted(set(arch) - set(DEFAULT_ARCH))
+    if unknown:
+        raise ValueError(f'arch has unknown keys {unknown}; known: {sorted(DEFAULT_ARCH)}')
+    out = dict(DEFAULT_ARCH, **arch)
+    out['p_channels'] = [int(c) for c in out['p_channels']]
+    if int(out['num_classes']) < 2:
+        raise ValueError(f"arch['num_classes']={out['num_classes']} must be >= 2")
+    return out
+
+
+class Depth3DSeg(nn.Module):
+    """M1 + M2 + M3: RGB -> (depth, S2D) -> organized cloud of the PREDICTED depth -> S3D.
+
+    Args: hyper-parameters of `DEFAULT_ARCH` (``p_*`` go to `PointSegNet`); kept as ``self.arch``
+    (a plain dict, stored in the model file).
+    forward(rgb_norm B×3×H×W float normalised, K B×3×3 of that image at H×W, metres/pixels) ->
+    dict(depth B×1×H×W m, seg2d B×C×H×W logits, seg3d B×C×H×W logits, xyz B×3×H×W m (optical frame,
+    0 where invalid), valid B×1×H×W bool). The 3D net sees the metric X, Y, Z of the predicted depth
+    (core.geometry.backproject, M2) plus per-pixel colour, so losses on seg3d reach the depth head
+    (the coupling of M3). Raises ValueError for bad shapes (see DepthSegNet, backproject).
+    """
+
+    def __init__(self, num_classes: int = 14, **kwargs: Any):
+        super().__init__()
+        self.arch = check_arch(dict(kwargs, num_classes=int(num_classes)))
+        a = self.arch
+        self.net = DepthSegNet(a['num_classes'], a['width'], a['depth_mult'], a['dec_ch'],
+                               a['head_ch'], a['min_depth'], a['max_depth'], a['init_depth'])
+        self.pointnet = PointSegNet(a['num_classes'], in_feats=3, k=a['p_k'], window=a['p_window'],
+                                    stride=a['p_stride'], channels=a['p_channels'],
+                                    head=a['p_head'], normals=a['p_normals'])
+
+    @property
+    def num_classes(self) -> int:
+        return self.arch['num_classes']
+
+    @classmethod
+    def from_arch(cls, arch: Dict[str, Any]) -> 'Depth3DSeg':
+        """Build from a stored ``arch`` dict (model file meta)."""
+        arch = check_arch(arch)
+        return cls(**arch)
+
+    def forward_2d(self, rgb_norm: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """M1 only (no K available): {'depth', 'seg2d'}."""
+        return self.net(rgb_norm)
+
+    def forward(self, rgb_norm: torch.Tensor, K: torch.Tensor) -> Dict[str, torch.Tensor]:
+        out = self.net(rgb_norm)
+        xyz, valid = backproject(out['depth'], K)
+        out['seg3d'] = self.pointnet(xyz, valid, rgb_norm)
+        out['xyz'] = xyz
+        out['valid'] = valid
+        return out
+
+
+def count_params(module: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def count_flops(fn, *args: Any) -> int:
+    """FLOPs of one call ``fn(*args)`` by torch.utils.flop_counter.FlopCounterMode (2 per MAC;
+    convolutions and matmuls only, element-wise ops are not counted)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
+        fn(*args)
+    return int(fc.get_total_flops())
+
+
+def input_shape_ok(shape: Sequence[int]) -> Tuple[int, int]:
+    """(W, H) from an input_size-like sequence; ValueError unless two positive ints."""
+    if len(shape) != 2 or any(int(s) != s or s < 2 for s in shape):
+        raise ValueError(f'input_size={tuple(shape)} must be (width, height) integers >= 2')
+    return int(shape[0]), int(shape[1])

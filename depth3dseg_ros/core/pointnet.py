@@ -1,0 +1,248 @@
+"""M3: point-cloud semantic segmentation over the organized cloud of the predicted depth.
+
+An EdgeConv-style network (Wang et al. 2019, "Dynamic Graph CNN for Learning on Point Clouds"; static
+graph over metric 3D positions, as in PointNet++ set abstraction, Qi et al. 2017) that runs at a
+reduced resolution (every ``stride``-th pixel, the centre pixel of each stride×stride block):
+
+1. neighbours: for each point, the candidates are the points of a ``window``×``window`` pixel window of
+   the subsampled organized cloud; the ``k`` nearest by metric 3D distance are kept (``topk``); invalid
+   candidates (no depth, outside the image) get +inf distance and are masked out, so the cost is
+   O(N·k) and pixel-adjacent points that are far apart in 3D (across a depth edge) are not neighbours;
+2. per-point input features: X, Y, Z (metres, optical frame), colour, and optionally the organized-cloud
+   normal (cross product of the 4-neighbour differences, zero where a neighbour is invalid);
+3. two EdgeConv layers ``h_i = max_j ReLU(W_n f_j + W_c f_i + W_g g_ij)`` over the valid neighbours j,
+   with edge geometry g_ij = [p_j − p_i (m), (p_j − p_i)/r_i, |p_j − p_i|]: relative coordinates, and the
+   same in the local scale frame r_i = mean neighbour distance (so the features do not change with the
+   sampling density, which falls with depth); then a per-point 1×1 layer;
+4. a PointNet global feature (max over the valid points) and a per-point head -> C class logits;
+5. back to H×W: every full-resolution point takes the logits of the valid subsampled point nearest to
+   it in 3D among the 2×2 subsampled points around it in the image (a 3D-aware nearest upsampling: a
+   pixel on the near side of a depth edge takes the near side's logits).
+
+Invalid points are masked at every step, never treated as (0, 0, 0): they do not influence any valid
+output (test_core_pointnet.py perturbs them). Gradients flow from the logits into xyz (and so, in
+`Depth3DSeg`, into the depth head): the coupling of M3.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ['PointSegNet', 'knn_window', 'subsample']
+
+_IDX_CACHE: Dict[Tuple, Tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _window_index(h: int, w: int, window: int, device: torch.device
+                  ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Flat indices (window²×h·w long) of the window candidates of each pixel, and an in-image mask."""
+    key = ('win', h, w, window, str(device))
+    if key not in _IDX_CACHE:
+        r = window // 2
+        d = torch.arange(-r, r + 1, device=device)
+        dy, dx = torch.meshgrid(d, d, indexing='ij')
+        y = torch.arange(h, device=device).view(1, h, 1) + dy.reshape(-1, 1, 1)
+        x = torch.arange(w, device=device).view(1, 1, w) + dx.reshape(-1, 1, 1)
+        inside = (y >= 0) & (y < h) & (x >= 0) & (x < w)
+        idx = (y.clamp(0, h - 1) * w + x.clamp(0, w - 1)).reshape(window * window, h * w)
+        _IDX_CACHE[key] = (idx, inside.reshape(window * window, h * w))
+    return _IDX_CACHE[key]
+
+
+def _upsample_index(H: int, W: int, h: int, w: int, stride: int, device: torch.device
+                    ) -> torch.Tensor:
+    """For each full-res pixel, flat indices (4×H·W long) of the 2×2 subsampled points (block centres
+    at ``i*stride + stride//2``) nearest to it in the image; its own block's centre is one of them."""
+    key = ('up', H, W, h, w, stride, str(device))
+    if key not in _IDX_CACHE:
+        o = stride // 2
+        y0 = torch.div(torch.arange(H, device=device) - o, stride, rounding_mode='floor')
+        x0 = torch.div(torch.arange(W, device=device) - o, stride, rounding_mode='floor')
+        ys = [y0.clamp(0, h - 1), (y0 + 1).clamp(0, h - 1)]
+        xs = [x0.clamp(0, w - 1), (x0 + 1).clamp(0, w - 1)]
+        idx = torch.stack([(y.view(H, 1) * w + x.view(1, W)).reshape(-1) for y in ys for x in xs])
+        _IDX_CACHE[key] = idx
+    return _IDX_CACHE[key]
+
+
+def subsample(x: torch.Tensor, stride: int) -> torch.Tensor:
+    """Pick the centre pixel of every stride×stride block: B×C×H×W -> B×C×h×w (no averaging, so no
+    mixing of depths across edges and no mixing of valid with invalid points)."""
+    if stride == 1:
+        return x
+    o = stride // 2
+    return x[:, :, o::stride, o::stride]
+
+
+def knn_window(xyz: torch.Tensor, valid: torch.Tensor, k: int, window: int
+               ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """k nearest neighbours by metric 3D distance among the window×window pixel neighbours.
+
+    Args:
+        xyz: B×3×h×w metres (values at invalid pixels are ignored). valid: B×1×h×w bool.
+        k: neighbours per point (the point itself included, distance 0). window: odd pixel window.
+    Returns:
+        idx: B×k×(h·w) long, flat indices into h·w of the chosen neighbours (nearest first);
+        mask: B×k×(h·w) bool, True where the neighbour is valid (finite distance) and the centre valid.
+    Raises ValueError when k > window² or window is even.
+    """
+    if window % 2 != 1 or k > window * window or k < 1:
+        raise ValueError(f'need odd window and 1 <= k <= window², got window={window} k={k}')
+    b, _, h, w = xyz.shape
+    n = h * w
+    cand, inside = _window_index(h, w, window, xyz.device)        # win²×N
+    pf = xyz.reshape(b, 3, n)
+    vflat = valid.reshape(b, n)
+    with torch.no_grad():
+        nb = pf.gather(2, cand.view(1, 1, -1).expand(b, 3, -1)).view(b, 3, -1, n)
+        dist = (nb - pf.unsqueeze(2)).square().sum(1)               # B×win²×N
+        ok = inside.unsqueeze(0) & vflat.gather(1, cand.view(1, -1).expand(b, -1)).view(b, -1, n) \
+            & vflat.unsqueeze(1)
+        dist = torch.where(ok, dist, torch.full_like(dist, float('inf')))
+        dval, pos = torch.topk(dist, k, dim=1, largest=False)     # B×k×N
+    idx = cand.unsqueeze(0).expand(b, -1, -1).gather(1, pos)
+    return idx, torch.isfinite(dval)
+
+
+def _normals(xyz: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Organized-cloud normals B×3×h×w (unit, facing the camera), 0 where a 4-neighbour is invalid."""
+    p = F.pad(xyz, (1, 1, 1, 1), mode='replicate')
+    vv = F.pad(valid.float(), (1, 1, 1, 1)) > 0
+    du = p[:, :, 1:-1, 2:] - p[:, :, 1:-1, :-2]
+    dv = p[:, :, 2:, 1:-1] - p[:, :, :-2, 1:-1]
+    n = torch.cross(du, dv, dim=1)
+    n = n / (n.norm(dim=1, keepdim=True) + 1e-9)
+    n = torch.where((n * xyz).sum(1, keepdim=True) > 0, -n, n)
+    ok = valid & vv[:, :, 1:-1, 2:] & vv[:, :, 1:-1, :-2] & vv[:, :, 2:, 1:-1] & vv[:, :, :-2, 1:-1]
+    return torch.where(ok, n, torch.zeros_like(n))
+
+
+class EdgeConv(nn.Module):
+    """h_i = Lin(max_{j in kNN(i), valid} ReLU(W_n f_j + W_c f_i + W_g g_ij)) (DGCNN EdgeConv, with the
+    linear part on [f_j, f_i] computed per point before gathering, so the edge cost is O(N·k·C)).
+    Channels-last: f B×N×C, geo B×k×N×G, idx/mask B×k×N -> B×N×C_out."""
+
+    def __init__(self, cin: int, cgeo: int, cout: int):
+        super().__init__()
+        self.wn = nn.Linear(cin, cout, bias=False)
+        self.wc = nn.Linear(cin, cout)
+        self.wg = nn.Linear(cgeo, cout, bias=False)
+        self.post = nn.Linear(cout, cout)
+
+    def forward(self, f: torch.Tensor, geo: torch.Tensor, idx: torch.Tensor, mask: torch.Tensor
+                ) -> torch.Tensor:
+        b, n, _ = f.shape
+        a = self.wn(f).reshape(b * n, -1)
+        c = self.wc(f)
+        off = (torch.arange(b, device=f.device) * n).view(b, 1)
+        out = None
+        # One neighbour rank at a time: B×N×C tensors stay cache-sized (no B×N×k×C temporaries).
+        for j in range(idx.shape[1]):
+            nb = a.index_select(0, (idx[:, j] + off).reshape(-1)).view(b, n, -1)
+            e = torch.relu(nb + c + self.wg(geo[:, j]))
+            e = e * mask[:, j].unsqueeze(-1).to(e.dtype)  # ReLU >= 0: masked zeros never win the max
+            out = e if out is None else torch.maximum(out, e)
+        return torch.relu(self.post(out))
+
+
+class PointSegNet(nn.Module):
+    """M3 point network over the organized cloud (see the module docstring).
+
+    Args:
+        num_classes: C. in_feats: F per-point feature channels besides X, Y, Z (3: colour).
+        k: neighbours per point. window: odd pixel window for the neighbour candidates (at the reduced
+        resolution). stride: subsampling of the organized cloud (1 = full resolution).
+        channels: output channels of the EdgeConv layers. head: hidden channels of the head.
+        normals: add organized-cloud normals to the point features.
+    forward(xyz B×3×H×W metres, valid B×1×H×W bool, feats B×F×H×W) -> B×C×H×W logits (0 at invalid
+    pixels and at valid pixels with no valid subsampled point within reach).
+    Raises ValueError for inconsistent shapes or hyper-parameters.
+    """
+
+    def __init__(self, num_classes: int, in_feats: int = 3, k: int = 8, window: int = 5,
+                 stride: int = 4, channels: Sequence[int] = (32, 64), head: int = 64,
+                 normals: bool = True):
+        super().__init__()
+        if window % 2 != 1 or not 1 <= k <= window * window:
+            raise ValueError(f'PointSegNet needs odd window and 1 <= k <= window², got window={window} '
+                             f'k={k}')
+        if stride < 1 or len(channels) < 1:
+            raise ValueError(f'PointSegNet stride={stride} must be >= 1, channels={list(channels)} '
+                             'non-empty')
+        self.k, self.window, self.stride, self.normals = int(k), int(window), int(stride), bool(normals)
+        self.in_feats = int(in_feats)
+        cin = 3 + in_feats + (3 if normals else 0)
+        self.layers = nn.ModuleList()
+        for c in channels:
+            self.layers.append(EdgeConv(cin, 7, c))
+            cin = c
+        cat = sum(channels)
+        self.head_local = nn.Linear(cat, head)
+        self.head_global = nn.Linear(channels[-1], head, bias=False)
+        self.out = nn.Linear(head, num_classes)
+
+    def forward(self, xyz: torch.Tensor, valid: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
+        if xyz.dim() != 4 or xyz.shape[1] != 3 or valid.shape != (xyz.shape[0], 1) + xyz.shape[2:] \
+                or feats.dim() != 4 or feats.shape[1] != self.in_feats or feats.shape[2:] != xyz.shape[2:] \
+                or feats.shape[0] != xyz.shape[0]:
+            raise ValueError(f'PointSegNet expects xyz B×3×H×W, valid B×1×H×W, feats B×{self.in_feats}×H×W; '
+                             f'got xyz {tuple(xyz.shape)}, valid {tuple(valid.shape)}, feats '
+                             f'{tuple(feats.shape)}')
+        valid = valid.bool()
+        zero = torch.zeros((), dtype=xyz.dtype, device=xyz.device)
+        xyz = torch.where(valid, xyz, zero)  # finite everywhere; invalid values never used below
+        feats = torch.where(valid, feats.to(xyz.dtype), zero)
+        p, v, fc = subsample(xyz, self.stride), subsample(valid, self.stride), subsample(feats, self.stride)
+        b, _, h, w = p.shape
+        n = h * w
+        idx, mask = knn_window(p, v, self.k, self.window)           # B×k×N
+        parts: List[torch.Tensor] = [p, fc] + ([_normals(p, v)] if self.normals else [])
+        f = torch.cat(parts, 1).reshape(b, -1, n).transpose(1, 2)  # B×N×F, channels-last
+        pf = p.reshape(b, 3, n)
+        nb = pf.gather(2, idx.view(b, 1, -1).expand(b, 3, -1)).view(b, 3, self.k, n)
+        rel = (nb - pf.unsqueeze(2)).permute(0, 2, 3, 1)          # B×k×N×3, metres
+        dist = torch.sqrt(rel.square().sum(-1, keepdim=True) + 1e-12)
+        m = mask.unsqueeze(-1).to(xyz.dtype)
+        r = ((dist * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp(min=1)).clamp(min=1e-3)
+        geo = torch.cat([rel, rel / r, dist], -1) * m                # B×k×N×7
+        outs = []
+        for layer in self.layers:
+            f = layer(f, geo, idx, mask)
+            outs.append(f)
+        vmask = v.reshape(b, h * w, 1)
+        g = (f * vmask.to(f.dtype)).amax(1)                        # PointNet global feature (f >= 0)
+        hdn = torch.relu(self.head_local(torch.cat(outs, -1)) + self.head_global(g).unsqueeze(1))
+        logits = self.out(hdn) * vmask.to(hdn.dtype)               # B×N×C, 0 at invalid points
+        return self._upsample(logits, p, v, xyz, valid)
+
+    def _upsample(self, logits: torch.Tensor, p: torch.Tensor, v: torch.Tensor, xyz: torch.Tensor,
+                  valid: torch.Tensor) -> torch.Tensor:
+        """3D-aware nearest upsampling B×(h·w)×C -> B×C×H×W (see the module docstring, step 5)."""
+        B, _, C = logits.shape
+        h, w = p.shape[-2:]
+        H, W = xyz.shape[-2:]
+        if self.stride == 1:
+            return logits.transpose(1, 2).reshape(B, C, H, W)
+        cand = _upsample_index(H, W, h, w, self.stride, xyz.device)        # 4×HW
+        with torch.no_grad():
+            pf, vf = p.reshape(B, 3, h * w), v.reshape(B, h * w)
+            full, fvalid = xyz.reshape(B, 3, H * W), valid.reshape(B, H * W)
+            best = torch.full((B, H * W), float('inf'), dtype=xyz.dtype, device=xyz.device)
+            src = torch.zeros((B, H * W), dtype=torch.long, device=xyz.device)
+            for c in range(cand.shape[0]):  # one candidate at a time: B×HW temporaries only
+                ci = cand[c]
+                d = (pf.gather(2, ci.view(1, 1, -1).expand(B, 3, -1)) - full).square().sum(1)
+                ok = vf.gather(1, ci.view(1, -1).expand(B, -1)) & fvalid
+                better = ok & (d < best)
+                best = torch.where(better, d, best)
+                src = torch.where(better, ci.unsqueeze(0), src)
+            found = torch.isfinite(best)
+        lcf = logits.transpose(1, 2).contiguous()                          # B×C×N (small)
+        if B == 1:  # index_select is ~3x faster than gather on CPU for the batch-of-one path
+            out = lcf[0].index_select(1, src[0]).unsqueeze(0)
+        else:
+            out = lcf.gather(2, src.unsqueeze(1).expand(B, C, H * W))
+        return out.masked_fill_(~found.view(B, 1, H * W), 0.0).view(B, C, H, W)
