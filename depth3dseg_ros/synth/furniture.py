@@ -62,7 +62,12 @@ def clutter_on(pl: _Placer, x, y, yaw, w, d, z, n_max=4) -> List[object]:
 def table(pl: _Placer) -> List[object]:
     rng = pl.rng
     w, d, h = rng.uniform(0.8, 1.8), rng.uniform(0.6, 1.0), rng.uniform(0.45, 0.8)
-    pose = pl.anywhere(w + 1.0, d + 1.0) if rng.random() < 0.6 else pl.against_wall(w, d)
+    free_standing = rng.random() < 0.6
+    # a free-standing table reserves room for chairs on all sides; one against a wall gets none
+    pose = pl.anywhere(w + 1.0, d + 1.0) if free_standing else None
+    if pose is None:
+        free_standing = False
+        pose = pl.against_wall(w, d)
     if pose is None:
         return []
     x, y, yaw = pose
@@ -78,7 +83,7 @@ def table(pl: _Placer) -> List[object]:
                 ob.cylinder(centre, leg, h - 2 * t, col, CLS['table'])
     out: List[object] = [ob.parts]
     out += clutter_on(pl, x, y, yaw, w, d, h)
-    if pose is not None and w > 1.0:
+    if free_standing:
         out += chairs_around(pl, x, y, yaw, w, d)
     return out
 
@@ -227,6 +232,40 @@ def floor_clutter(pl: _Placer) -> List[object]:
     if pose is None:
         return []
     return clutter_on(pl, pose[0], pose[1], pose[2], 0.4, 0.4, 0.0, n_max=2)
+
+
+def big_object(pl: _Placer) -> List[object]:
+    """A larger floor-standing object (objects): box stack, floor lamp, potted plant or bin."""
+    rng = pl.rng
+    kind = int(rng.integers(4))
+    size = (0.6, 0.6) if kind == 0 else (0.45, 0.45)
+    pose = pl.anywhere(*size)
+    if pose is None:
+        return []
+    ob, cls = ObjectBuilder(*pose), CLS['objects']
+    if kind == 0:
+        z = 0.0
+        for _ in range(int(rng.integers(1, 4))):
+            hx, hy, hz = rng.uniform(0.12, 0.28), rng.uniform(0.12, 0.28), rng.uniform(0.08, 0.25)
+            ob.box((rng.uniform(-0.03, 0.03), rng.uniform(-0.03, 0.03), z + hz), (hx, hy, hz),
+                   pl.colour((0.65, 0.5, 0.32), 0.1), cls, pl.texture(('noise', None)), rng.uniform(-0.3, 0.3))
+            z += 2 * hz
+    elif kind == 1:
+        h = rng.uniform(1.2, 1.8)
+        ob.cylinder((0, 0, 0.015), 0.15, 0.03, (0.2, 0.2, 0.2, 1.0), cls)
+        ob.cylinder((0, 0, h / 2), 0.015, h, (0.3, 0.3, 0.3, 1.0), cls)
+        ob.cylinder((0, 0, h), rng.uniform(0.12, 0.22), rng.uniform(0.15, 0.3), pl.colour((0.95, 0.9, 0.8), 0.1), cls)
+    elif kind == 2:
+        hp = rng.uniform(0.2, 0.4)
+        ob.cylinder((0, 0, hp / 2), rng.uniform(0.12, 0.2), hp, pl.colour((0.6, 0.3, 0.2), 0.1), cls)
+        for _ in range(int(rng.integers(2, 5))):
+            r = rng.uniform(0.12, 0.25)
+            ob.sphere((rng.uniform(-0.1, 0.1), rng.uniform(-0.1, 0.1), hp + r + rng.uniform(0, 0.4)), r,
+                      pl.colour((0.2, 0.5, 0.2), 0.12), cls)
+    else:
+        h = rng.uniform(0.3, 0.6)
+        ob.cylinder((0, 0, h / 2), rng.uniform(0.12, 0.2), h, pl.colour(), cls)
+    return [ob.parts]
 
 
 def wall_panels(pl: _Placer, n_windows: int, n_pictures: int) -> List[object]:

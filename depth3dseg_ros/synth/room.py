@@ -36,29 +36,31 @@ def _shell(pl: _Placer):
 
 
 def make_scene(rng: np.random.Generator) -> SceneSpec:
-    """A random room of 3.5–7 m × 3.5–7 m × 2.4–3.0 m with furniture along the walls and a free middle.
+    """A random room of 4–7.5 m × 4–7.5 m × 2.4–3.0 m with furniture along the walls and a free middle.
 
-    Contents (counts drawn per room): 0–2 windows, 1–3 pictures, 1–2 tables (with chairs and clutter),
-    0–2 bookshelves with books, 0–2 cabinets (one may carry a TV), a sofa and/or a bed, loose chairs,
-    floor clutter. Lighting: random direction, colour, ambient/diffuse/specular coefficients, shadows
-    in about a quarter of the rooms. ``fov_y_deg`` 45–58 (Kinect-like vertical field of view).
+    Contents (counts drawn per room): 0–2 windows, 2–5 pictures, 1–3 tables (free-standing ones with
+    chairs around; clutter and books on top), 1–3 bookshelves with books, 0–3 cabinets (one may carry a
+    TV), a sofa and/or a bed, 1–4 loose chairs, 1–5 floor clutter groups, 2–5 larger objects (box
+    stacks, lamps, plants, bins); items that do not fit are dropped. Lighting: random direction, colour,
+    ambient/diffuse/specular coefficients, shadows in about a quarter of the rooms. ``fov_y_deg`` 45–58 (Kinect-like vertical field of view).
     """
-    lx, ly, hc = float(rng.uniform(3.5, 7.0)), float(rng.uniform(3.5, 7.0)), float(rng.uniform(2.4, 3.0))
-    fw, fd = 0.3 * lx, 0.3 * ly
+    lx, ly, hc = float(rng.uniform(4.0, 7.5)), float(rng.uniform(4.0, 7.5)), float(rng.uniform(2.4, 3.0))
+    fw, fd = 0.25 * lx, 0.25 * ly
     cx, cy = lx / 2 + rng.uniform(-0.1, 0.1) * lx, ly / 2 + rng.uniform(-0.1, 0.1) * ly
     zone = (cx - fw / 2, cy - fd / 2, cx + fw / 2, cy + fd / 2)
     pl = _Placer(rng, (lx, ly, hc), zone)
     spec = SceneSpec(size=(lx, ly, hc), free_zone=zone)
     spec.objects += _shell(pl)
-    spec.objects += fu.wall_panels(pl, int(rng.integers(0, 3)), int(rng.integers(1, 4)))
+    spec.objects += fu.wall_panels(pl, int(rng.integers(0, 3)), int(rng.integers(2, 6)))
     big = [fu.sofa, fu.bed] if rng.random() < 0.5 else [fu.bed, fu.sofa]
     if rng.random() < 0.35:
         big = big[:1]
-    n_tv = 1 if rng.random() < 0.6 else 0
-    recipes = big + [fu.table] * int(rng.integers(1, 3)) + [fu.shelf] * int(rng.integers(0, 3))
+    n_tv = 1 if rng.random() < 0.75 else 0
+    recipes = big + [fu.table] * int(rng.integers(1, 4)) + [fu.shelf] * int(rng.integers(1, 4))
     recipes += [lambda p: fu.cabinet(p, with_tv=True)] * n_tv
-    recipes += [lambda p: fu.cabinet(p, with_tv=False)] * int(rng.integers(0, 2))
-    recipes += [fu.loose_chair] * int(rng.integers(0, 3)) + [fu.floor_clutter] * int(rng.integers(0, 4))
+    recipes += [lambda p: fu.cabinet(p, with_tv=False)] * int(rng.integers(0, 3))
+    recipes += [fu.loose_chair] * int(rng.integers(1, 5)) + [fu.floor_clutter] * int(rng.integers(1, 6))
+    recipes += [fu.big_object] * int(rng.integers(2, 6))
     for recipe in recipes:
         spec.objects += recipe(pl)
     spec.light = dict(

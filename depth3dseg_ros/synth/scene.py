@@ -25,6 +25,8 @@ CLS = {name: NYU13.names.index(name) for name in (
     'tv', 'wall', 'window')}
 
 RGBA = Tuple[float, float, float, float]
+#: clearance (m) between furniture footprints and the camera's free zone
+ZONE_MARGIN = 0.5
 
 
 @dataclass(frozen=True)
@@ -98,14 +100,16 @@ class _Placer:
     def texture(self, choices=SURFACE_TEXTURES):
         return choices[int(self.rng.integers(len(choices)))]
 
-    def free(self, rect, margin=0.05, check_zone=True) -> bool:
+    def free(self, rect, margin=0.05, zone_margin=ZONE_MARGIN) -> bool:
+        """True if ``rect`` is inside the room, ``margin`` from other footprints and ``zone_margin`` from
+        the camera's free zone (so the camera, at the zone's edge, stays beyond the sensor's near range)."""
         x0, y0, x1, y1 = rect
         lx, ly, _ = self.size
         if x0 < -1e-6 or y0 < -1e-6 or x1 > lx + 1e-6 or y1 > ly + 1e-6:
             return False
-        boxes = list(self.footprints) + ([self.free_zone] if check_zone else [])
-        return all(x1 + margin <= a0 or a1 + margin <= x0 or y1 + margin <= b0 or b1 + margin <= y0
-                   for a0, b0, a1, b1 in boxes)
+        boxes = [(b, margin) for b in self.footprints] + [(self.free_zone, zone_margin)]
+        return all(x1 + m <= a0 or a1 + m <= x0 or y1 + m <= b0 or b1 + m <= y0
+                   for (a0, b0, a1, b1), m in boxes)
 
     def against_wall(self, width: float, depth: float, tries: int = 30):
         """Pose (x, y, yaw) of a width×depth footprint whose back touches a random wall, or None."""
