@@ -90,6 +90,19 @@ def uint8_field(arr: np.ndarray, msg_cls: type) -> Any:
     return out
 
 
+def alloc_uint8_field(nbytes: int, msg_cls: type) -> tuple[Any, np.ndarray]:
+    """A zeroed uint8[] field value of ``nbytes`` for ``msg_cls`` and a writable numpy view of it.
+
+    Lets a writer fill the message's own buffer in place (no extra copy of a large cloud): rclpy gets
+    an ``array('B')`` (the view shares its memory), rosbags a numpy array (the view is the array).
+    """
+    if is_rosbags_cls(msg_cls):
+        arr = np.zeros(int(nbytes), dtype=np.uint8)
+        return arr, arr
+    field = array.array('B', b'\0') * int(nbytes)
+    return field, np.frombuffer(field, dtype=np.uint8)
+
+
 def float64_field(values: Any, msg_cls: type) -> Any:
     """A float64[] / float64[N] field value for ``msg_cls``: a fresh 1-D float64 numpy array.
 

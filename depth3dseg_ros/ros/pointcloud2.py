@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from depth3dseg_ros.core.geometry import backproject_np
 from depth3dseg_ros.core.imageops import check_same_hw
-from depth3dseg_ros.ros.msgutil import as_uint8, build, convert_header, is_rosbags_cls, rclpy_cls, uint8_field
+from depth3dseg_ros.ros.msgutil import (alloc_uint8_field, as_uint8, build, convert_header, is_rosbags_cls, rclpy_cls,
+                                       uint8_field)
 
 # sensor_msgs/PointField datatype constants.
 INT8, UINT8, INT16, UINT16, INT32, UINT32, FLOAT32, FLOAT64 = range(1, 9)
@@ -175,7 +176,8 @@ def create_cloud_from_array(header: Any, points: np.ndarray, is_dense: bool | No
 
 def pack_cloud(xyz: np.ndarray, rgb: np.ndarray | None = None, labels: np.ndarray | None = None,
                confidence: np.ndarray | None = None, organized: bool = True, stride: int = 1,
-               label_dtype: Any = np.uint32) -> tuple[np.ndarray, bool]:
+               label_dtype: Any = np.uint32,
+               alloc: Callable[[int], np.ndarray] | None = None) -> tuple[np.ndarray, bool]:
     """Fill the labelled-cloud structured array from H×W images (M9); no message involved.
 
     Args:
@@ -184,6 +186,8 @@ def pack_cloud(xyz: np.ndarray, rgb: np.ndarray | None = None, labels: np.ndarra
         confidence: H×W float. All must share H×W (C20: else ValueError naming both sizes).
         organized: keep H×W with NaN x, y, z for invalid points; else drop them (height 1).
         stride: keep every stride-th row and column (decimation, C25).
+        alloc: optional ``nbytes -> writable 1-D uint8 array`` giving the memory to fill (e.g. the
+            message's own data buffer); default a new numpy array.
     Returns:
         (points structured array (h, w) or (1, N), is_dense).
     """
@@ -211,8 +215,9 @@ def pack_cloud(xyz: np.ndarray, rgb: np.ndarray | None = None, labels: np.ndarra
         rgb, labels, confidence = (None if a is None else a.reshape(1, -1, *a.shape[1:])
                                    for a in (rgb, labels, confidence))
     h, w = p.shape[:2]
-    out = np.empty((h, w), dtype=dt)
-    raw = out.view(np.uint8).reshape(h, w, dt.itemsize)
+    buf = np.empty(h * w * dt.itemsize, np.uint8) if alloc is None else alloc(h * w * dt.itemsize)
+    out = buf.view(dt).reshape(h, w)
+    raw = buf.reshape(h, w, dt.itemsize)
     src = np.ascontiguousarray(p, dtype=np.float32)
     raw[:, :, :12].view('V12')[..., 0] = src.view('V12')[..., 0]  # one 12-byte copy per point
     if organized and not valid.all():
@@ -241,8 +246,19 @@ def create_cloud(header: Any, xyz: np.ndarray, rgb: np.ndarray | None = None, la
     for the arguments (C09 invalid never (0,0,0); C14/C15 rgb; C20 sizes; C25 stride/unorganized).
     msg_cls None = rclpy sensor_msgs.msg.PointCloud2, or a rosbags typestore class.
     """
-    pts, dense = pack_cloud(xyz, rgb, labels, confidence, organized, stride, label_dtype)
-    return create_cloud_from_array(header, pts, is_dense=dense, msg_cls=msg_cls)
+    cls = msg_cls or rclpy_cls('sensor_msgs/msg/PointCloud2')
+    field: list = []
+
+    def alloc(nbytes: int) -> np.ndarray:  # pack straight into the message's data buffer
+        value, view = alloc_uint8_field(nbytes, cls)
+        field.append(value)
+        return view
+
+    pts, dense = pack_cloud(xyz, rgb, labels, confidence, organized, stride, label_dtype, alloc=alloc)
+    h, w = pts.shape
+    return build(cls, header=convert_header(header, cls), height=h, width=w,
+                 fields=fields_from_dtype(pts.dtype, cls), is_bigendian=False, point_step=pts.dtype.itemsize,
+                 row_step=w * pts.dtype.itemsize, data=field[0], is_dense=bool(dense))
 
 
 def create_cloud_from_depth(header: Any, depth_m: np.ndarray, K: np.ndarray, rgb: np.ndarray | None = None,
