@@ -4,48 +4,19 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-from depth3dseg_ros.core.geometry import backproject
 from depth3dseg_ros.core.losses import UncertaintyWeighting
+from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.train_step import (TERMS, LossConfig, compute_losses, forward_model,
                                             make_weighting)
 
-C, H, W = 4, 12, 16
+C, H, W = 4, 16, 20
 
 
-class TinyPoint(nn.Module):
-    """Per-point MLP on (X, Y, Z, colour); enough to carry gradients from seg3d into xyz."""
-
-    def __init__(self, num_classes):
-        super().__init__()
-        self.mlp = nn.Sequential(nn.Conv2d(6, 8, 1), nn.Tanh(), nn.Conv2d(8, num_classes, 1))
-
-    def forward(self, xyz, valid, feats):
-        return self.mlp(torch.cat([xyz, feats], 1)) * valid
-
-
-class TinyDepth3DSeg(nn.Module):
-    """Follows the docs/ARCHITECTURE.md contract of core.model.Depth3DSeg."""
-
-    def __init__(self, num_classes=C):
-        super().__init__()
-        self.enc = nn.Conv2d(3, 8, 3, padding=1)
-        self.depth_head = nn.Conv2d(8, 1, 1)
-        self.seg_head = nn.Conv2d(8, num_classes, 1)
-        self.pointnet = TinyPoint(num_classes)
-
-    def forward_2d(self, rgb):
-        f = torch.relu(self.enc(rgb))
-        return {'depth': 0.5 + F.softplus(self.depth_head(f)), 'seg2d': self.seg_head(f)}
-
-    def forward(self, rgb, K):
-        out = self.forward_2d(rgb)
-        xyz, valid = backproject(out['depth'], K)
-        out['seg3d'] = self.pointnet(xyz, valid, rgb)
-        out['xyz'], out['valid'] = xyz, valid
-        return out
+def small_model(seed=0):
+    """The real M1+M2+M3 model (core.model.Depth3DSeg), small enough for CPU tests."""
+    torch.manual_seed(seed)
+    return Depth3DSeg(C, width=0.25, dec_ch=16, head_ch=8, p_channels=[8], p_head=8, p_stride=2)
 
 
 def make_batch(b=2, h=H, w=W, seed=0):
@@ -69,8 +40,7 @@ def grad_norm(params):
 
 
 def test_keys_finite_and_total_is_weighted_sum():
-    torch.manual_seed(0)
-    model = TinyDepth3DSeg()
+    model = small_model(0)
     cfg = LossConfig()
     out = compute_losses(model, make_batch(), cfg)
     assert set(TERMS) | {'total'} <= set(out)
@@ -86,26 +56,24 @@ def test_keys_finite_and_total_is_weighted_sum():
                                      ('consistency', {'consistency': 'kl'}),
                                      ('consistency', {'consistency': 'js'})])
 def test_3d_terms_reach_depth_head_unless_detached(term, kw):
-    torch.manual_seed(1)
-    model = TinyDepth3DSeg()
+    model = small_model(1)
     batch = make_batch()
     compute_losses(model, batch, only(term, **kw))['total'].backward()
-    assert grad_norm(model.depth_head.parameters()) > 0       # through backproject (M2/M3 coupling)
+    assert grad_norm(model.net.depth_head.parameters()) > 0       # through backproject (M2/M3 coupling)
     model.zero_grad(set_to_none=True)
     compute_losses(model, batch, only(term, detach_depth_for_3d=True, **kw))['total'].backward()
-    assert grad_norm(model.depth_head.parameters()) == 0
+    assert grad_norm(model.net.depth_head.parameters()) == 0
     assert grad_norm(model.pointnet.parameters()) > 0         # the 3D net still trains
 
 
 def test_seg2d_alone_does_not_reach_depth_head():
-    model = TinyDepth3DSeg()
+    model = small_model()
     compute_losses(model, make_batch(), only('seg2d'))['total'].backward()
-    assert grad_norm(model.depth_head.parameters()) == 0 and grad_norm(model.seg_head.parameters()) > 0
+    assert grad_norm(model.net.depth_head.parameters()) == 0 and grad_norm(model.net.seg_head.parameters()) > 0
 
 
 def test_detached_path_gives_same_outputs():
-    torch.manual_seed(2)
-    model = TinyDepth3DSeg()
+    model = small_model(2)
     b = make_batch()
     a = forward_model(model, b['rgb'], b['K'])
     d = forward_model(model, b['rgb'], b['K'], detach_depth_for_3d=True)
@@ -114,7 +82,7 @@ def test_detached_path_gives_same_outputs():
 
 
 def test_unlabelled_frames_train_on_depth_and_consistency():
-    model = TinyDepth3DSeg()
+    model = small_model()
     b = make_batch()
     b['has_labels'] = torch.tensor([False, False])
     out = compute_losses(model, b, LossConfig())
@@ -131,7 +99,7 @@ def test_unlabelled_frames_train_on_depth_and_consistency():
 
 
 def test_mixed_batch_masks_per_sample():
-    model = TinyDepth3DSeg()
+    model = small_model()
     b = make_batch()
     full = compute_losses(model, b, LossConfig())
     b['has_labels'] = torch.tensor([True, False])
@@ -143,8 +111,7 @@ def test_mixed_batch_masks_per_sample():
 
 
 def test_separate_3d_labels_change_only_seg3d():
-    torch.manual_seed(3)
-    model = TinyDepth3DSeg()
+    model = small_model(3)
     b = make_batch()
     base = compute_losses(model, b, LossConfig())
     b['labels3d'] = (b['labels'] % (C - 1)) + 1
@@ -154,7 +121,7 @@ def test_separate_3d_labels_change_only_seg3d():
 
 
 def test_uncertainty_weighting_needs_module_and_learns():
-    model = TinyDepth3DSeg()
+    model = small_model()
     cfg = LossConfig(uncertainty_weighting=True)
     with pytest.raises(ValueError, match='weighting'):
         compute_losses(model, make_batch(), cfg)
