@@ -149,3 +149,10 @@ def test_loss_config_plain_data_and_errors():
     with pytest.raises(ValueError, match='w_depth'):
         LossConfig(w_depth=-1)
     assert math.isclose(LossConfig().weights()['consistency'], 0.1)
+
+
+def test_detached_ablation_refuses_data_parallel_wrapper():
+    model = torch.nn.DataParallel(small_model())
+    b = make_batch()
+    with pytest.raises(ValueError, match='detach_depth_for_3d'):
+        compute_losses(model, b, LossConfig(detach_depth_for_3d=True))

@@ -106,10 +106,15 @@ def forward_model(model: nn.Module, rgb: torch.Tensor, K: torch.Tensor,
     With ``detach_depth_for_3d`` (ablation only) the same pipeline is run from its parts —
     ``model.forward_2d(rgb)`` (M1), `backproject` of the *detached* depth (M2) and
     ``model.pointnet(xyz, valid, rgb)`` (M3) — as in core.model.Depth3DSeg.forward; a test checks that
-    both paths give the same outputs.
+    both paths give the same outputs. Raises ValueError for the detached path on a (Distributed)
+    DataParallel wrapper.
     """
     if not detach_depth_for_3d:
         return model(rgb, K)
+    if isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
+        raise ValueError('LossConfig.detach_depth_for_3d=True (ablation) needs the bare model: it runs '
+                         'the model in parts, which (Distributed)DataParallel cannot synchronise; '
+                         'train it in one process')
     out = dict(model.forward_2d(rgb))
     xyz, valid = backproject(out['depth'].detach(), K)
     out['seg3d'] = model.pointnet(xyz, valid, rgb)
