@@ -211,14 +211,15 @@ def test_several_bags_every_max_frames_and_idempotent_rerun(tmp_path, real_dir):
     assert json.loads((out / 'manifest.json').read_text())['counts']['frames'] == 12
 
 
-def test_interrupted_run_leaves_only_complete_frames_and_resumes(tmp_path, real_dir, monkeypatch):
-    """A failure injected while writing frame 4's depth PNG: the index lists only frames whose files
-    are all in place; a torn index line is dropped on reopen; the re-run completes the dataset and
-    equals an uninterrupted run."""
+@pytest.mark.parametrize('workers', [1, 3])
+def test_interrupted_run_leaves_only_complete_frames_and_resumes(tmp_path, real_dir, monkeypatch, workers):
+    """A failure injected while writing frame 4's depth PNG (sequential and with an encoding pool):
+    the index lists only frames whose files are all in place; a torn index line is dropped on reopen;
+    the re-run completes the dataset and equals an uninterrupted run."""
     frames = make_frames(real_dir, 6)
     bag = write_bag(tmp_path / 'b', frames)
     clean = tmp_path / 'clean'
-    extract([bag], clean, ExtractConfig())
+    extract([bag], clean, ExtractConfig(workers=1))
 
     out = tmp_path / 'ds'
     real_write = dataset_writer.DatasetWriter._write_png
@@ -232,7 +233,7 @@ def test_interrupted_run_leaves_only_complete_frames_and_resumes(tmp_path, real_
 
     monkeypatch.setattr(dataset_writer.DatasetWriter, '_write_png', failing)
     with pytest.raises(OSError, match='injected'):
-        extract([bag], out, ExtractConfig())
+        extract([bag], out, ExtractConfig(workers=workers))
     monkeypatch.setattr(dataset_writer.DatasetWriter, '_write_png', real_write)
     entries = read_index(out)
     assert [e['id'] for e in entries] == [f'b_{i:06d}' for i in range(4)]
@@ -243,7 +244,7 @@ def test_interrupted_run_leaves_only_complete_frames_and_resumes(tmp_path, real_
     assert not list(out.rglob('*.tmp'))
     with open(out / 'index.jsonl', 'ab') as fh:  # a line torn by a kill mid-write
         fh.write(b'{"id": "b_000004", "rgb": "rgb/b_0')
-    extract([bag], out, ExtractConfig())
+    extract([bag], out, ExtractConfig(workers=workers))
     assert (out / 'index.jsonl').read_bytes() == (clean / 'index.jsonl').read_bytes()
     for p in clean.rglob('*.png'):
         assert (out / p.relative_to(clean)).read_bytes() == p.read_bytes()

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
@@ -38,15 +40,23 @@ class DatasetWriter:
         root: dataset directory.
         classes: class set recorded in manifest.json (must match an existing manifest's classes).
         png_level: cv2 PNG compression level 0..9 (1 is fast; see docs/extraction.md for figures).
+        workers: threads that encode and write PNGs (cv2 releases the GIL). Frames are still indexed
+            strictly in submission order, each only after all its files are in place.
 
     Raises:
         ValueError: ``png_level`` outside 0..9, an index line that is not JSON (other than a torn last
             line), or classes that differ from the existing manifest's.
     """
 
-    def __init__(self, root: Path | str, classes: ClassSet, png_level: int = 1) -> None:
+    def __init__(self, root: Path | str, classes: ClassSet, png_level: int = 1, workers: int = 1) -> None:
         if not 0 <= int(png_level) <= 9:
             raise ValueError(f'png_level={png_level} must be in 0..9')
+        if int(workers) < 1:
+            raise ValueError(f'workers={workers} must be >= 1')
+        self._pool = ThreadPoolExecutor(int(workers)) if int(workers) > 1 else None
+        self._max_pending = 2 * int(workers)
+        self._pending: Deque[Tuple[Dict[str, Any], Future]] = deque()
+        self._submitted: set = set()
         self.root = Path(root)
         self.classes = classes
         self.png_params = [cv2.IMWRITE_PNG_COMPRESSION, int(png_level)]
@@ -110,6 +120,9 @@ class DatasetWriter:
                     labels: Optional[np.ndarray] = None) -> Dict[str, Any]:
         """Write one frame's PNGs, then append its index line (fsync'ed). Returns the index entry.
 
+        With ``workers > 1`` the PNGs are written by the pool and the line is appended once they and
+        every earlier frame are done (at the latest by :meth:`flush`/:meth:`close`).
+
         Args:
             frame_id: unique id, characters [A-Za-z0-9_.-] (used as file name).
             rgb: H×W×3 uint8 RGB. depth_mm: H×W uint16 millimetres (0 = no data) or None.
@@ -118,10 +131,25 @@ class DatasetWriter:
             topics: role -> topic actually used (None for a missing role).
         Raises:
             ValueError: bad id, dtype or shape (field and value named); a duplicate id.
+            OSError: a file could not be written (the frame is then not indexed).
         """
+        entry, images = self._prepare(frame_id, rgb, K, stamp_ns, bag, topics, depth_mm, labels)
+        self._submitted.add(frame_id)
+        if self._pool is None:
+            self._write_files(images)
+            self._append(entry)
+            return entry
+        self._pending.append((entry, self._pool.submit(self._write_files, images)))
+        while len(self._pending) > self._max_pending:
+            self._complete_oldest()
+        return entry
+
+    def _prepare(self, frame_id: str, rgb: np.ndarray, K: np.ndarray, stamp_ns: int, bag: str,
+                 topics: Mapping[str, Optional[str]], depth_mm: Optional[np.ndarray],
+                 labels: Optional[np.ndarray]) -> Tuple[Dict[str, Any], List[Tuple[str, np.ndarray]]]:
         if not frame_id or any(not (c.isalnum() or c in '_.-') for c in frame_id):
             raise ValueError(f'frame_id={frame_id!r} must be non-empty [A-Za-z0-9_.-]')
-        if self.has(frame_id):
+        if self.has(frame_id) or frame_id in self._submitted:
             raise ValueError(f'frame_id={frame_id!r} is already in {self.index_path}')
         if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
             raise ValueError(f'rgb shape={rgb.shape} dtype={rgb.dtype}: expected HxWx3 uint8')
@@ -139,18 +167,40 @@ class DatasetWriter:
                                  'K': [float(x) for x in K.reshape(9)], 'width': int(w),
                                  'height': int(h), 'stamp_ns': int(stamp_ns), 'bag': str(bag),
                                  'topics': dict(topics)}
-        self._write_png(entry['rgb'], cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+        images = [(entry['rgb'], rgb)]
         if depth_mm is not None:
             entry['depth'] = f'depth/{frame_id}.png'
-            self._write_png(entry['depth'], depth_mm)
+            images.append((entry['depth'], depth_mm))
         if labels is not None:
             entry['labels'] = f'labels/{frame_id}.png'
-            self._write_png(entry['labels'], labels)
+            images.append((entry['labels'], labels))
+        return entry, images
+
+    def _write_files(self, images: List[Tuple[str, np.ndarray]]) -> None:
+        for rel, img in images:
+            self._write_png(rel, cv2.cvtColor(img, cv2.COLOR_RGB2BGR) if img.ndim == 3 else img)
+
+    def _append(self, entry: Dict[str, Any]) -> None:
         self._index.write(json.dumps(entry, separators=(',', ':')) + '\n')
         self._index.flush()
         os.fsync(self._index.fileno())
-        self.entries[frame_id] = entry
-        return entry
+        self.entries[entry['id']] = entry
+
+    def _complete_oldest(self) -> None:
+        entry, fut = self._pending.popleft()
+        try:
+            fut.result()
+        except BaseException:
+            for _, later in self._pending:  # later frames are never indexed after a failure
+                later.cancel()
+            self._pending.clear()
+            raise
+        self._append(entry)
+
+    def flush(self) -> None:
+        """Wait for pooled frames and index them in order (re-raises a worker's error)."""
+        while self._pending:
+            self._complete_oldest()
 
     def counts(self) -> Dict[str, int]:
         """Frame counts of the whole dataset: frames, with_depth, with_labels."""
@@ -159,8 +209,9 @@ class DatasetWriter:
                 'with_labels': sum(e['labels'] is not None for e in vals)}
 
     def write_manifest(self, sources: Sequence[Dict[str, Any]], report: Dict[str, Any]) -> None:
-        """Rewrite manifest.json atomically with current counts; ``sources``/``report`` entries
+        """Flush pending frames, then rewrite manifest.json atomically with current counts; ``sources``/``report`` entries
         replace earlier ones of the same bag (keyed by ``source['bag']``)."""
+        self.flush()
         by_bag: Dict[str, Dict[str, Any]] = {s['bag']: s for s in self.manifest.get('sources', [])}
         by_bag.update({s['bag']: s for s in sources})
         merged_report = dict(self.manifest.get('report', {}))
@@ -173,14 +224,30 @@ class DatasetWriter:
         os.replace(tmp, self.manifest_path)
 
     def close(self) -> None:
-        """Close the index file."""
-        if not self._index.closed:
-            self._index.close()
+        """Index pending frames (unless one failed), stop the pool and close the index file."""
+        try:
+            self.flush()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+            if not self._index.closed:
+                self._index.close()
 
     def __enter__(self) -> 'DatasetWriter':
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None:  # an error elsewhere: index only what is already complete
+            for _, fut in self._pending:
+                fut.cancel()
+            done: Deque[Tuple[Dict[str, Any], Future]] = deque()
+            for entry, fut in self._pending:  # the completed prefix; running ones are awaited
+                try:
+                    fut.result()
+                except BaseException:
+                    break
+                done.append((entry, fut))
+            self._pending = done
         self.close()
 
 

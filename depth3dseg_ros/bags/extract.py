@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 from dataclasses import asdict, dataclass, fields
@@ -57,6 +58,7 @@ class ExtractConfig:
         without definitions (C28). every: keep every N-th RGB frame. max_frames: total frame limit.
         png_level: cv2 PNG compression 0..9. classes: ClassSet YAML path (None = NYU13).
         depth_scale: metres per unit of integer depth (None = mm). use_rectified: K from P.
+        workers: PNG encoding/writing threads (default min(4, CPUs)).
     """
 
     rgb_topic: Optional[str] = PRESETS['depth3dseg']['rgb']
@@ -71,6 +73,7 @@ class ExtractConfig:
     classes: Optional[str] = None
     depth_scale: Optional[float] = None
     use_rectified: bool = False
+    workers: int = min(4, os.cpu_count() or 1)
 
     def topics(self) -> Dict[str, Optional[str]]:
         """role -> topic (None when disabled)."""
@@ -88,6 +91,8 @@ class ExtractConfig:
             raise ValueError(f'max_frames={self.max_frames} must be >= 0')
         if not 0 <= int(self.png_level) <= 9:
             raise ValueError(f'png_level={self.png_level} must be in 0..9')
+        if int(self.workers) < 1:
+            raise ValueError(f'workers={self.workers} must be >= 1')
         resolve_typestore(self.typestore)
 
 
@@ -172,7 +177,7 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
     report: Dict[str, Any] = {}
     sources: List[Dict[str, Any]] = []
     budget = None if cfg.max_frames is None else int(cfg.max_frames)
-    with DatasetWriter(out_dir, classes, cfg.png_level) as writer:
+    with DatasetWriter(out_dir, classes, cfg.png_level, int(cfg.workers)) as writer:
         for path, name, fmt in zip(paths, names, formats):
             with BagReader(path, cfg.typestore) as reader:
                 bf = BagFrames(reader, cfg.topics(), int(round(cfg.tolerance_ms * 1e6)),
@@ -230,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--every', type=int, help='keep every N-th RGB frame')
     p.add_argument('--max-frames', type=int, help='stop after this many frames (all bags)')
     p.add_argument('--png-level', type=int, help='PNG compression level 0..9 (default 1)')
+    p.add_argument('--workers', type=int, help='PNG encoding threads (default min(4, CPUs))')
     p.add_argument('--classes', help='class set YAML (default NYU13)')
     p.add_argument('--depth-scale', type=float, help='metres per unit of 16UC1 depth (default 0.001)')
     p.add_argument('--use-rectified', action='store_true', default=None, help='K from CameraInfo.P')

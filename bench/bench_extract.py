@@ -1,0 +1,109 @@
+"""Benchmark depth3dseg-extract against a plain rosbags read of the same bag, in the same run.
+
+Builds a bag from the real NYU 0001 / TUM frames (test/bagutil.py) at 640x480: rgb8 Image, 16UC1 depth,
+mono8 labels (NYU frames), CameraInfo. Then measures, best of --repeat:
+
+* plain read: AnyReader, iterate every message and deserialize it (what any bag consumer pays);
+* extraction (bags.extract.extract) into a fresh directory, at each PNG level given;
+* PNG encoding alone (cv2.imencode of the same rgb/depth/label arrays), to show where time goes.
+
+Prints frames/s and MB/s (bag bytes / s) and the ratio extraction / plain read (goal >= 0.5).
+
+    python bench/bench_extract.py [--frames 60] [--storage sqlite3|mcap] [--compression none|...]
+        [--levels 0 1 3] [--workers 1 4] [--repeat 2]
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import cv2
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / 'test'))
+
+from bagutil import make_frames, write_bag  # noqa: E402
+from depth3dseg_ros.bags.extract import ExtractConfig, extract  # noqa: E402
+from depth3dseg_ros.bags.reader import BagReader  # noqa: E402
+
+
+def bag_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob('*') if p.is_file()) if path.is_dir() \
+        else path.stat().st_size
+
+
+def plain_read(path: Path) -> int:
+    """Iterate and deserialize every message with rosbags (through the same AnyReader)."""
+    n = 0
+    with BagReader(path) as r:
+        for conn, _t, raw in r.reader.messages(connections=r.reader.connections):
+            r.reader.deserialize(raw, conn.msgtype)
+            n += 1
+    return n
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--frames', type=int, default=60)
+    ap.add_argument('--storage', default='sqlite3', choices=['sqlite3', 'mcap', 'ros1'])
+    ap.add_argument('--compression', default='none')
+    ap.add_argument('--levels', type=int, nargs='+', default=[0, 1, 3])
+    ap.add_argument('--repeat', type=int, default=2)
+    ap.add_argument('--workers', type=int, nargs='+', default=[1, 4])
+    ap.add_argument('--real', default=str(REPO.parent / 'shared' / 'data' / 'real'))
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix='bench_extract_'))
+    try:
+        frames = make_frames(args.real, args.frames, size=(640, 480))
+        name = 'bench' + ('.bag' if args.storage == 'ros1' else '')
+        bag = write_bag(tmp / name, frames, storage=args.storage, compression=args.compression)
+        size_mb = bag_bytes(bag) / 1e6
+        n_msgs = plain_read(bag)
+        t_read = best(lambda: plain_read(bag), args.repeat)
+        print(f'bag: {args.frames} frames 640x480, {n_msgs} messages, {args.storage}/{args.compression}, '
+              f'{size_mb:.1f} MB')
+        print(f'{"what":<28} {"s":>7} {"frames/s":>9} {"MB/s":>8} {"ratio":>6}')
+        fps_read = args.frames / t_read
+        print(f'{"plain read (deserialize)":<28} {t_read:7.3f} {fps_read:9.1f} {size_mb / t_read:8.1f} '
+              f'{1.0:6.2f}')
+        for level in args.levels:
+            for workers in args.workers:
+                def run() -> None:
+                    out = tmp / f'ds_{level}'
+                    shutil.rmtree(out, ignore_errors=True)
+                    extract([bag], out, ExtractConfig(png_level=level, workers=workers))
+                t_ext = best(run, args.repeat)
+                out_mb = sum(p.stat().st_size for p in (tmp / f'ds_{level}').rglob('*.png')) / 1e6
+                print(f'{f"extract level {level}, {workers} thr":<28} {t_ext:7.3f} '
+                      f'{args.frames / t_ext:9.1f} {size_mb / t_ext:8.1f} '
+                      f'{(args.frames / t_ext) / fps_read:6.2f}   (dataset {out_mb:.1f} MB)')
+
+            def encode() -> None:
+                p = [cv2.IMWRITE_PNG_COMPRESSION, level]
+                for f in frames:
+                    cv2.imencode('.png', cv2.cvtColor(f.rgb, cv2.COLOR_RGB2BGR), p)
+                    cv2.imencode('.png', f.depth_mm, p)
+                    if f.labels is not None:
+                        cv2.imencode('.png', f.labels, p)
+            t_enc = best(encode, args.repeat)
+            print(f'{f"  png encode only, level {level}":<28} {t_enc:7.3f} {args.frames / t_enc:9.1f}')
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    main()
