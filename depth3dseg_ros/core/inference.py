@@ -1,0 +1,221 @@
+"""M7–M9 inference API: RGB (+ K) -> label image, confidence, depth map, labelled organized cloud.
+
+`Segmenter` loads a model file (core.modelfile), picks the device, and runs batch-of-one inference at the
+model's network input size (``meta['input_size']`` or an override):
+
+1. preprocess: check the RGB image (H×W×3 uint8, RGB order), resize to the network size (cv2.INTER_AREA
+   when shrinking, INTER_LINEAR otherwise), normalise into a preallocated buffer with the model file's
+   mean/std; scale K to the network size (core.geometry.resize_intrinsics, case C18);
+2. inference (torch.inference_mode): `Depth3DSeg` -> depth, S2D and, when K is known, the cloud of the
+   predicted depth (M2) and S3D (M3);
+3. postprocess: per-pixel class distribution of the requested source with the void channel excluded
+   (logit -inf), argmax -> labels, its probability -> confidence; depth with NaN where invalid; points
+   from the model's xyz (NaN where invalid).
+
+label_source: '2d' (S2D), '3d' (S3D; pixels without a valid 3D point use S2D), 'fused' (mean of the S2D and
+S3D probabilities where the 3D point is valid, S2D elsewhere). Without K the 3D branch cannot run: the
+labels come from S2D and ``InferenceResult.label_source`` says '2d' (a warning is logged once).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple, Union
+
+import cv2
+import numpy as np
+import torch
+
+from .classes import ClassSet
+from .geometry import check_intrinsics_np, resize_intrinsics
+from .model import Depth3DSeg
+from .modelfile import load_model, make_meta
+
+__all__ = ['Segmenter', 'InferenceResult', 'LABEL_SOURCES', 'resolve_device']
+
+LABEL_SOURCES = ('2d', '3d', 'fused')
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class InferenceResult:
+    """One frame's output, all at the network input size (h, w).
+
+    labels: (h, w) uint8 (C <= 256) or uint16 class ids, never the void id. confidence: (h, w) float32,
+    probability of the chosen class under the distribution used. depth: (h, w) float32 metres, NaN where
+    invalid (M8). K: (3, 3) float64 intrinsics at (w, h), None without input K. points: (h, w, 3) float32
+    organized cloud in the optical frame, metres, NaN where invalid (M9), None without K. rgb: (h, w, 3)
+    uint8 network-size image. timings: {'preprocess', 'inference', 'postprocess'} milliseconds.
+    label_source: the source actually used ('2d' when K was None, whatever was asked).
+    """
+    labels: np.ndarray
+    confidence: np.ndarray
+    depth: np.ndarray
+    K: Optional[np.ndarray]
+    points: Optional[np.ndarray]
+    rgb: np.ndarray
+    timings: Dict[str, float] = field(default_factory=dict)
+    label_source: str = 'fused'
+
+
+def resolve_device(device: Union[str, torch.device]) -> torch.device:
+    """'auto' -> cuda when available else cpu; 'cuda[:n]' without CUDA -> ValueError naming the value."""
+    if str(device) == 'auto':
+        return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device={device!r} is not a torch device ('auto', 'cpu', 'cuda', 'cuda:N')") from exc
+    if dev.type == 'cuda' and not torch.cuda.is_available():
+        raise ValueError(f'device={device!r} but CUDA is not available in this torch build/machine')
+    return dev
+
+
+class Segmenter:
+    """M7–M9: a loaded model ready for per-frame inference (see the module docstring).
+
+    Args:
+        model_file: path of a model file (core.modelfile).
+        device: 'auto' (cuda when available, else cpu), 'cpu', 'cuda' or 'cuda:N'.
+        half: fp16 inference, CUDA only (ValueError on cpu: fp16 convolutions on CPU are slower and
+            less exact than fp32).
+        input_size: (W, H) network input size; default the model file's ``input_size``.
+        num_threads: torch CPU threads (torch.set_num_threads, process-wide); None keeps torch's default
+            (one per physical core).
+    Attributes: classes (ClassSet), input_size (W, H), device (torch.device), meta (dict), model.
+    Raises FileNotFoundError / ModelFileError (bad model file), ValueError (device, half, input_size).
+    """
+
+    def __init__(self, model_file: Union[str, Path], device: str = 'auto', half: bool = False,
+                 input_size: Optional[Tuple[int, int]] = None, num_threads: Optional[int] = None):
+        model, meta = load_model(model_file, map_location='cpu')
+        self._setup(model, meta, device, half, input_size, num_threads)
+
+    @classmethod
+    def from_model(cls, model: Depth3DSeg, meta: Dict[str, Any], device: str = 'cpu', half: bool = False,
+                   input_size: Optional[Tuple[int, int]] = None,
+                   num_threads: Optional[int] = None) -> 'Segmenter':
+        """A Segmenter around an in-memory model; `meta` is completed like a saved file's (make_meta)."""
+        obj = cls.__new__(cls)
+        obj._setup(model, make_meta(model, meta), device, half, input_size, num_threads)
+        return obj
+
+    def _setup(self, model: Depth3DSeg, meta: Dict[str, Any], device: str, half: bool,
+               input_size: Optional[Tuple[int, int]], num_threads: Optional[int]) -> None:
+        self.device = resolve_device(device)
+        if half and self.device.type != 'cuda':
+            raise ValueError(f'half=True needs a CUDA device, got device={str(self.device)!r}')
+        if num_threads is not None:
+            if int(num_threads) < 1:
+                raise ValueError(f'num_threads={num_threads} must be >= 1')
+            torch.set_num_threads(int(num_threads))
+        size = meta['input_size'] if input_size is None else input_size
+        if len(size) != 2 or any(int(s) != s or s < 8 for s in size):
+            raise ValueError(f'input_size={tuple(size)} must be (width, height) integers >= 8')
+        self.input_size: Tuple[int, int] = (int(size[0]), int(size[1]))
+        self.meta = meta
+        self.classes = ClassSet.from_dict(meta['classes'])
+        self.half = bool(half)
+        self.dtype = torch.float16 if half else torch.float32
+        self.model = model.to(self.device, self.dtype).eval()
+        w, h = self.input_size
+        std = np.asarray(meta['std'], np.float32)
+        self._scale = torch.tensor(1.0 / (255.0 * std), device=self.device, dtype=torch.float32).view(3, 1, 1)
+        self._offset = torch.tensor(np.asarray(meta['mean'], np.float32) / std, device=self.device,
+                                    dtype=torch.float32).view(3, 1, 1)
+        self._buf = torch.empty((1, 3, h, w), device=self.device, dtype=torch.float32)  # normalised input
+        self._warned_no_k = False
+
+    def _sync(self) -> None:
+        if self.device.type == 'cuda':
+            torch.cuda.synchronize(self.device)
+
+    def _preprocess(self, rgb: np.ndarray, K: Optional[np.ndarray]
+                    ) -> Tuple[np.ndarray, Optional[np.ndarray], torch.Tensor]:
+        if not isinstance(rgb, np.ndarray) or rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
+            desc = f'{rgb.dtype} {rgb.shape}' if isinstance(rgb, np.ndarray) else type(rgb).__name__
+            raise ValueError(f'rgb must be an H×W×3 uint8 RGB image, got {desc} (convert 4-channel/mono '
+                             'images first, case C05)')
+        h0, w0 = rgb.shape[:2]
+        w, h = self.input_size
+        Kn = None
+        if K is not None:
+            Kn = resize_intrinsics(check_intrinsics_np(K)[:, :3], (w0, h0), (w, h))
+        if (w0, h0) != (w, h):
+            interp = cv2.INTER_AREA if (w < w0 and h < h0) else cv2.INTER_LINEAR
+            rgb = cv2.resize(rgb, (w, h), interpolation=interp)
+        else:
+            rgb = rgb.copy()  # the result never aliases the caller's buffer
+        rgb = np.ascontiguousarray(rgb)
+        t = torch.from_numpy(rgb).to(self.device, non_blocking=True).permute(2, 0, 1)
+        self._buf[0].copy_(t).mul_(self._scale).sub_(self._offset)
+        return rgb, Kn, self._buf if self.dtype == torch.float32 else self._buf.to(self.dtype)
+
+    def _distribution(self, logits: torch.Tensor) -> torch.Tensor:
+        logits = logits.float().clone()
+        logits[self.classes.void_id] = float('-inf')  # void is never predicted
+        return torch.softmax(logits, dim=0)
+
+    def infer(self, rgb: np.ndarray, K: Optional[np.ndarray] = None, label_source: str = 'fused'
+              ) -> InferenceResult:
+        """Run one frame (M7–M9).
+
+        Args:
+            rgb: H×W×3 uint8, RGB order, any size (resized to the network input size).
+            K: 3×3 intrinsics (or 3×4 P) of `rgb` at its own size, or None (then no 3D branch, no points).
+            label_source: '2d', '3d' or 'fused' (see the module docstring).
+        Returns: InferenceResult at the network input size.
+        Raises: ValueError for a bad image, K (shape, fx/fy <= 0, non-finite) or label_source.
+        """
+        if label_source not in LABEL_SOURCES:
+            raise ValueError(f'label_source={label_source!r} must be one of {LABEL_SOURCES}')
+        t0 = time.perf_counter()
+        rgb_net, Kn, x = self._preprocess(rgb, K)
+        self._sync()
+        t1 = time.perf_counter()
+        with torch.inference_mode():
+            if Kn is None:
+                out = self.model.forward_2d(x)
+            else:
+                Kt = torch.as_tensor(Kn, dtype=self.dtype, device=self.device).unsqueeze(0)
+                out = self.model(x, Kt)
+            self._sync()
+            t2 = time.perf_counter()
+            source = label_source
+            if Kn is None and source != '2d':
+                if not self._warned_no_k:
+                    _log.warning('no K given: the 3D branch cannot run, labels come from the 2D head '
+                                 "(label_source %r -> '2d')", label_source)
+                    self._warned_no_k = True
+                source = '2d'
+            depth = out['depth'][0, 0].float()
+            valid = out['valid'][0, 0] if 'valid' in out else torch.isfinite(depth) & (depth > 0)
+            p = self._distribution(out['seg2d'][0])
+            if source != '2d':
+                p3 = self._distribution(out['seg3d'][0])
+                if source == 'fused':
+                    p3 = 0.5 * (p + p3)
+                p = torch.where(valid.unsqueeze(0), p3, p)
+            conf, lab = p.max(dim=0)
+            nan = torch.tensor(float('nan'), device=depth.device)
+            depth_np = torch.where(valid, depth, nan).cpu().numpy()
+            points = None
+            if 'xyz' in out:
+                xyz = torch.where(valid.unsqueeze(0), out['xyz'][0].float(), nan)
+                points = xyz.permute(1, 2, 0).contiguous().cpu().numpy()
+            labels = lab.to(torch.int32).cpu().numpy().astype(self.classes.label_dtype)
+            conf_np = conf.cpu().numpy().astype(np.float32, copy=False)
+        t3 = time.perf_counter()
+        timings = {'preprocess': (t1 - t0) * 1e3, 'inference': (t2 - t1) * 1e3,
+                   'postprocess': (t3 - t2) * 1e3}
+        return InferenceResult(labels=labels, confidence=conf_np, depth=depth_np, K=Kn, points=points,
+                               rgb=rgb_net, timings=timings, label_source=source)
+
+    def warmup(self, runs: int = 2, with_k: bool = True) -> None:
+        """Run `runs` inferences on a grey frame (allocator, cuDNN autotune, lazy init) before real use."""
+        w, h = self.input_size
+        K = np.array([[w, 0, w / 2], [0, w, h / 2], [0, 0, 1]], np.float64) if with_k else None
+        for _ in range(runs):
+            self.infer(np.full((h, w, 3), 128, np.uint8), K)
