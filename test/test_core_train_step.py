@@ -156,3 +156,13 @@ def test_detached_ablation_refuses_data_parallel_wrapper():
     b = make_batch()
     with pytest.raises(ValueError, match='detach_depth_for_3d'):
         compute_losses(model, b, LossConfig(detach_depth_for_3d=True))
+
+
+def test_losses_in_float32_under_bf16_autocast():
+    model = small_model()
+    b = make_batch()
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        out = compute_losses(model, b, LossConfig())
+    assert all(out[k].dtype == torch.float32 and torch.isfinite(out[k]) for k in TERMS + ('total',))
+    out['total'].backward()
+    assert grad_norm(model.net.depth_head.parameters()) > 0

@@ -142,7 +142,9 @@ def losses_from_outputs(out: Mapping[str, torch.Tensor], batch: Mapping[str, Any
     only depth + consistency; frames without depth only the segmentation and consistency terms.
     Raises ValueError when uncertainty weighting is on but ``weighting`` is None, or on bad shapes.
     """
-    seg2d, seg3d, valid = out['seg2d'], out['seg3d'], out['valid']
+    # Losses in float32 even when the forward pass ran under autocast (fp16/bf16 outputs).
+    seg2d, seg3d, valid = out['seg2d'].float(), out['seg3d'].float(), out['valid']
+    depth = out['depth'].float()
     b, device = seg2d.shape[0], seg2d.device
     labels = batch.get('labels')
     labels3d = batch.get('labels3d', labels)
@@ -161,10 +163,10 @@ def losses_from_outputs(out: Mapping[str, torch.Tensor], batch: Mapping[str, Any
     depth_gt = batch.get('depth')
     if depth_gt is not None:
         has_depth = _mask(batch, 'has_depth', True, b, device)
-        terms['depth'] = depth_loss(out['depth'], depth_gt.to(device=device, dtype=out['depth'].dtype),
+        terms['depth'] = depth_loss(depth, depth_gt.to(device=device, dtype=torch.float32),
                                     cfg.depth_loss, has_depth, cfg.silog_lambda, cfg.berhu_c)
     else:
-        terms['depth'] = Term(out['depth'].sum() * 0, 0)
+        terms['depth'] = Term(depth.sum() * 0, 0)
     terms['consistency'] = consistency(seg2d, seg3d, valid, cfg.consistency)
     weights = cfg.weights()
     if cfg.uncertainty_weighting:
