@@ -116,7 +116,15 @@ def test_fused_labels_and_void_excluded():
     s2 = logits((0.1, 0.6, 0.3), (0.9, 0.05, 0.05))
     s3 = logits((0.1, 0.1, 0.8), (0.9, 0.04, 0.06))
     fused = fuse_probs(s2, s3)
-    torch.testing.assert_close(fused[0, :, 0, 0], torch.tensor([0.1, 0.35, 0.55]))
+    # void excluded before averaging (as at inference): (0, 6/9, 3/9) and (0, 1/9, 8/9) -> mean
+    torch.testing.assert_close(fused[0, :, 0, 0], torch.tensor([0.0, 7 / 18, 11 / 18]))
+    torch.testing.assert_close(fuse_probs(s2, s3, void_id=None)[0, :, 0, 0],
+                               torch.tensor([0.1, 0.35, 0.55]))
+    # where void dominates one head, renormalising decides: 2D (0.8, 0.15, 0.05) says class 1 with
+    # 0.75 of the non-void mass; 3D (0.02, 0.40, 0.58) says 2 -> fused over non-void: (0.5791, 0.4209)
+    a, b = logits((0.8, 0.15, 0.05)), logits((0.02, 0.40, 0.58))
+    assert predict_labels(fuse_probs(a, b)).item() == 1
+    assert predict_labels(fuse_probs(a, b, void_id=None)).item() == 2
     assert predict_labels(s2).tolist() == [[[1, 1]]]              # void (0) never predicted
     assert predict_labels(s3).tolist() == [[[2, 2]]]
     assert predict_labels(fused).tolist() == [[[2, 2]]]

@@ -184,13 +184,22 @@ class DepthMetrics:
                 'delta3': self.n_delta[2] / self.n, 'pixels': self.n}
 
 
-def fuse_probs(logits2d: torch.Tensor, logits3d: torch.Tensor, valid: Optional[torch.Tensor] = None
-               ) -> torch.Tensor:
-    """Fused class distribution B×C×H×W = mean of softmax(S2D) and softmax(S3D) (M7).
+def fuse_probs(logits2d: torch.Tensor, logits3d: torch.Tensor, valid: Optional[torch.Tensor] = None,
+               void_id: Optional[int] = 0) -> torch.Tensor:
+    """Fused class distribution B×C×H×W = mean of the S2D and S3D distributions (M7).
 
-    Where ``valid`` (B×1×H×W) is False (no 3D point), the 2D distribution alone is used."""
-    p2 = torch.softmax(logits2d, 1)
-    fused = 0.5 * (p2 + torch.softmax(logits3d, 1))
+    As in core.inference.Segmenter: each distribution is a softmax over the non-void channels (the
+    void logit is set to −inf first, so void has probability 0; ``void_id=None`` keeps all channels),
+    and where ``valid`` (B×1×H×W) is False (no 3D point) the 2D distribution alone is used.
+    """
+    def dist(logits: torch.Tensor) -> torch.Tensor:
+        if void_id is not None:
+            logits = logits.clone()
+            logits[:, void_id] = -float('inf')
+        return torch.softmax(logits, 1)
+
+    p2 = dist(logits2d)
+    fused = 0.5 * (p2 + dist(logits3d))
     return fused if valid is None else torch.where(valid.bool(), fused, p2)
 
 
@@ -227,7 +236,7 @@ class SegDepthEvaluator:
             if 'seg3d' in out:
                 v3 = None if valid is None else valid[:, 0]
                 self.cm['3d'].update(predict_labels(out['seg3d'], self.void_id), labels, v3)
-                fused = fuse_probs(out['seg2d'], out['seg3d'], valid)
+                fused = fuse_probs(out['seg2d'], out['seg3d'], valid, self.void_id)
                 self.cm['fused'].update(predict_labels(fused, self.void_id), labels)
         if depth_gt is not None:
             self.depth.update(out['depth'], depth_gt)
