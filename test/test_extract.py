@@ -4,6 +4,11 @@ Checks frames, exact values (rgb bytes, depth mm, label ids), K, stamps, per-top
 C28/C29 through the whole pipeline, idempotent re-runs and crash safety (injected failure).
 """
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -248,6 +253,40 @@ def test_interrupted_run_leaves_only_complete_frames_and_resumes(tmp_path, real_
     assert (out / 'index.jsonl').read_bytes() == (clean / 'index.jsonl').read_bytes()
     for p in clean.rglob('*.png'):
         assert (out / p.relative_to(clean)).read_bytes() == p.read_bytes()
+
+
+def test_killed_process_leaves_only_complete_frames(tmp_path, real_dir):
+    """SIGKILL of a running depth3dseg-extract process once frames are being indexed: every indexed
+    frame has all its PNGs decodable (a torn last line is ignored), no index line names a temp file,
+    and a re-run completes the dataset."""
+    frames = make_frames(real_dir, 24, size=(320, 240))
+    bag = write_bag(tmp_path / 'big', frames, with_labels=False)
+    out = tmp_path / 'ds'
+    cmd = [sys.executable, '-m', 'depth3dseg_ros.bags.extract', str(bag), '-o', str(out), '-q',
+           '--png-level', '6']
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        index = out / 'index.jsonl'
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if index.is_file() and index.read_bytes().count(b'\n') >= 2:
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+            time.sleep(0.01)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read()
+    entries = read_index(out)
+    assert 2 <= len(entries) < 24
+    for e in entries:
+        np.testing.assert_array_equal(read_png(out / e['depth']), frames[int(e['id'][-6:])].depth_mm)
+        assert read_png(out / e['rgb']).shape == (240, 320, 3)
+    assert subprocess.run(cmd, timeout=300, capture_output=True).returncode == 0
+    entries = read_index(out)
+    assert [e['id'] for e in entries] == [f'big_{i:06d}' for i in range(24)]
 
 
 def test_cli_yaml_preset_and_errors(tmp_path, real_dir, capsys):

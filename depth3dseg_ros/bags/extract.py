@@ -203,8 +203,7 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
                                        depth_mm=fr.depth_mm, labels=fr.labels)
                     written += 1
                 stats: Dict[str, TopicStats] = bf.finish()
-            fmt_text = fmt.kind + ('' if fmt.compression_mode == 'none' else
-                                   f' ({fmt.compression_mode}/{fmt.compression_format})')
+            fmt_text = fmt.describe()
             report[name] = {
                 'bag': str(path), 'format': fmt_text, 'frames_written': written,
                 'frames_present': counted - len(planned),

@@ -80,11 +80,19 @@ class BagFormat:
         compression_mode: ``'none'``, ``'file'``, ``'message'`` (rosbag2 generic), or
             ``'whole-file'`` for a bare storage file compressed as a whole.
         compression_format: ``''``, ``'zstd'``, ``'lz4'`` ...
+        storage: rosbag2 storage identifier from metadata.yaml (``'sqlite3'``/``'mcap'``), else ``''``.
     """
 
     kind: str
     compression_mode: str = 'none'
     compression_format: str = ''
+    storage: str = ''
+
+    def describe(self) -> str:
+        """Short text such as ``'rosbag2/sqlite3 (file/zstd)'`` or ``'ros1'``."""
+        kind = f'{self.kind}/{self.storage}' if self.storage else self.kind
+        comp = '' if self.compression_mode == 'none' else f' ({self.compression_mode}/{self.compression_format})'
+        return kind + comp
 
 
 def sniff_file(path: Path) -> str:
@@ -123,7 +131,8 @@ def detect_format(path: Path | str) -> BagFormat:
         fmt = str(meta.get('compression_format') or '').lower()
         if mode not in ('none', '') and (mode, fmt) not in SUPPORTED_COMPRESSION:
             raise UnsupportedCompression(mode, fmt, path)
-        return BagFormat('rosbag2', mode or 'none', fmt if mode not in ('none', '') else '')
+        return BagFormat('rosbag2', mode or 'none', fmt if mode not in ('none', '') else '',
+                         str(meta.get('storage_identifier', '')))
     kind = sniff_file(path)
     if kind in ('zstd', 'lz4'):
         return BagFormat('', 'whole-file', kind)
