@@ -89,3 +89,16 @@ def make_dataset_dir(real: Path, out: Path, size: tuple[int, int] = (160, 120),
     (out / 'index.jsonl').write_text(''.join(line + '\n' for line in lines))
     return out
 
+
+
+#: A tiny Depth3DSeg for tests (core.model.DEFAULT_ARCH keys).
+TINY_ARCH = '{width: 0.25, depth_mult: 0.5, dec_ch: 16, head_ch: 8, p_channels: [8, 16], p_head: 16}'
+
+
+def tiny_train_args(data: Path, out: Path, *extra: str, epochs: int = 2) -> list[str]:
+    """depth3dseg-train arguments for a fast CPU run: 64×48 input, tiny arch, batch 2, no TensorBoard
+    unless asked, validation on a seeded 30 % split."""
+    return ['--out', str(out), '--set', f'data.train=[{data}]', '--set', 'data.val_split=0.3',
+            '--set', 'data.input_size=[64,48]', '--set', f'model.arch={TINY_ARCH}',
+            '--set', 'train.batch_size=2', '--set', f'train.epochs={epochs}', '--set', 'optim.warmup_steps=2',
+            '--set', 'log.progress=false', '--set', 'log.sample_images=2', *extra]

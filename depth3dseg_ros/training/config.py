@@ -154,20 +154,29 @@ def load_config(path: str | Path | None = None, sets: Iterable[str] = ()) -> dic
 
 def _num(cfg: dict, dotted: str, lo: float | None = None, hi: float | None = None,
          integer: bool = False, allow_none: bool = False) -> None:
-    node: Any = cfg
-    for part in dotted.split('.'):
-        node = node[part]
+    parent: Any = cfg
+    parts = dotted.split('.')
+    for part in parts[:-1]:
+        parent = parent[part]
+    node = parent[parts[-1]]
     if node is None and allow_none:
         return
+    if isinstance(node, str):  # YAML 1.1 reads 1e-3 (no dot) as a string: accept it as a number
+        try:
+            node = parent[parts[-1]] = float(node)
+        except ValueError:
+            pass
     ok = isinstance(node, (int, float)) and not isinstance(node, bool)
     if ok and integer:
         ok = float(node).is_integer()
+        if ok:
+            node = parent[parts[-1]] = int(node)
     if ok and lo is not None:
         ok = node >= lo
     if ok and hi is not None:
         ok = node <= hi
     if not ok:
-        rng = f' in [{lo}, {hi}]' if (lo is not None or hi is not None) else ''
+        rng = (f' in [{lo}, {hi}]' if hi is not None else f' >= {lo}') if lo is not None else ''
         kind = 'an integer' if integer else 'a number'
         raise ValueError(f'config {dotted}={node!r} must be {kind}{rng}')
 

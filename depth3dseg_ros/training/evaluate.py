@@ -1,7 +1,7 @@
 """``depth3dseg-eval``: evaluate a model file on dataset directories (or a bag) — METHOD M7/M8 metrics.
 
     depth3dseg-eval --model runs/x/model.pt --data ds/val [ds/other ...] --out eval/x [--grids 4]
-    depth3dseg-eval --model runs/x/model.pt --bag bags/room.mcap --out eval/x
+    depth3dseg-eval --model runs/x/model.pt --bag bags/room_mcap --out eval/x [--preset realsense]
 
 Runs the model batched at its network input size (the model file's ``input_size``, ``mean``/``std``),
 against ground truth resized to that size with nearest neighbour (labels: C22, depth: NaN-safe, K scaled:
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -144,12 +143,11 @@ def format_table(report: dict[str, Any], names: list[str]) -> str:
     return '\n'.join(lines)
 
 
-def extract_bag_to(bag: str, dst: Path, extra: list[str]) -> Path:
-    """Extract ``bag`` with ``depth3dseg-extract`` into ``dst`` (a dataset directory); returns dst."""
-    cmd = [sys.executable, '-m', 'depth3dseg_ros.bags.extract', bag, '--out', str(dst), *extra]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f'extracting {bag} failed ({" ".join(cmd)}):\n{res.stderr[-2000:]}')
+def extract_bags_to(bags: list[str], dst: Path, config: str | None, preset: str | None) -> Path:
+    """Extract ``bags`` with bags.extract (the depth3dseg-extract code path, ``config``/``preset`` as
+    there) into the dataset directory ``dst``; returns dst. Errors are those of bags.extract.extract."""
+    from depth3dseg_ros.bags.extract import extract, load_config as load_extract_config
+    extract(bags, dst, load_extract_config(config, preset))
     return dst
 
 
@@ -158,8 +156,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument('--model', required=True, help='model file (core.modelfile, e.g. runs/x/model.pt)')
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument('--data', nargs='+', help='dataset directories (depth3dseg-extract format)')
-    src.add_argument('--bag', help='a rosbag2 to extract to a temporary dataset directory first')
-    p.add_argument('--extract-args', default='', help='extra arguments for depth3dseg-extract (quoted)')
+    src.add_argument('--bag', nargs='+', help='bags to extract to a temporary dataset directory first')
+    p.add_argument('--extract-config', help='depth3dseg-extract YAML (topics etc.) for --bag')
+    p.add_argument('--preset', help='depth3dseg-extract topic preset for --bag')
     p.add_argument('--out', required=True, help='report directory (report.json, report.txt, grids)')
     p.add_argument('--batch-size', type=int, default=8)
     p.add_argument('--device', default='auto', help="'auto', 'cpu' or 'cuda[:N]'")
@@ -180,11 +179,12 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix='depth3dseg_eval_') as tmp:
-        dirs = args.data or [str(extract_bag_to(args.bag, Path(tmp) / 'ds', args.extract_args.split()))]
+        dirs = args.data or [str(extract_bags_to(args.bag, Path(tmp) / 'ds', args.extract_config,
+                                                 args.preset))]
         ds = FrameDataset(records=load_records(dirs, classes), input_size=meta['input_size'], classes=classes,
                           mean=meta['mean'], std=meta['std'], augment=None)
         report = evaluate_model(model, ds, classes, device, batch_size=args.batch_size, full=True)
-        report.update(model=str(args.model), data=args.data or [args.bag], batch_size=args.batch_size,
+        report.update(model=str(args.model), data=args.data or args.bag, batch_size=args.batch_size,
                       device=str(device), input_size=list(meta['input_size']))
         for g in range(max(0, args.grids)):
             if g * 4 >= len(ds):

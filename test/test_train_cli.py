@@ -1,0 +1,126 @@
+"""depth3dseg-train: config (defaults, --set, validation), a 2-epoch run that checkpoints, resumes, exports a
+model file that depth3dseg-eval reads; stopping rules (M6: early stopping, max epochs, time-limit chunks)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from depth3dseg_ros.core.classes import NYU13, ClassSet
+from depth3dseg_ros.core.modelfile import load_model
+from depth3dseg_ros.training import evaluate, train
+from depth3dseg_ros.training.checkpoint import load_checkpoint
+from depth3dseg_ros.training.config import DEFAULTS, load_config
+from trainutil import make_dataset_dir, tiny_train_args
+
+REPO = Path(__file__).resolve().parents[1]
+CKPT_KEYS = {'model', 'optimizer', 'scheduler', 'scaler', 'weighting', 'epoch', 'step_in_epoch',
+             'global_step', 'early_stop', 'history', 'rng', 'config'}
+
+
+@pytest.fixture(scope='module')
+def ds_dir(real_dir, tmp_path_factory):
+    return make_dataset_dir(real_dir, tmp_path_factory.mktemp('ds') / 'd', size=(80, 60))
+
+
+def test_shipped_config_lists_the_defaults():
+    assert yaml.safe_load((REPO / 'config' / 'train.yaml').read_text()) == DEFAULTS
+    assert load_config(REPO / 'config' / 'train.yaml') == load_config(None)
+
+
+def test_set_overrides_and_validation_errors(tmp_path):
+    cfg = load_config(None, ['train.epochs=3', 'data.train=[a, b]', 'train.time_limit_min=null',
+                             'model.arch={width: 0.5}', 'loss.consistency=js'])
+    assert cfg['train']['epochs'] == 3 and cfg['data']['train'] == ['a', 'b']
+    assert cfg['model']['arch'] == {'width': 0.5} and cfg['loss']['consistency'] == 'js'
+    with pytest.raises(ValueError, match=r"--set key 'train.epoch' is unknown"):
+        load_config(None, ['train.epoch=3'])
+    with pytest.raises(ValueError, match=r'config train.batch_size=0 must be an integer in \[1, 4096\]'):
+        load_config(None, ['train.batch_size=0'])
+    with pytest.raises(ValueError, match=r'data.input_size=\[320\]'):
+        load_config(None, ['data.input_size=[320]'])
+    with pytest.raises(ValueError, match=r'config loss: .*consistency'):
+        load_config(None, ['loss.consistency=cosine'])
+    with pytest.raises(ValueError, match=r'model.arch=.*unknown keys'):
+        load_config(None, ['model.arch={wdth: 1}'])
+    with pytest.raises(ValueError, match=r"train.amp='fp8'"):
+        load_config(None, ['train.amp=fp8'])
+    bad = tmp_path / 'c.yaml'
+    bad.write_text('optim:\n  learning_rate: 0.1\n')
+    with pytest.raises(ValueError, match=r"config key 'optim.learning_rate' is unknown"):
+        load_config(bad)
+
+
+def test_two_epochs_checkpoint_resume_export_eval(ds_dir, tmp_path, capsys):
+    out = tmp_path / 'run'
+    assert train.main(tiny_train_args(ds_dir, out, epochs=2)) == 0
+    assert 'stopped: max epochs (2)' in capsys.readouterr().out
+    for name in ('last.pt', 'best.pt', 'model.pt', 'summary.json', 'config.yaml'):
+        assert (out / name).is_file(), name
+    assert list((out / 'tb').glob('events.out.tfevents.*'))
+    ck = torch.load(out / 'last.pt', weights_only=True)  # safe unpickler: plain data + tensors only
+    assert set(ck) == CKPT_KEYS and ck['epoch'] == 2 and ck['step_in_epoch'] == 0
+    assert ck['config']['train']['epochs'] == 2 and len(ck['history']) == 2
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['stop_reason'] == 'max epochs (2)' and summary['epochs_done'] == 2
+    steps_2 = ck['global_step']
+    assert steps_2 == 2 * 3  # 7 training frames, batch 2, drop_last -> 3 steps/epoch
+
+    # resume with a raised epoch cap: continues at epoch 3, keeps the history
+    assert train.main(['--out', str(out), '--resume', '--set', 'train.epochs=3']) == 0
+    text = capsys.readouterr().out
+    assert 'resumed from' in text and 'epoch 3:' in text and 'epoch 1:' not in text
+    ck = load_checkpoint(out / 'last.pt')
+    assert ck['epoch'] == 3 and ck['global_step'] == steps_2 + 3 and len(ck['history']) == 3
+
+    # the exported model file: best epoch's weights + the metadata the node needs
+    model, meta = load_model(out / 'model.pt', map_location='cpu')
+    best = load_checkpoint(out / 'best.pt')
+    for k, v in best['model'].items():
+        assert torch.equal(model.state_dict()[k], v), k
+    assert meta['input_size'] == [64, 48] and ClassSet.from_dict(meta['classes']) == NYU13
+    assert meta['arch']['width'] == 0.25 and meta['max_depth'] == 10.0 and len(meta['mean']) == 3
+    assert meta['training']['stop_reason'] == 'max epochs (3)'
+
+    rep = tmp_path / 'eval'
+    assert evaluate.main(['--model', str(out / 'model.pt'), '--data', str(ds_dir), '--out', str(rep),
+                          '--batch-size', '4']) == 0
+    report = json.loads((rep / 'report.json').read_text())
+    for key in evaluate.FLAT_KEYS + ('frames', 'frames_per_s', 'seg2d', 'seg3d', 'fused', 'depth'):
+        assert key in report, key
+    assert report['frames'] == 10 and report['frames_per_s'] > 0
+    assert 0.0 <= report['miou_fused'] <= 1.0 and report['absrel'] > 0 and 0 <= report['delta1'] <= 1
+    assert 'mIoU' in (rep / 'report.txt').read_text()
+
+
+def test_early_stopping_says_why(ds_dir, tmp_path, capsys):
+    """M6: a metric that cannot improve by min_delta stops after `patience` epochs, not at the cap."""
+    out = tmp_path / 'run'
+    args = tiny_train_args(ds_dir, out, '--set', 'early_stop.patience=1', '--set', 'early_stop.min_delta=1e9',
+                           '--set', 'early_stop.metric=val_loss', '--set', 'early_stop.mode=min',
+                           '--set', 'log.tensorboard=false', '--max-steps-per-epoch', '1', epochs=6)
+    assert train.main(args) == 0
+    text = capsys.readouterr().out
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['stop_reason'].startswith('early stopping: val_loss did not improve for 1 epochs')
+    assert summary['epochs_done'] == 2 and summary['best_epoch'] == 1
+    assert f"stopped: {summary['stop_reason']}" in text
+
+
+def test_time_limit_chunk_saves_and_resumes(ds_dir, tmp_path, capsys):
+    out = tmp_path / 'run'
+    args = tiny_train_args(ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=1)
+    assert train.main(args) == 0
+    assert 'stopped: time limit (resume with --resume)' in capsys.readouterr().out
+    ck = load_checkpoint(out / 'last.pt')
+    assert (ck['epoch'], ck['step_in_epoch'], ck['global_step']) == (0, 1, 1)
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['stop_reason'] == 'time limit (resume with --resume)'
+    # the next chunk, without a time limit, finishes the epoch from step 1
+    assert train.main(['--out', str(out), '--resume', '--set', 'train.time_limit_min=null']) == 0
+    assert 'stopped: max epochs (1)' in capsys.readouterr().out
+    ck = load_checkpoint(out / 'last.pt')
+    assert (ck['epoch'], ck['step_in_epoch'], ck['global_step']) == (1, 0, 3)
