@@ -1,0 +1,253 @@
+"""``make demo`` / ``depth3dseg-demo --out demo_out``: the node on the bundled real-camera bag, end to end.
+
+1. starts ``depth3dseg_node`` in a subprocess (the shipped model, or ``--model``), on its own
+   ROS_DOMAIN_ID unless one is set, with the LARGE_DATA transport (depth3dseg_ros.rosenv);
+2. waits until the node has loaded the model (its transient-local ``~/classes`` message arrives);
+3. replays the bag's colour image and CameraInfo topics with ``depth3dseg-replay`` (subprocess);
+4. records every output in this process (reliable subscriptions, deep queues: nothing is lost here),
+   plus the replayed input images (their arrival time is the input time for the latency);
+5. writes ``--out``: ``overlay/<n>.png`` and ``depth/<n>.png`` (colour map) per output frame,
+   ``cloud.ply`` (the last labelled cloud, invalid points left out), ``report.json`` and ``report.md``
+   (frames in/out, fps, latency p50/p95, the node's per-stage timings from /diagnostics).
+
+Every subprocess runs with a timeout; a missing model or bag stops with one clear line (exit 2).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from depth3dseg_ros.paths import share_file
+from depth3dseg_ros.rosenv import apply_ros_env, pick_domain_id
+
+NODE = 'depth3dseg'
+IMAGE_TOPIC = '/camera/color/image_raw'
+INFO_TOPIC = '/camera/color/camera_info'
+
+
+def _find(parts: tuple[str, ...], given: str | None, what: str) -> Path:
+    if given:
+        path = Path(given)
+        if not path.exists():
+            raise FileNotFoundError(f'{what} {str(path)!r} not found')
+        return path
+    try:
+        return share_file(*parts)
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f'{what} not found ({err}); pass --{what.split()[0]} PATH') from None
+
+
+class Recorder:
+    """Subscribes the node's outputs and the replayed input; keeps arrival times and decoded frames."""
+
+    def __init__(self, node: Any, out: Path) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import Image, PointCloud2
+        from std_msgs.msg import String
+
+        self.out = out
+        self.t_in: dict[int, float] = {}
+        self.t_out: dict[int, float] = {}
+        self.counts = {'input': 0, 'labels': 0, 'overlay': 0, 'depth': 0, 'points': 0}
+        self.classes: dict | None = None
+        self.diag: dict[str, str] = {}
+        self.last_cloud: Any = None
+        self.frame_ids: set[str] = set()
+        rel = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        node.create_subscription(Image, IMAGE_TOPIC, self._on_input, rel)
+        node.create_subscription(Image, f'/{NODE}/overlay', self._on_overlay, rel)
+        node.create_subscription(Image, f'/{NODE}/depth', self._on_depth, rel)
+        node.create_subscription(Image, f'/{NODE}/labels', lambda m: self._count('labels', m), rel)
+        node.create_subscription(PointCloud2, f'/{NODE}/points', self._on_points, rel)
+        node.create_subscription(String, f'/{NODE}/classes', self._on_classes, latched)
+        node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
+        for sub in ('overlay', 'depth'):
+            (out / sub).mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def _stamp(msg: Any) -> int:
+        return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+
+    def _on_input(self, msg: Any) -> None:
+        self.counts['input'] += 1
+        self.t_in.setdefault(self._stamp(msg), time.monotonic())
+
+    def _count(self, name: str, msg: Any) -> int:
+        self.counts[name] += 1
+        self.frame_ids.add(msg.header.frame_id)
+        t = self._stamp(msg)
+        self.t_out.setdefault(t, time.monotonic())
+        return t
+
+    def _on_overlay(self, msg: Any) -> None:
+        from depth3dseg_ros.ros.image import imgmsg_to_cv2
+        t = self._count('overlay', msg)
+        cv2.imwrite(str(self.out / 'overlay' / f'{t}.png'), cv2.cvtColor(imgmsg_to_cv2(msg), cv2.COLOR_RGB2BGR))
+
+    def _on_depth(self, msg: Any) -> None:
+        from depth3dseg_ros.core.depth import depth_to_meters
+        from depth3dseg_ros.core.imageops import colorize_depth
+        from depth3dseg_ros.ros.image import imgmsg_to_cv2
+        t = self._count('depth', msg)
+        depth = depth_to_meters(imgmsg_to_cv2(msg), msg.encoding)
+        cv2.imwrite(str(self.out / 'depth' / f'{t}.png'), cv2.cvtColor(colorize_depth(depth), cv2.COLOR_RGB2BGR))
+
+    def _on_points(self, msg: Any) -> None:
+        self._count('points', msg)
+        self.last_cloud = msg
+
+    def _on_classes(self, msg: Any) -> None:
+        self.classes = json.loads(msg.data)
+
+    def _on_diag(self, msg: Any) -> None:
+        for st in msg.status:
+            if st.name.startswith(NODE):
+                self.diag = {kv.key: kv.value for kv in st.values}
+
+    def latencies_ms(self) -> np.ndarray:
+        """Output arrival - input arrival (ms) for every stamp seen on both sides."""
+        both = sorted(set(self.t_in) & set(self.t_out))
+        return np.array([(self.t_out[t] - self.t_in[t]) * 1e3 for t in both])
+
+
+def write_report(out: Path, rec: Recorder, info: dict) -> dict:
+    """Write report.json, report.md and cloud.ply from the recorder; return the report dict."""
+    from depth3dseg_ros.ros.pointcloud2 import read_points, unpack_rgb, write_ply
+    lat = rec.latencies_ms()
+    outs = sorted(rec.t_out.values())
+    fps = (len(outs) - 1) / (outs[-1] - outs[0]) if len(outs) > 1 and outs[-1] > outs[0] else 0.0
+    n_ply = 0
+    if rec.last_cloud is not None:
+        pts = read_points(rec.last_cloud)
+        xyz = np.stack([pts['x'], pts['y'], pts['z']], axis=-1)
+        rgb = unpack_rgb(pts['rgb']) if 'rgb' in pts.dtype.names else None
+        n_ply = write_ply(out / 'cloud.ply', xyz, rgb, pts['label'] if 'label' in pts.dtype.names else None)
+    report = dict(info, frames_in=rec.counts['input'], frames_out=len(rec.t_out),
+                  outputs=rec.counts, fps_out=round(fps, 2),
+                  latency_ms_p50=round(float(np.percentile(lat, 50)), 1) if lat.size else None,
+                  latency_ms_p95=round(float(np.percentile(lat, 95)), 1) if lat.size else None,
+                  frame_ids=sorted(rec.frame_ids), cloud_ply_points=n_ply,
+                  classes=[c['name'] for c in rec.classes['classes']] if rec.classes else None,
+                  node_diagnostics=rec.diag)
+    (out / 'report.json').write_text(json.dumps(report, indent=2))
+    lines = ['# depth3dseg demo report', '',
+             f"Bag `{info['bag']}`, model `{info['model']}`, replay rate {info['rate']}.", '',
+             '| quantity | value |', '|---|---|',
+             f"| frames in (replayed images) | {report['frames_in']} |",
+             f"| frames out (stamps with outputs) | {report['frames_out']} |",
+             f"| output rate | {report['fps_out']} fps |",
+             f"| latency p50 / p95 (input arrival -> output arrival) | {report['latency_ms_p50']} / "
+             f"{report['latency_ms_p95']} ms |",
+             f"| outputs received | {rec.counts} |",
+             f"| output frame_id | {', '.join(report['frame_ids'])} |",
+             f"| cloud.ply points (last frame) | {n_ply} |", '',
+             '## Node diagnostics (last /diagnostics)', '']
+    lines += [f'- {k}: {v}' for k, v in rec.diag.items()]
+    lines += ['', 'Per frame: `overlay/<stamp_ns>.png`, `depth/<stamp_ns>.png` (turbo colour map, black = no data).']
+    (out / 'report.md').write_text('\n'.join(lines) + '\n')
+    return report
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Run steps 1-5 of the module docstring; returns the exit code."""
+    try:
+        model = _find(('models', 'depth3dseg_nyu13.pt'), args.model, 'model file')
+        bag = _find(('demo_data', 'real_camera'), args.bag, 'bag')
+    except FileNotFoundError as err:
+        print(f'depth3dseg-demo: {err}', file=sys.stderr)
+        return 2
+    if 'ROS_DOMAIN_ID' not in os.environ:
+        apply_ros_env(domain_id=pick_domain_id())
+    apply_ros_env()
+    import rclpy
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    node_log = open(out / 'node.log', 'w')
+    node_cmd = [sys.executable, '-m', 'depth3dseg_ros.node.main', '--ros-args', '-r', f'__node:={NODE}',
+                '-r', f'image:={IMAGE_TOPIC}', '-r', f'camera_info:={INFO_TOPIC}',
+                '-p', f'model_file:={model}', '-p', f'device:={args.device}', '-p', 'diagnostics_period:=1.0']
+    rclpy.init()
+    ros = rclpy.create_node('depth3dseg_demo_recorder')
+    rec = Recorder(ros, out)
+    node = subprocess.Popen(node_cmd, stdout=node_log, stderr=subprocess.STDOUT)
+    replay = None
+    try:
+        end = time.monotonic() + args.startup_timeout
+        while rec.classes is None and time.monotonic() < end and node.poll() is None:
+            rclpy.spin_once(ros, timeout_sec=0.1)
+        if rec.classes is None:
+            node_log.flush()
+            print(f'depth3dseg-demo: the node did not start (see {out / "node.log"}):\n'
+                  + (out / 'node.log').read_text()[-2000:], file=sys.stderr)
+            return 1
+        replay = subprocess.Popen([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--rate',
+                                   str(args.rate), '--topics', IMAGE_TOPIC, INFO_TOPIC, '--wait-subscribers', '20'],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        end = time.monotonic() + args.timeout
+        while replay.poll() is None and time.monotonic() < end:
+            rclpy.spin_once(ros, timeout_sec=0.05)
+        if replay.poll() is None:
+            print(f'depth3dseg-demo: replay did not finish within {args.timeout} s', file=sys.stderr)
+            return 1
+        replay_out = replay.communicate(timeout=10)[0]
+        if replay.returncode != 0:
+            print(f'depth3dseg-demo: replay failed:\n{replay_out}', file=sys.stderr)
+            return 1
+        quiet_end, last = time.monotonic() + 3.0, len(rec.t_out)   # drain: until 3 s without new output
+        while time.monotonic() < quiet_end:
+            rclpy.spin_once(ros, timeout_sec=0.05)
+            if len(rec.t_out) != last:
+                last, quiet_end = len(rec.t_out), time.monotonic() + 3.0
+        info = dict(bag=str(bag), model=str(model), rate=args.rate, device=args.device,
+                    domain_id=os.environ.get('ROS_DOMAIN_ID'), replay=replay_out.strip().splitlines()[-1:])
+        report = write_report(out, rec, info)
+        print(json.dumps({k: report[k] for k in ('frames_in', 'frames_out', 'fps_out', 'latency_ms_p50',
+                                                  'latency_ms_p95', 'cloud_ply_points')}))
+        print(f'depth3dseg-demo: report in {out}/report.md')
+        return 0 if report['frames_out'] > 0 else 1
+    finally:
+        for proc in (replay, node):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(2)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=5)
+        node_log.close()
+        ros.destroy_node()
+        rclpy.try_shutdown()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI of ``depth3dseg-demo``."""
+    p = argparse.ArgumentParser(prog='depth3dseg-demo', description=__doc__.split('\n')[0])
+    p.add_argument('--out', default='demo_out', help='report folder (created)')
+    p.add_argument('--model', default=None, help='model file (default: the shipped models/depth3dseg_nyu13.pt)')
+    p.add_argument('--bag', default=None, help='bag (default: the bundled demo_data/real_camera)')
+    p.add_argument('--rate', type=float, default=1.0, help='replay time scale')
+    p.add_argument('--device', default='auto', choices=('auto', 'cpu', 'cuda'))
+    p.add_argument('--startup-timeout', type=float, default=120.0, help='s to wait for the node to load')
+    p.add_argument('--timeout', type=float, default=600.0, help='s to wait for the replay to finish')
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``depth3dseg-demo``."""
+    return run_demo(build_parser().parse_args(argv))
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""``depth3dseg_node``: RGB (+ CameraInfo) -> label image, overlay, depth and a labelled PointCloud2.
+
+Topics (relative names, remap them; outputs under the node's private namespace ``~``):
+
+====================================  ================================================================
+``image``  (or ``image/compressed``)   sensor_msgs/Image (CompressedImage when ``use_compressed``)
+``camera_info``                        sensor_msgs/CameraInfo, paired by stamp (ros.sync.StampSync)
+``~/labels`` + ``~/labels/camera_info``  mono8 class ids (16UC1 beyond 256 classes)
+``~/overlay`` + ``/camera_info``       rgb8, ``overlay_alpha`` label colours over the image
+``~/depth`` + ``~/depth/camera_info``  32FC1 metres, NaN = no data (16UC1 mm, 0 = no data, by parameter)
+``~/points``                           organized PointCloud2 x, y, z, rgb, label [, confidence] (M9)
+``~/classes``                          std_msgs/String, JSON ClassSet.to_dict(), transient-local, once
+``/diagnostics``                       diagnostic_msgs/DiagnosticArray: rate, stage timings, drops
+====================================  ================================================================
+
+Every output carries the input image's header (stamp and frame_id); each image's camera_info
+describes that image's size (K scaled, C18). Pipeline per frame (METHOD M7-M9): decode (ros.image /
+ros.compressed) -> ``Segmenter.infer`` -> max_depth cut, optional nearest resize to the camera size
+-> cloud from the *published* depth and K (core.geometry via ros.pointcloud2) -> publish.
+
+Robustness (CASES.md): malformed images are dropped with a throttled error naming the field, 0x0
+images skipped with a warning (C04); callbacks and the worker never let an exception out; QoS from
+parameters, best-effort subscriptions and reliable publishers by default (C24); ``RCLError`` from
+``publish`` is caught and counted (C25); subscriptions keep only the newest frame and a worker
+thread processes the newest one, counting drops (C26).
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy._rclpy_pybind11 import RCLError
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
+from std_msgs.msg import String
+
+from depth3dseg_ros.core.depth import meters_to_16uc1
+from depth3dseg_ros.core.imageops import overlay, resize_depth, resize_labels
+from depth3dseg_ros.node.params import NodeParams, declare_and_read
+from depth3dseg_ros.node.worker import LatestSlot, StageStats, Worker
+from depth3dseg_ros.paths import share_file
+from depth3dseg_ros.ros.camera_info import camera_info_for_output, intrinsics_from_camera_info, make_camera_info
+from depth3dseg_ros.ros.compressed import compressed_to_rgb
+from depth3dseg_ros.ros.image import EmptyImageError, cv2_to_imgmsg, describe, to_rgb
+from depth3dseg_ros.ros.pointcloud2 import create_cloud_from_depth
+from depth3dseg_ros.ros.sync import LATEST, NONE, Pair, StampSync, header_stamp_ns
+
+SHIPPED_MODEL = ('models', 'depth3dseg_nyu13.pt')
+
+
+def resolve_model_file(model_file: str) -> str:
+    """``model_file`` or, when empty, the shipped model from the share dir.
+
+    Raises:
+        FileNotFoundError: naming the parameter and the path(s) looked at.
+    """
+    import os
+    if model_file:
+        if not os.path.isfile(model_file):
+            raise FileNotFoundError(f'parameter model_file={model_file!r}: no such file')
+        return model_file
+    try:
+        return str(share_file(*SHIPPED_MODEL))
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"parameter model_file='' (the shipped model): {err}") from None
+
+
+def make_qos(reliability: str, depth: int, transient_local: bool = False) -> QoSProfile:
+    """KEEP_LAST ``depth`` QoS with ``reliability`` in {'reliable', 'best_effort'} (C24)."""
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=int(depth),
+                      reliability=(ReliabilityPolicy.RELIABLE if reliability == 'reliable'
+                                   else ReliabilityPolicy.BEST_EFFORT),
+                      durability=(DurabilityPolicy.TRANSIENT_LOCAL if transient_local
+                                  else DurabilityPolicy.VOLATILE))
+
+
+def default_segmenter(p: NodeParams, model_file: str) -> Any:
+    """The real ``core.inference.Segmenter`` for these parameters."""
+    from depth3dseg_ros.core.inference import Segmenter
+    return Segmenter(model_file, device=p.device, half=p.half, input_size=p.input_size,
+                     num_threads=p.torch_threads or None)
+
+
+class Depth3DSegNode(Node):
+    """The rclpy node. ``segmenter_factory(params, model_file)`` builds the model (default: Segmenter).
+
+    Raises (from the constructor, start-up stops):
+        ValueError: a bad parameter value (named, with the allowed values).
+        FileNotFoundError: the model file is missing.
+    """
+
+    def __init__(self, segmenter_factory: Callable[[NodeParams, str], Any] | None = None,
+                 node_name: str = 'depth3dseg', **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self.p = p = declare_and_read(self)
+        model_file = resolve_model_file(p.model_file)
+        self.seg = (segmenter_factory or default_segmenter)(p, model_file)
+        self.classes = self.seg.classes
+        warm_ms = self._warm_up()
+        self.palette = np.asarray(self.classes.colors, np.uint8)
+        self.sync = StampSync(slop=p.sync_slop, queue_size=3)
+        self.slot = LatestSlot()
+        self.stats = StageStats()
+        self._last_error: dict[str, float] = {}
+
+        out_qos = make_qos(p.output_reliability, p.output_depth)
+        self.pubs: dict[str, Any] = {}
+        for name, on in (('labels', p.publish_labels), ('overlay', p.publish_overlay), ('depth', p.publish_depth)):
+            if on:
+                self.pubs[name] = self.create_publisher(Image, f'~/{name}', out_qos)
+                self.pubs[name + '/camera_info'] = self.create_publisher(CameraInfo, f'~/{name}/camera_info', out_qos)
+        if p.publish_points:
+            self.pubs['points'] = self.create_publisher(PointCloud2, '~/points', out_qos)
+        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        classes_pub = self.create_publisher(String, '~/classes', make_qos('reliable', 1, transient_local=True))
+        classes_pub.publish(String(data=json.dumps(self.classes.to_dict())))
+        self._classes_pub = classes_pub
+
+        in_qos = make_qos(p.input_reliability, p.input_depth)
+        if p.use_compressed:
+            self.create_subscription(CompressedImage, 'image/compressed', self._on_image, in_qos)
+        else:
+            self.create_subscription(Image, 'image', self._on_image, in_qos)
+        self.create_subscription(CameraInfo, 'camera_info', self._on_info,
+                                 make_qos(p.input_reliability, max(p.input_depth, 5)))
+        self.create_timer(p.diagnostics_period, self._on_diagnostics)
+        self.worker = Worker(self.slot, self._process, self._on_worker_error)
+        self.worker.start()
+        self.get_logger().info(
+            f'model {model_file} ({len(self.classes)} classes, warm-up {warm_ms:.0f} ms), label_source={p.label_source}, '
+            f'input {"image/compressed" if p.use_compressed else "image"} ({p.input_reliability}), '
+            f'outputs {sorted(self.pubs)} ({p.output_reliability}), output_resolution={p.output_resolution}')
+
+    def _warm_up(self) -> float:
+        """One inference with and one without K on a grey 640x480 image, before any topic exists.
+
+        The first torch call of a process is slow (thread pools, kernel selection: seconds on a small
+        CPU); doing it here keeps it out of the first camera frame's latency (C26). Returns ms.
+        """
+        t0 = time.perf_counter()
+        rgb = np.full((480, 640, 3), 128, np.uint8)
+        K = np.array([[525.0, 0, 319.5], [0, 525.0, 239.5], [0, 0, 1]])
+        self.seg.infer(rgb, K, self.p.label_source)
+        self.seg.infer(rgb, None, self.p.label_source)
+        return (time.perf_counter() - t0) * 1e3
+
+    # -- callbacks: cheap, never raise --------------------------------------------------------
+    def _on_image(self, msg: Any) -> None:
+        try:
+            self._to_slot(self.sync.add_image(msg))
+        except Exception as err:  # noqa: BLE001 - exceptions never escape callbacks (C04)
+            self.get_logger().error(f'image callback: {err}', throttle_duration_sec=5.0)
+
+    def _on_info(self, msg: Any) -> None:
+        try:
+            self._to_slot(self.sync.add_info(msg))
+        except Exception as err:  # noqa: BLE001
+            self.get_logger().error(f'camera_info callback: {err}', throttle_duration_sec=5.0)
+
+    def _to_slot(self, pairs: list[Pair]) -> None:
+        for pair in pairs:
+            if pair.how == LATEST:
+                self.get_logger().warning(
+                    f'CameraInfo stamps do not match image stamps within sync_slop={self.p.sync_slop} s '
+                    f'(off by {pair.dt_ns / 1e6:.1f} ms): using the latest CameraInfo', once=True)
+            elif pair.how == NONE and self.p.publish_points:
+                self.get_logger().warning('no CameraInfo received on camera_info: publishing labels, '
+                                          'overlay and depth but no cloud', throttle_duration_sec=10.0)
+            if self.slot.put(pair):
+                self.get_logger().info(f'model slower than the camera: {self.slot.dropped} frames dropped '
+                                       'so far (newest frame is processed)', throttle_duration_sec=10.0)
+
+    def _on_worker_error(self, err: BaseException) -> None:
+        self.get_logger().error(f'frame failed: {type(err).__name__}: {err}', throttle_duration_sec=5.0)
+
+    # -- the worker ---------------------------------------------------------------------------
+    def _decode(self, msg: Any) -> np.ndarray | None:
+        try:
+            return compressed_to_rgb(msg) if isinstance(msg, CompressedImage) else to_rgb(msg)
+        except EmptyImageError as err:
+            self.stats.skipped += 1
+            self.get_logger().warning(f'skipping empty image ({err}): nothing published',
+                                      throttle_duration_sec=5.0)
+        except ValueError as err:
+            self.stats.skipped += 1
+            what = describe(msg) if isinstance(msg, Image) else f'CompressedImage format={msg.format!r}'
+            # throttled per kind of fault (the field named before '='), so each kind is reported
+            self._error_throttled(str(err).split('=')[0], f'dropping malformed image [{what}]: {err}')
+        return None
+
+    def _error_throttled(self, key: str, text: str, period: float = 5.0) -> None:
+        now = time.monotonic()
+        if now - self._last_error.get(key, -1e9) >= period:
+            self._last_error[key] = now
+            self.get_logger().error(text)
+
+    def _intrinsics(self, info: Any, w: int, h: int) -> Any:
+        if info is None:
+            return None
+        try:
+            intr = intrinsics_from_camera_info(info, self.p.use_rectified)
+        except ValueError as err:
+            self.get_logger().error(f'ignoring CameraInfo: {err}', throttle_duration_sec=5.0)
+            return None
+        if (intr.width, intr.height) != (w, h):
+            self.get_logger().warning(f'CameraInfo is for {intr.width}x{intr.height} but the image is {w}x{h}: '
+                                      'scaling K to the image', once=True)
+            intr = intr.resized(w, h)
+        return intr
+
+    def _process(self, pair: Pair) -> None:
+        p, msg = self.p, pair.image
+        t0 = time.perf_counter()
+        rgb = self._decode(msg)
+        if rgb is None:
+            return
+        h, w = rgb.shape[:2]
+        intr = self._intrinsics(pair.info, w, h)
+        t1 = time.perf_counter()
+        res = self.seg.infer(rgb, None if intr is None else intr.K, p.label_source)
+        t2 = time.perf_counter()
+        labels, depth, conf, rgb_out = res.labels, np.array(res.depth, np.float32), res.confidence, res.rgb
+        depth[~(depth <= p.max_depth)] = np.nan                  # beyond max_depth (and NaN) = no data
+        nh, nw = labels.shape
+        if p.output_resolution == 'camera' and (nw, nh) != (w, h):
+            labels, depth = resize_labels(labels, (w, h)), resize_depth(depth, (w, h))
+            conf, rgb_out = resize_depth(np.asarray(conf, np.float32), (w, h)), rgb
+            info_out = None if intr is None else camera_info_for_output(intr, w, h, msg.header)
+        elif res.K is not None:
+            info_out = make_camera_info(
+                res.K, nw, nh, msg.header, D=None if intr is None else intr.D,
+                distortion_model='plumb_bob' if intr is None else (intr.distortion_model or 'plumb_bob'))
+        else:
+            info_out = None
+        cloud = None
+        if 'points' in self.pubs and intr is not None and info_out is not None:
+            K_out = np.asarray(info_out.k, np.float64).reshape(3, 3)
+            cloud = create_cloud_from_depth(
+                msg.header, depth, K_out, rgb_out, labels, conf if p.cloud_confidence else None,
+                organized=p.cloud_organized, stride=p.cloud_stride,
+                label_dtype=np.uint16 if labels.dtype == np.uint16 else np.uint32)
+        t3 = time.perf_counter()
+        self._publish_all(msg.header, labels, depth, rgb_out, info_out, cloud)
+        t4 = time.perf_counter()
+        age_ms = (self.get_clock().now().nanoseconds - header_stamp_ns(msg)) / 1e6
+        self.stats.add({'decode': (t1 - t0) * 1e3, 'inference': (t2 - t1) * 1e3, 'cloud': (t3 - t2) * 1e3,
+                        'publish': (t4 - t3) * 1e3, 'total': (t4 - t0) * 1e3}, age_ms)
+
+    def _publish_all(self, header: Any, labels: np.ndarray, depth: np.ndarray, rgb: np.ndarray,
+                     info_out: Any, cloud: Any) -> None:
+        p = self.p
+        if 'labels' in self.pubs:
+            enc = 'mono8' if labels.dtype == np.uint8 else '16UC1'
+            self._publish('labels', cv2_to_imgmsg(labels, enc, header))
+            self._publish('labels/camera_info', info_out)
+        if 'overlay' in self.pubs:
+            self._publish('overlay', cv2_to_imgmsg(overlay(rgb, labels, self.palette, p.overlay_alpha), 'rgb8', header))
+            self._publish('overlay/camera_info', info_out)
+        if 'depth' in self.pubs:
+            if p.depth_encoding == '16UC1':
+                self._publish('depth', cv2_to_imgmsg(meters_to_16uc1(depth), '16UC1', header))
+            else:
+                self._publish('depth', cv2_to_imgmsg(depth, '32FC1', header))
+            self._publish('depth/camera_info', info_out)
+        if cloud is not None:
+            self._publish('points', cloud)
+
+    def _publish(self, name: str, msg: Any) -> None:
+        if msg is None:
+            return
+        try:
+            self.pubs[name].publish(msg)
+        except RCLError as err:                                   # C25: never crash on a failed publish
+            self.stats.publish_errors += 1
+            self.get_logger().error(f'publish on ~/{name} failed: {err}', throttle_duration_sec=5.0)
+
+    # -- health -------------------------------------------------------------------------------
+    def _on_diagnostics(self) -> None:
+        try:
+            s = self.stats.summary()
+            s.update(received=self.slot.put_count, dropped=self.slot.dropped,
+                     **{f'camera_info_{k}': v for k, v in self.sync.counts.items()})
+            line = (f"{s['rate_hz']:.1f} Hz, age p50 {s['age_ms_p50']:.0f} ms p95 {s['age_ms_p95']:.0f} ms, "
+                    f"decode {s['decode_ms']:.1f} / inference {s['inference_ms']:.1f} / cloud {s['cloud_ms']:.1f}"
+                    f" / publish {s['publish_ms']:.1f} ms, received {s['received']}, processed "
+                    f"{s['processed']}, dropped {s['dropped']}, skipped {s['skipped']}")
+            if s['processed']:
+                self.get_logger().info(line)
+            level = DiagnosticStatus.OK
+            if s['skipped'] or s['publish_errors']:
+                level = DiagnosticStatus.WARN
+            status = DiagnosticStatus(level=level, name=f'{self.get_name()}: pipeline',
+                                      message=line, hardware_id=self.get_fully_qualified_name(),
+                                      values=[KeyValue(key=k, value=f'{v:.3f}' if isinstance(v, float) else str(v))
+                                              for k, v in s.items()])
+            arr = DiagnosticArray(status=[status])
+            arr.header.stamp = self.get_clock().now().to_msg()
+            self.pub_diag.publish(arr)
+        except Exception as err:  # noqa: BLE001
+            self.get_logger().error(f'diagnostics: {err}', throttle_duration_sec=30.0)
+
+    def destroy_node(self) -> None:
+        """Stop the worker, then destroy the node."""
+        self.worker.stop()
+        super().destroy_node()

@@ -1,0 +1,251 @@
+"""depth3dseg_node in a separate process, driven by a test node over real DDS (rclpy, FastDDS LARGE_DATA).
+
+Node A (defaults: network resolution, 32FC1, organized cloud + confidence): outputs, headers,
+camera_info scaling, cloud = back-projection of the published depth with the published K, C24 QoS,
+C04 malformed input. Node B (output_resolution=camera, 16UC1, stride 2, unorganized): no CameraInfo
+first (labels/overlay/depth but no cloud), then with CameraInfo.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import CameraInfo, Image, PointCloud2
+from std_msgs.msg import Header, String
+
+from depth3dseg_ros.core.classes import NYU13
+from depth3dseg_ros.core.geometry import backproject_np
+from depth3dseg_ros.core.depth import depth_to_meters
+from depth3dseg_ros.ros.image import imgmsg_to_cv2
+from depth3dseg_ros.ros.pointcloud2 import read_points, unpack_rgb
+from nodeutil import NodeProcess, make_tiny_model, spin_until, stamp_msg, stamp_ns, camera_image, camera_info_msg
+
+W, H = 80, 60                 # camera image
+NW, NH = 64, 48               # network input
+K_CAM = np.array([[70.0, 0, 39.5], [0, 72.0, 29.5], [0, 0, 1]])
+RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+BEST_EFFORT = QoSProfile(depth=50, reliability=ReliabilityPolicy.BEST_EFFORT)
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+OUT = ('labels', 'labels/camera_info', 'overlay', 'overlay/camera_info', 'depth', 'depth/camera_info', 'points')
+
+
+class Harness:
+    """Publishes image + camera_info; records every output of node ``name`` by stamp."""
+
+    def __init__(self, name: str, image_topic: str, info_topic: str) -> None:
+        self.node = rclpy.create_node(f'harness_{name}')
+        self.pub_img = self.node.create_publisher(Image, image_topic, RELIABLE)
+        self.pub_info = self.node.create_publisher(CameraInfo, info_topic, RELIABLE)
+        self.got: dict[str, dict[int, object]] = {k: {} for k in OUT + ('points_be',)}
+        self.classes: list = []
+        self.diag: list = []
+        types = {'points': PointCloud2}
+        for k in OUT:
+            cls = types.get(k, CameraInfo if k.endswith('camera_info') else Image)
+            self.node.create_subscription(cls, f'/{name}/{k}', self._rec(k), RELIABLE)
+        self.node.create_subscription(PointCloud2, f'/{name}/points', self._rec('points_be'), BEST_EFFORT)
+        self.node.create_subscription(String, f'/{name}/classes', self.classes.append, LATCHED)
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self.diag.append, 10)
+
+    def _rec(self, key):
+        return lambda m: self.got[key].__setitem__(stamp_ns(m), m)
+
+    def send(self, t_ns: int, info: bool = True, frame_id: str = 'cam_optical', seed: int = 0) -> None:
+        if info:
+            self.pub_info.publish(camera_info_msg(K_CAM, W, H, t_ns, frame_id))
+        self.pub_img.publish(camera_image(W, H, t_ns, frame_id, seed))
+
+    def prime(self, proc, t_start: int, timeout: float = 60.0) -> int:
+        """Stream frames (image + CameraInfo, 10 Hz) until one comes back with a cloud; return its stamp.
+
+        DDS data starts flowing a moment after discovery (LARGE_DATA opens its channels), and the very
+        first CameraInfo may race its image; a camera is streaming anyway.
+        """
+        t = t_start
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            t += 100_000_000
+            self.send(t)
+            if self.wait(proc, lambda: any(k >= t_start for k in self.got['points']), 0.1):
+                return max(self.got['points'])
+        raise AssertionError('no cloud came back while streaming:\n' + proc.log())
+
+    def wait(self, proc, cond, timeout=30.0) -> bool:
+        return spin_until(self.node, cond, timeout, proc)
+
+
+@pytest.fixture(scope='module')
+def model_file(tmp_path_factory):
+    return make_tiny_model(tmp_path_factory.mktemp('model') / 'tiny.pt')
+
+
+@pytest.fixture(scope='module')
+def ros():
+    rclpy.init()
+    yield
+    rclpy.try_shutdown()
+
+
+def _start(tmp, model_file, name, **params):
+    base = dict(model_file=str(model_file), device='cpu', input_width=NW, input_height=NH, torch_threads=1,
+                diagnostics_period=0.5)
+    proc = NodeProcess(tmp / f'{name}.log', dict(base, **params), name=name,
+                       remaps={'image': f'/{name}_cam/image', 'camera_info': f'/{name}_cam/camera_info'})
+    h = Harness(name, f'/{name}_cam/image', f'/{name}_cam/camera_info')
+    assert h.wait(proc, lambda: bool(h.classes), timeout=90), proc.log()
+    assert h.wait(proc, lambda: h.pub_img.get_subscription_count() and h.pub_info.get_subscription_count()
+                  and h.node.count_publishers(f'/{name}/points'), timeout=30), proc.log()
+    h.wait(proc, lambda: False, 0.5)                        # let the matches settle both ways
+    return proc, h
+
+
+@pytest.fixture(scope='module')
+def node_a(ros, model_file, tmp_path_factory):
+    proc, h = _start(tmp_path_factory.mktemp('a'), model_file, 'd3s_a', cloud_confidence=True)
+    t0 = h.prime(proc, 1_700_000_000_000_000_000) + 1_000_000_000
+    stamps = [t0 + k * 100_000_000 for k in range(4)]
+    for k, t in enumerate(stamps):     # one at a time: each frame's outputs arrive before the next
+        h.send(t, seed=k)
+        assert h.wait(proc, lambda: all(t in h.got[key] for key in OUT + ('points_be',))), proc.log()
+    yield proc, h, stamps
+    h.node.destroy_node()
+    assert proc.stop() == 0, proc.log()
+
+
+@pytest.mark.timeout(240)
+def test_outputs_encodings_sizes_and_headers(node_a):
+    proc, h, stamps = node_a
+    for t in stamps:
+        lab, ov, dep = h.got['labels'][t], h.got['overlay'][t], h.got['depth'][t]
+        assert (lab.encoding, ov.encoding, dep.encoding) == ('mono8', 'rgb8', '32FC1')
+        for m in (lab, ov, dep, h.got['points'][t]) + tuple(h.got[k][t] for k in OUT if 'camera_info' in k):
+            assert stamp_ns(m) == t and m.header.frame_id == 'cam_optical'
+            if not isinstance(m, PointCloud2):
+                assert (m.width, m.height) == (NW, NH)
+        labels = imgmsg_to_cv2(lab)
+        assert labels.max() < len(NYU13) and labels.min() >= 1          # void channel excluded
+        depth = imgmsg_to_cv2(dep)
+        assert depth.dtype == np.float32 and np.isfinite(depth).any()
+    assert json.loads(h.classes[0].data) == NYU13.to_dict()
+
+
+@pytest.mark.timeout(240)
+def test_camera_info_scaled_to_network_size(node_a):
+    proc, h, stamps = node_a
+    sx, sy = NW / W, NH / H
+    expect = np.array([[70 * sx, 0, 39.5 * sx], [0, 72 * sy, 29.5 * sy], [0, 0, 1]])
+    for key in ('labels/camera_info', 'overlay/camera_info', 'depth/camera_info'):
+        ci = h.got[key][stamps[-1]]
+        assert np.allclose(np.reshape(ci.k, (3, 3)), expect, atol=1e-9), key
+        assert np.allclose(np.reshape(ci.p, (3, 4))[:, :3], expect, atol=1e-9)
+
+
+@pytest.mark.timeout(240)
+def test_cloud_backprojects_published_depth_with_published_k(node_a):
+    proc, h, stamps = node_a
+    for t in stamps:
+        cloud = h.got['points'][t]
+        assert (cloud.height, cloud.width) == (NH, NW) and not cloud.is_bigendian
+        names = [(f.name, f.offset, f.datatype) for f in cloud.fields]
+        assert names == [('x', 0, 7), ('y', 4, 7), ('z', 8, 7), ('rgb', 12, 7), ('label', 16, 6),
+                         ('confidence', 20, 7)]
+        assert cloud.point_step == 24 and cloud.row_step == 24 * NW
+        pts = read_points(cloud, organized=True)
+        depth = imgmsg_to_cv2(h.got['depth'][t])
+        K = np.reshape(h.got['depth/camera_info'][t].k, (3, 3))
+        xyz = backproject_np(depth, K)
+        got = np.stack([pts['x'], pts['y'], pts['z']], axis=-1)
+        assert np.array_equal(np.isnan(got), np.isnan(xyz))
+        assert np.allclose(got, xyz, equal_nan=True, atol=1e-5)
+        assert np.array_equal(pts['label'], imgmsg_to_cv2(h.got['labels'][t]))
+        # the cloud colour is the network-size image, the overlay is that image blended with labels
+        assert unpack_rgb(pts['rgb']).shape == (NH, NW, 3)
+        assert np.all((pts['confidence'] >= 0) & (pts['confidence'] <= 1))
+
+
+@pytest.mark.timeout(240)
+def test_c24_reliable_and_best_effort_subscribers_both_receive_cloud(node_a):
+    """Publisher RELIABLE by default: both a RELIABLE and a BEST_EFFORT subscriber got every cloud."""
+    proc, h, stamps = node_a
+    assert set(stamps) <= set(h.got['points']) and set(stamps) <= set(h.got['points_be'])
+    info = h.node.get_publishers_info_by_topic('/d3s_a/points')
+    assert [i.qos_profile.reliability for i in info] == [ReliabilityPolicy.RELIABLE]
+    subs = h.node.get_subscriptions_info_by_topic('/d3s_a_cam/image')
+    assert [i.qos_profile.reliability for i in subs] == [ReliabilityPolicy.BEST_EFFORT]
+
+
+@pytest.mark.timeout(240)
+def test_c04_malformed_images_survived_and_node_keeps_publishing(node_a):
+    proc, h, stamps = node_a
+    t = stamps[-1] + 1_000_000_000
+    bad = [Image(header=Header(stamp=stamp_msg(t), frame_id='cam_optical'), height=480, width=640,
+                 encoding='rgb8', step=1920, data=bytes(110592)),
+           Image(header=Header(stamp=stamp_msg(t + 1), frame_id='cam_optical'), height=720, width=1280,
+                 encoding='16UC1', step=1280, data=bytes(1280 * 720)),
+           Image(header=Header(stamp=stamp_msg(t + 2), frame_id='cam_optical'), height=0, width=0,
+                 encoding='rgb8', step=0, data=b'')]
+    for k, msg in enumerate(bad):
+        h.pub_info.publish(camera_info_msg(K_CAM, W, H, t + k))
+        h.pub_img.publish(msg)
+        assert h.wait(proc, lambda: ('len(data)=110592', 'step=1280', 'empty image')[k] in proc.log(), 20), proc.log()
+    # (a) and (b) each named their field once (throttled per kind of fault), (c) was a warning
+    log = proc.log()
+    assert 'len(data)=110592 != height*step=921600' in log and 'step=1280 < width*bpp=2560' in log
+    good = t + 100_000_000
+    h.send(good)
+    assert h.wait(proc, lambda: good in h.got['points'] and good in h.got['labels']), proc.log()
+    assert proc.alive()
+    for k in range(3):
+        assert all(t + k not in h.got[key] for key in OUT)             # nothing published for them
+    assert 'Traceback' not in proc.log()
+    h.wait(proc, lambda: any(kv.key == 'skipped' and int(kv.value) >= 3
+                             for d in h.diag for s in d.status for kv in s.values), 10)
+    skipped = [int(kv.value) for d in h.diag for s in d.status if s.name.startswith('d3s_a')
+               for kv in s.values if kv.key == 'skipped']
+    assert skipped and skipped[-1] == 3
+
+
+@pytest.fixture(scope='module')
+def node_b(ros, model_file, tmp_path_factory):
+    proc, h = _start(tmp_path_factory.mktemp('b'), model_file, 'd3s_b', output_resolution='camera',
+                     depth_encoding='16UC1', cloud_stride=2, cloud_organized=False)
+    yield proc, h
+    h.node.destroy_node()
+    assert proc.stop() == 0, proc.log()
+
+
+@pytest.mark.timeout(240)
+def test_no_camera_info_publishes_images_but_no_cloud_then_camera_resolution(node_b):
+    proc, h = node_b
+    t0 = 1_800_000_000_000_000_000
+    h.send(t0, info=False)
+    assert h.wait(proc, lambda: all(t0 in h.got[k] for k in ('labels', 'overlay', 'depth'))), proc.log()
+    h.wait(proc, lambda: False, 1.0)
+    assert t0 not in h.got['points']
+    assert 'no CameraInfo' in proc.log()
+    for k in ('labels', 'overlay', 'depth'):
+        assert (h.got[k][t0].width, h.got[k][t0].height) == (W, H)      # camera resolution
+    t1 = h.prime(proc, t0)
+    assert h.wait(proc, lambda: t1 in h.got['depth/camera_info'] and t1 in h.got['labels']), proc.log()
+    dep = h.got['depth'][t1]
+    assert dep.encoding == '16UC1' and (dep.width, dep.height) == (W, H)
+    ci = h.got['depth/camera_info'][t1]
+    assert (ci.width, ci.height) == (W, H) and np.allclose(np.reshape(ci.k, (3, 3)), K_CAM)
+    labels = imgmsg_to_cv2(h.got['labels'][t1])
+    # nearest upsampling 64x48 -> 80x60 keeps only ids the network produced, blocks of whole pixels
+    assert labels.shape == (H, W) and labels.min() >= 1
+    # C25 options: stride 2, unorganized (invalid points dropped): one row, at most 40*30 points
+    cloud = h.got['points'][t1]
+    assert cloud.height == 1 and 0 < cloud.width <= (W // 2) * (H // 2)
+    pts = read_points(cloud)
+    assert np.isfinite(pts['x']).all()
+    sub = backproject_np(depth_to_meters(imgmsg_to_cv2(dep), '16UC1'), K_CAM)[::2, ::2].reshape(-1, 3)
+    sub = sub[np.isfinite(sub).all(axis=1)]
+    got = np.stack([pts['x'], pts['y'], pts['z']], axis=-1)
+    assert got.shape == sub.shape
+    assert np.allclose(got, sub, atol=2e-3)           # 16UC1 mm rounding: published depth is exact to 1 mm
