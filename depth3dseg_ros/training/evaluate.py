@@ -138,7 +138,9 @@ def format_table(report: dict[str, Any], names: list[str]) -> str:
     lines.append('depth: ' + '  '.join(f'{k} {f(report[k]).strip()}'
                                        for k in ('absrel', 'rmse', 'delta1', 'delta2', 'delta3')))
     fps = report.get('frames_per_s')
-    lines.append(f"frames: {report['frames']}  frames/s: {'-' if fps is None else f'{fps:.1f}'} "
+    wall = report.get('wall_frames_per_s')
+    lines.append(f"frames: {report['frames']}  frames/s: {'-' if fps is None else f'{fps:.1f}'} forward, "
+                 f"{'-' if wall is None else f'{wall:.1f}'} with loading+metrics "
                  f"(batch {report['batch_size']}, {report['device']})")
     return '\n'.join(lines)
 
@@ -183,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
                                                  args.preset))]
         ds = FrameDataset(records=load_records(dirs, classes), input_size=meta['input_size'], classes=classes,
                           mean=meta['mean'], std=meta['std'], augment=None)
+        t0 = time.perf_counter()
         report = evaluate_model(model, ds, classes, device, batch_size=args.batch_size, full=True)
+        report['wall_frames_per_s'] = report['frames'] / (time.perf_counter() - t0)
         report.update(model=str(args.model), data=args.data or args.bag, batch_size=args.batch_size,
                       device=str(device), input_size=list(meta['input_size']))
         for g in range(max(0, args.grids)):

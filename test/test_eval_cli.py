@@ -1,0 +1,89 @@
+"""depth3dseg-eval: metrics over a dataset directory at network resolution against nearest-resized ground
+truth (M7/M8; C22 labels, NaN-safe depth), the JSON report and table, PNG grids, and a bag as input."""
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from bagutil import make_frames, write_bag
+from depth3dseg_ros.core.classes import NYU13
+from depth3dseg_ros.core.imageops import resize_depth, resize_labels
+from depth3dseg_ros.core.model import Depth3DSeg
+from depth3dseg_ros.core.modelfile import save_model
+from depth3dseg_ros.training import evaluate
+from depth3dseg_ros.training.dataset import FrameDataset
+from trainutil import TINY_ARCH, make_dataset_dir
+
+SIZE = (64, 48)
+
+
+@pytest.fixture(scope='module')
+def ds_dir(real_dir, tmp_path_factory):
+    return make_dataset_dir(real_dir, tmp_path_factory.mktemp('ds') / 'd', size=(80, 60))
+
+
+@pytest.fixture(scope='module')
+def model_file(tmp_path_factory):
+    torch.manual_seed(0)
+    model = Depth3DSeg(num_classes=len(NYU13), **yaml.safe_load(TINY_ARCH))
+    path = tmp_path_factory.mktemp('m') / 'model.pt'
+    return save_model(path, model, {'classes': NYU13.to_dict(), 'input_size': list(SIZE)})
+
+
+def _run(model_file, out, *src):
+    assert evaluate.main(['--model', str(model_file), *src, '--out', str(out), '--batch-size', '3']) == 0
+    return json.loads((out / 'report.json').read_text())
+
+
+def test_report_keys_and_ground_truth_at_network_size(ds_dir, model_file, tmp_path, capsys):
+    rep = _run(model_file, tmp_path / 'e', '--data', str(ds_dir), '--grids', '2')
+    for key in evaluate.FLAT_KEYS + ('frames', 'frames_per_s', 'wall_frames_per_s', 'batch_size', 'device',
+                                     'input_size'):
+        assert key in rep, key
+    for part in ('seg2d', 'seg3d', 'fused'):
+        assert set(rep[part]) >= {'miou', 'pixel_acc', 'iou', 'pixels'}
+        assert set(rep[part]['iou']) == set(NYU13.names[1:])  # per-class IoU, void excluded
+    assert rep['frames'] == 10 and rep['frames_per_s'] > 0 and rep['input_size'] == list(SIZE)
+    # ground truth counted at the network size, resized with nearest neighbour (C22 / NaN-safe depth)
+    ds = FrameDataset([ds_dir], SIZE)
+    n_lab = n_dep = 0
+    for i in range(len(ds)):
+        _, depth, labels, _ = ds.load_raw(i)
+        if labels is not None:
+            n_lab += int((resize_labels(labels, SIZE) != NYU13.void_id).sum())
+        if depth is not None:
+            d = resize_depth(depth, SIZE)
+            n_dep += int((np.isfinite(d) & (d > 0) & (d <= 10.0)).sum())
+    assert rep['seg2d']['pixels'] == rep['fused']['pixels'] == n_lab > 0
+    assert 0 < rep['seg3d']['pixels'] <= n_lab  # pixels with a valid 3D point only
+    assert rep['depth']['pixels'] == n_dep > 0
+    for k in ('absrel', 'rmse', 'delta1', 'delta2', 'delta3'):
+        assert rep[k] is not None and rep[k] >= 0
+    assert rep['delta1'] <= rep['delta2'] <= rep['delta3'] <= 1
+    table = (tmp_path / 'e' / 'report.txt').read_text()
+    assert 'mIoU' in table and 'absrel' in table and 'with loading+metrics' in table
+    assert table.strip() in capsys.readouterr().out
+    # grids: rgb | ground truth | prediction | depth, 4 frames per grid
+    for g in range(2):
+        img = cv2.imread(str(tmp_path / 'e' / f'grid_{g:03d}.png'))
+        assert img.shape == (4 * SIZE[1], 4 * SIZE[0], 3)
+
+
+def test_bag_input_is_extracted_and_evaluated(real_dir, model_file, tmp_path):
+    bag = write_bag(tmp_path / 'bag', make_frames(real_dir, 4), storage='mcap')
+    rep = _run(model_file, tmp_path / 'e', '--bag', str(bag))
+    assert rep['frames'] == 4 and rep['data'] == [str(bag)]
+    assert rep['seg2d']['pixels'] > 0 and rep['depth']['pixels'] > 0  # nyu0001 is labelled, all have depth
+
+
+def test_bad_inputs(model_file, tmp_path):
+    with pytest.raises(FileNotFoundError, match='index.jsonl'):
+        evaluate.main(['--model', str(model_file), '--data', str(tmp_path), '--out', str(tmp_path / 'e')])
+    with pytest.raises(ValueError, match='--batch-size=0'):
+        evaluate.main(['--model', str(model_file), '--data', str(tmp_path), '--out', str(tmp_path / 'e'),
+                       '--batch-size', '0'])
