@@ -55,12 +55,16 @@ class Harness:
     def _rec(self, key):
         return lambda m: self.got[key].__setitem__(stamp_ns(m), m)
 
-    def send(self, t_ns: int, info: bool = True, frame_id: str = 'cam_optical', seed: int = 0) -> None:
+    def send(self, t_ns: int, info: bool = True, frame_id: str = 'cam_optical', seed: int = 0,
+             size: tuple[int, int] = (W, H)) -> None:
+        K = K_CAM.copy()
+        K[0] *= size[0] / W
+        K[1] *= size[1] / H
         if info:
-            self.pub_info.publish(camera_info_msg(K_CAM, W, H, t_ns, frame_id))
-        self.pub_img.publish(camera_image(W, H, t_ns, frame_id, seed))
+            self.pub_info.publish(camera_info_msg(K, size[0], size[1], t_ns, frame_id))
+        self.pub_img.publish(camera_image(size[0], size[1], t_ns, frame_id, seed))
 
-    def prime(self, proc, t_start: int, timeout: float = 60.0) -> int:
+    def prime(self, proc, t_start: int, timeout: float = 60.0, size: tuple[int, int] = (W, H)) -> int:
         """Stream frames (image + CameraInfo, 10 Hz) until one comes back with a cloud; return its stamp.
 
         DDS data starts flowing a moment after discovery (LARGE_DATA opens its channels), and the very
@@ -70,7 +74,7 @@ class Harness:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             t += 100_000_000
-            self.send(t)
+            self.send(t, size=size)
             if self.wait(proc, lambda: any(k >= t_start for k in self.got['points']), 0.1):
                 return max(self.got['points'])
         raise AssertionError('no cloud came back while streaming:\n' + proc.log())
@@ -249,3 +253,22 @@ def test_no_camera_info_publishes_images_but_no_cloud_then_camera_resolution(nod
     got = np.stack([pts['x'], pts['y'], pts['z']], axis=-1)
     assert got.shape == sub.shape
     assert np.allclose(got, sub, atol=2e-3)           # 16UC1 mm rounding: published depth is exact to 1 mm
+
+
+@pytest.mark.timeout(240)
+def test_c25_full_hd_frame_gives_41mb_organized_cloud_over_dds(ros, model_file, tmp_path):
+    """C25 sizes: a 1920x1080 rgb8 input (6,220,800 B) at output_resolution=camera gives the organized
+    x,y,z,rgb,label cloud of 1920*1080*20 = 41,472,000 B, published and received across processes
+    (reliable, LARGE_DATA), plus the 8,294,400 B 32FC1 depth; the node keeps running."""
+    proc, h = _start(tmp_path, model_file, 'd3s_c', output_resolution='camera')
+    try:
+        t = h.prime(proc, 1_900_000_000_000_000_000, size=(1920, 1080))
+        assert h.wait(proc, lambda: t in h.got['depth'])
+        cloud, depth = h.got['points'][t], h.got['depth'][t]
+        assert (cloud.height, cloud.width, cloud.point_step) == (1080, 1920, 20)
+        assert len(cloud.data) == 41_472_000 and cloud.row_step == 1920 * 20
+        assert (depth.width, depth.height, len(depth.data)) == (1920, 1080, 8_294_400)
+        assert proc.alive()
+    finally:
+        h.node.destroy_node()
+        assert proc.stop() == 0, proc.log()
