@@ -170,7 +170,7 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
         ValueError: a bag has no RGB topic ``cfg.rgb_topic`` (the message lists its image topics).
     """
     cfg.validate()
-    paths = [Path(b) for b in bags]
+    paths = [Path(os.path.abspath(b)) for b in bags]
     formats = [detect_format(p) for p in paths]  # fail up front (C29)
     classes = ClassSet.from_yaml(cfg.classes) if cfg.classes else NYU13
     names = bag_names(paths)
