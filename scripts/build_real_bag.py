@@ -14,7 +14,6 @@ identical messages. Usage::
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import shutil
 import sys
@@ -45,14 +44,16 @@ RGB_LABEL_ONLY = (('1_image.png', 46), ('119_image.png', 976), ('140_image.png',
 
 @dataclass
 class Source:
-    """One real frame: files relative to the real-data folder, K (fx, fy, cx, cy), metres per depth unit."""
+    """One real frame: files relative to the real-data folder, K (fx, fy, cx, cy) of the full camera image,
+    metres per depth unit, NYU label index, and ``crop_xy`` (x0, y0) when the RGB is a crop of the
+    640×480 camera image (K and label are then cropped with it, core.geometry.crop_intrinsics)."""
     name: str
     rgb: str
     K: tuple
     depth: Optional[str] = None
     depth_scale: Optional[float] = None     # metres = value * depth_scale
     label_idx: Optional[int] = None          # NYU labeled-set index (1-based) of new_nyu_class13_NNNN.png
-    label_crop: Optional[tuple] = None       # (row0, row1, col0, col1) of the 640×480 label
+    crop_xy: Optional[tuple] = None          # (x0, y0) of the crop in the 640×480 camera image
 
 
 def sources(real: Path = DEFAULT_REAL) -> List[Source]:
@@ -60,9 +61,8 @@ def sources(real: Path = DEFAULT_REAL) -> List[Source]:
     out = [
         Source('nyu_0001', 'densedepth_nyu_test_rgb/examples/377_image.png', NYU_K,
                'depth2hha_nyu_demo/demo/0_raw.png', 1e-4, 1),
-        Source('nyu_1407_crop', 'rcnn_depth_nyu_demo/demo-data/images.png',
-               tuple(NYU_K[:2]) + (NYU_K[2] - 41, NYU_K[3] - 46), 'rcnn_depth_nyu_demo/demo-data/rawdepth.png',
-               1e-3, 1407, (46, 471, 41, 601)),
+        Source('nyu_1407_crop', 'rcnn_depth_nyu_demo/demo-data/images.png', NYU_K,
+               'rcnn_depth_nyu_demo/demo-data/rawdepth.png', 1e-3, 1407, crop_xy=(41, 46)),
     ]
     ann = json.loads((real / 'metric3d_demo/data/nyu_demo/test_annotations.json').read_text())
     for f in ann['files']:
@@ -135,13 +135,15 @@ def load_frame(src: Source, real: Path, labels: LabelArchive, scale: float) -> R
     rgb = read_rgb(real / src.rgb)
     h0, w0 = rgb.shape[:2]
     K = K_matrix(src.K)
+    if src.crop_xy is not None:
+        K = crop_intrinsics(K, *src.crop_xy)
     depth = read_depth_m(real / src.depth, src.depth_scale) if src.depth else None
     lab = None
     if src.label_idx is not None:
         lab = labels.get(src.label_idx)
-        if src.label_crop is not None:
-            r0, r1, c0, c1 = src.label_crop
-            lab = lab[r0:r1, c0:c1]
+        if src.crop_xy is not None:
+            x0, y0 = src.crop_xy
+            lab = lab[y0:y0 + h0, x0:x0 + w0]
     for name, arr in (('depth', depth), ('labels', lab)):
         if arr is not None and arr.shape != (h0, w0):
             raise ValueError(f'{src.name}: {name} shape={arr.shape} != rgb {(h0, w0)}')

@@ -1,7 +1,7 @@
 """Object recipes for the synthetic rooms: tables, chairs, shelves with books, cabinets, sofas, beds,
 TVs, clutter, pictures and windows, each composed of boxes/cylinders/spheres with random sizes.
 
-Every function takes the scene's :class:`~depth3dseg_ros.synth.scene._Placer` (random generator, room
+Every function takes the scene's :class:`~depth3dseg_ros.synth.scene.Placer` (random generator, room
 size, occupied footprints) and returns a list of objects (a list of :class:`Part` or a
 :class:`UrdfObject`), or an empty list when there was no room for it. Class ids follow NYUv2-13
 (:data:`depth3dseg_ros.synth.scene.CLS`).
@@ -12,17 +12,17 @@ import math
 from typing import List
 
 from depth3dseg_ros.synth.scene import (CLS, PICTURE_TEXTURES, ObjectBuilder, Part, UrdfObject,
-                                        _Placer)
+                                        Placer)
 
 WOODS = ((0.55, 0.38, 0.22), (0.75, 0.6, 0.42), (0.35, 0.22, 0.12), (0.85, 0.85, 0.82), (0.2, 0.2, 0.2))
 CLUTTER_URDFS = ('duck_vhacd.urdf', 'teddy_vhacd.urdf', 'soccerball.urdf', 'sphere2red.urdf')
 
 
-def _wood(pl: _Placer):
+def _wood(pl: Placer):
     return pl.colour(WOODS[int(pl.rng.integers(len(WOODS)))], 0.08)
 
 
-def clutter_on(pl: _Placer, x, y, yaw, w, d, z, n_max=4) -> List[object]:
+def clutter_on(pl: Placer, x, y, yaw, w, d, z, n_max=4) -> List[object]:
     """Small objects (and sometimes books) on a surface of size w×d at height z, centred at x, y."""
     rng, out = pl.rng, []
     for _ in range(int(rng.integers(0, n_max + 1))):
@@ -59,7 +59,7 @@ def clutter_on(pl: _Placer, x, y, yaw, w, d, z, n_max=4) -> List[object]:
     return out
 
 
-def table(pl: _Placer) -> List[object]:
+def table(pl: Placer) -> List[object]:
     rng = pl.rng
     w, d, h = rng.uniform(0.8, 1.8), rng.uniform(0.6, 1.0), rng.uniform(0.45, 0.8)
     free_standing = rng.random() < 0.6
@@ -88,7 +88,7 @@ def table(pl: _Placer) -> List[object]:
     return out
 
 
-def chair(pl: _Placer, x, y, yaw) -> List[Part]:
+def chair(pl: Placer, x, y, yaw) -> List[Part]:
     rng = pl.rng
     s, h, back = rng.uniform(0.2, 0.25), rng.uniform(0.4, 0.5), rng.uniform(0.35, 0.55)
     ob, col = ObjectBuilder(x, y, yaw), pl.colour()
@@ -100,7 +100,7 @@ def chair(pl: _Placer, x, y, yaw) -> List[Part]:
     return ob.parts
 
 
-def chairs_around(pl: _Placer, x, y, yaw, w, d) -> List[object]:
+def chairs_around(pl: Placer, x, y, yaw, w, d) -> List[object]:
     out = []
     c, s = math.cos(yaw), math.sin(yaw)
     for lx, ly, lyaw in ((-w / 4, -d / 2 - 0.3, 0.0), (w / 4, -d / 2 - 0.3, 0.0),
@@ -110,12 +110,12 @@ def chairs_around(pl: _Placer, x, y, yaw, w, d) -> List[object]:
     return out
 
 
-def loose_chair(pl: _Placer) -> List[object]:
+def loose_chair(pl: Placer) -> List[object]:
     pose = pl.anywhere(0.55, 0.55)
     return [] if pose is None else [chair(pl, *pose)]
 
 
-def shelf(pl: _Placer) -> List[object]:
+def shelf(pl: Placer) -> List[object]:
     """Bookshelf (furniture) with rows of books (books) and a few objects."""
     rng = pl.rng
     w, d, h = rng.uniform(0.6, 1.6), rng.uniform(0.25, 0.4), rng.uniform(0.8, 2.0)
@@ -153,7 +153,7 @@ def shelf(pl: _Placer) -> List[object]:
     return out
 
 
-def cabinet(pl: _Placer, with_tv: bool) -> List[object]:
+def cabinet(pl: Placer, with_tv: bool) -> List[object]:
     """Low cabinet/dresser (furniture), optionally with a TV (tv) on top."""
     rng = pl.rng
     w, d, h = rng.uniform(0.6, 1.8), rng.uniform(0.35, 0.6), rng.uniform(0.4, 1.1)
@@ -177,7 +177,7 @@ def cabinet(pl: _Placer, with_tv: bool) -> List[object]:
     return out
 
 
-def tv(pl: _Placer, x, y, yaw, max_w, z) -> List[Part]:
+def tv(pl: Placer, x, y, yaw, max_w, z) -> List[Part]:
     rng = pl.rng
     w = rng.uniform(0.5, max(0.55, max_w))
     hh = w * rng.uniform(0.55, 0.62)
@@ -191,7 +191,7 @@ def tv(pl: _Placer, x, y, yaw, max_w, z) -> List[Part]:
     return ob.parts
 
 
-def sofa(pl: _Placer) -> List[object]:
+def sofa(pl: Placer) -> List[object]:
     rng = pl.rng
     w, d = rng.uniform(1.4, 2.4), rng.uniform(0.8, 1.0)
     pose = pl.against_wall(w, d)
@@ -209,7 +209,7 @@ def sofa(pl: _Placer) -> List[object]:
     return [ob.parts]
 
 
-def bed(pl: _Placer) -> List[object]:
+def bed(pl: Placer) -> List[object]:
     rng = pl.rng
     w, d = rng.uniform(0.9, 1.8), rng.uniform(1.9, 2.2)
     pose = pl.against_wall(w, d)
@@ -227,14 +227,14 @@ def bed(pl: _Placer) -> List[object]:
     return [ob.parts]
 
 
-def floor_clutter(pl: _Placer) -> List[object]:
+def floor_clutter(pl: Placer) -> List[object]:
     pose = pl.anywhere(0.4, 0.4)
     if pose is None:
         return []
     return clutter_on(pl, pose[0], pose[1], pose[2], 0.4, 0.4, 0.0, n_max=2)
 
 
-def big_object(pl: _Placer) -> List[object]:
+def big_object(pl: Placer) -> List[object]:
     """A larger floor-standing object (objects): box stack, floor lamp, potted plant or bin."""
     rng = pl.rng
     kind = int(rng.integers(4))
@@ -268,7 +268,7 @@ def big_object(pl: _Placer) -> List[object]:
     return [ob.parts]
 
 
-def wall_panels(pl: _Placer, n_windows: int, n_pictures: int) -> List[object]:
+def wall_panels(pl: Placer, n_windows: int, n_pictures: int) -> List[object]:
     """Windows (bright panes with frames) and pictures (textured thin boxes) on the walls."""
     rng, (lx, ly, hc) = pl.rng, pl.size
     out: List[object] = []

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from depth3dseg_ros.synth import furniture as fu
-from depth3dseg_ros.synth.scene import CLS, ObjectBuilder, SceneSpec, _Placer
+from depth3dseg_ros.synth.scene import CLS, ObjectBuilder, SceneSpec, Placer
 
 WALL_COLOURS = ((0.92, 0.9, 0.85), (0.85, 0.88, 0.9), (0.9, 0.85, 0.75), (0.7, 0.75, 0.7), (0.95, 0.95, 0.95))
 FLOOR_COLOURS = ((0.55, 0.4, 0.28), (0.7, 0.7, 0.68), (0.4, 0.35, 0.3), (0.8, 0.75, 0.65), (0.3, 0.3, 0.35))
 
 
-def _shell(pl: _Placer):
+def _shell(pl: Placer):
     """Floor (top at z=0), ceiling (bottom at z=Hc) and four 0.1 m walls just outside the room."""
     rng, (lx, ly, hc) = pl.rng, pl.size
     floor = ObjectBuilder(lx / 2, ly / 2, 0.0)
@@ -48,7 +48,7 @@ def make_scene(rng: np.random.Generator) -> SceneSpec:
     fw, fd = 0.25 * lx, 0.25 * ly
     cx, cy = lx / 2 + rng.uniform(-0.1, 0.1) * lx, ly / 2 + rng.uniform(-0.1, 0.1) * ly
     zone = (cx - fw / 2, cy - fd / 2, cx + fw / 2, cy + fd / 2)
-    pl = _Placer(rng, (lx, ly, hc), zone)
+    pl = Placer(rng, (lx, ly, hc), zone)
     spec = SceneSpec(size=(lx, ly, hc), free_zone=zone)
     spec.objects += _shell(pl)
     spec.objects += fu.wall_panels(pl, int(rng.integers(0, 3)), int(rng.integers(2, 6)))

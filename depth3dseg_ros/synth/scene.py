@@ -82,7 +82,7 @@ SURFACE_TEXTURES = ('wood', 'tiles', 'noise', 'stripes', 'brick', 'carpet', None
 PICTURE_TEXTURES = ('picture_a', 'picture_b', 'picture_c', 'tex256.png', 'uvmap.png', 'checker_grid.jpg')
 
 
-class _Placer:
+class Placer:
     """Collects object parts in an object-local frame (x, y, yaw on the floor) and the free footprints."""
 
     def __init__(self, rng: np.random.Generator, size, free_zone):
