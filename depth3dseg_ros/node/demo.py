@@ -32,6 +32,8 @@ from depth3dseg_ros.rosenv import apply_ros_env, pick_domain_id
 NODE = 'depth3dseg'
 IMAGE_TOPIC = '/camera/color/image_raw'
 INFO_TOPIC = '/camera/color/camera_info'
+GT_DEPTH_TOPIC = '/camera/depth/image_raw'
+GT_LABELS_TOPIC = '/camera/semantic/labels'
 
 
 def _find(parts: tuple[str, ...], given: str | None, what: str) -> Path:
@@ -63,13 +65,17 @@ class Recorder:
         self.diag: dict[str, str] = {}
         self.last_cloud: Any = None
         self.frame_ids: set[str] = set()
+        self.pred: dict[int, dict[str, np.ndarray]] = {}      # stamp -> {'labels', 'depth'} (network size)
+        self.gt: dict[int, dict[str, np.ndarray]] = {}        # stamp -> {'labels', 'depth'} (camera size)
         rel = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
         node.create_subscription(Image, IMAGE_TOPIC, self._on_input, rel)
         node.create_subscription(Image, f'/{NODE}/overlay', self._on_overlay, rel)
         node.create_subscription(Image, f'/{NODE}/depth', self._on_depth, rel)
-        node.create_subscription(Image, f'/{NODE}/labels', lambda m: self._count('labels', m), rel)
+        node.create_subscription(Image, f'/{NODE}/labels', self._on_labels, rel)
+        node.create_subscription(Image, GT_DEPTH_TOPIC, lambda m: self._on_gt('depth', m), rel)
+        node.create_subscription(Image, GT_LABELS_TOPIC, lambda m: self._on_gt('labels', m), rel)
         node.create_subscription(PointCloud2, f'/{NODE}/points', self._on_points, rel)
         node.create_subscription(String, f'/{NODE}/classes', self._on_classes, latched)
         node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
@@ -91,6 +97,18 @@ class Recorder:
         self.t_out.setdefault(t, time.monotonic())
         return t
 
+    def _on_labels(self, msg: Any) -> None:
+        from depth3dseg_ros.ros.image import imgmsg_to_cv2
+        t = self._count('labels', msg)
+        self.pred.setdefault(t, {})['labels'] = imgmsg_to_cv2(msg).copy()
+
+    def _on_gt(self, kind: str, msg: Any) -> None:
+        from depth3dseg_ros.core.depth import depth_to_meters
+        from depth3dseg_ros.ros.image import imgmsg_to_cv2
+        arr = imgmsg_to_cv2(msg)
+        self.gt.setdefault(self._stamp(msg), {})[kind] = (depth_to_meters(arr, msg.encoding) if kind == 'depth'
+                                                         else arr.copy())
+
     def _on_overlay(self, msg: Any) -> None:
         from depth3dseg_ros.ros.image import imgmsg_to_cv2
         t = self._count('overlay', msg)
@@ -102,6 +120,7 @@ class Recorder:
         from depth3dseg_ros.ros.image import imgmsg_to_cv2
         t = self._count('depth', msg)
         depth = depth_to_meters(imgmsg_to_cv2(msg), msg.encoding)
+        self.pred.setdefault(t, {})['depth'] = depth
         cv2.imwrite(str(self.out / 'depth' / f'{t}.png'), cv2.cvtColor(colorize_depth(depth), cv2.COLOR_RGB2BGR))
 
     def _on_points(self, msg: Any) -> None:
@@ -122,6 +141,31 @@ class Recorder:
         return np.array([(self.t_out[t] - self.t_in[t]) * 1e3 for t in both])
 
 
+def ground_truth_metrics(rec: Recorder, num_classes: int, void_id: int) -> dict:
+    """mIoU and AbsRel/RMSE/δ1 of the node's outputs against the bag's labels/depth on the processed frames.
+
+    The ground truth is resized to the output size with nearest neighbour (core.imageops), as
+    depth3dseg-eval does; metrics from core.metrics (void ignored; depth valid where GT > 0).
+    """
+    from depth3dseg_ros.core.imageops import resize_depth, resize_labels
+    from depth3dseg_ros.core.metrics import ConfusionMatrix, DepthMetrics
+    cm, dm = ConfusionMatrix(num_classes, void_id), DepthMetrics()
+    n_lab = n_dep = 0
+    for t, pred in rec.pred.items():
+        gt = rec.gt.get(t, {})
+        if 'labels' in pred and 'labels' in gt:
+            h, w = pred['labels'].shape
+            cm.update(pred['labels'].astype(np.int64), resize_labels(gt['labels'], (w, h)).astype(np.int64))
+            n_lab += 1
+        if 'depth' in pred and 'depth' in gt:
+            h, w = pred['depth'].shape
+            dm.update(pred['depth'], resize_depth(gt['depth'], (w, h)))
+            n_dep += 1
+    seg, dep = cm.summary(), dm.summary()
+    return {'labelled_frames': n_lab, 'miou': seg['miou'], 'pixel_acc': seg['pixel_acc'],
+            'depth_frames': n_dep, 'absrel': dep['absrel'], 'rmse_m': dep['rmse'], 'delta1': dep['delta1']}
+
+
 def write_report(out: Path, rec: Recorder, info: dict) -> dict:
     """Write report.json, report.md and cloud.ply from the recorder; return the report dict."""
     from depth3dseg_ros.ros.pointcloud2 import read_points, unpack_rgb, write_ply
@@ -140,7 +184,8 @@ def write_report(out: Path, rec: Recorder, info: dict) -> dict:
                   latency_ms_p95=round(float(np.percentile(lat, 95)), 1) if lat.size else None,
                   frame_ids=sorted(rec.frame_ids), cloud_ply_points=n_ply,
                   classes=[c['name'] for c in rec.classes['classes']] if rec.classes else None,
-                  node_diagnostics=rec.diag)
+                  ground_truth=ground_truth_metrics(rec, len(rec.classes['classes']), rec.classes['void_id']),
+                  node_diagnostics={k: v for k, v in rec.diag.items() if not k.startswith('age_')})
     (out / 'report.json').write_text(json.dumps(report, indent=2))
     lines = ['# depth3dseg demo report', '',
              f"Bag `{info['bag']}`, model `{info['model']}`, replay rate {info['rate']}.", '',
@@ -153,8 +198,14 @@ def write_report(out: Path, rec: Recorder, info: dict) -> dict:
              f"| outputs received | {rec.counts} |",
              f"| output frame_id | {', '.join(report['frame_ids'])} |",
              f"| cloud.ply points (last frame) | {n_ply} |", '',
+             '## Against the bag\'s ground truth (processed frames, GT resized nearest to the output size)', '',
+             '| labelled frames | mIoU | pixel acc | depth frames | AbsRel | RMSE (m) | δ1 |', '|---|---|---|---|---|---|---|',
+             '| {labelled_frames} | {miou} | {pixel_acc} | {depth_frames} | {absrel} | {rmse_m} | {delta1} |'.format(
+                 **{k: (f'{v:.3f}' if isinstance(v, float) else v) for k, v in report['ground_truth'].items()}),
+             '',
              '## Node diagnostics (last /diagnostics)', '']
-    lines += [f'- {k}: {v}' for k, v in rec.diag.items()]
+    lines += [f'- {k}: {v}' for k, v in report['node_diagnostics'].items()]
+    lines += ['', '(frame age is left out: the replayed stamps are the recording time, not now)']
     lines += ['', 'Per frame: `overlay/<stamp_ns>.png`, `depth/<stamp_ns>.png` (turbo colour map, black = no data).']
     (out / 'report.md').write_text('\n'.join(lines) + '\n')
     return report
@@ -192,8 +243,17 @@ def run_demo(args: argparse.Namespace) -> int:
             print(f'depth3dseg-demo: the node did not start (see {out / "node.log"}):\n'
                   + (out / 'node.log').read_text()[-2000:], file=sys.stderr)
             return 1
+        from depth3dseg_ros.bags.reader import BagReader
+        with BagReader(bag) as reader:
+            have = set(reader.topics())
+        if not {IMAGE_TOPIC, INFO_TOPIC} <= have:
+            print(f'depth3dseg-demo: bag {bag} lacks {IMAGE_TOPIC} / {INFO_TOPIC}; it has {sorted(have)}',
+                  file=sys.stderr)
+            return 2
+        topics = [IMAGE_TOPIC, INFO_TOPIC] + [t for t in (GT_DEPTH_TOPIC, GT_LABELS_TOPIC) if t in have]
         replay = subprocess.Popen([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--rate',
-                                   str(args.rate), '--topics', IMAGE_TOPIC, INFO_TOPIC, '--wait-subscribers', '20'],
+                                   str(args.rate), '--topics', *topics, '--wait-subscribers', '20',
+                                   '--delay', '1.0'],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         end = time.monotonic() + args.timeout
         while replay.poll() is None and time.monotonic() < end:
