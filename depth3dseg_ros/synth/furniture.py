@@ -60,8 +60,14 @@ def clutter_on(pl: Placer, x, y, yaw, w, d, z, n_max=4) -> List[object]:
 
 
 def table(pl: Placer) -> List[object]:
+    """A table (table): composed of a top and four legs, or pybullet_data's table.urdf (1.5 × 1.0 ×
+    0.625 m, scaled 0.6–1.1) in about a quarter of the cases; clutter on top, chairs around if free."""
     rng = pl.rng
-    w, d, h = rng.uniform(0.8, 1.8), rng.uniform(0.6, 1.0), rng.uniform(0.45, 0.8)
+    urdf_scale = float(rng.uniform(0.6, 1.1)) if rng.random() < 0.25 else None
+    if urdf_scale is None:
+        w, d, h = rng.uniform(0.8, 1.8), rng.uniform(0.6, 1.0), rng.uniform(0.45, 0.8)
+    else:
+        w, d, h = 1.5 * urdf_scale, 1.0 * urdf_scale, 0.625 * urdf_scale
     free_standing = rng.random() < 0.6
     # a free-standing table reserves room for chairs on all sides; one against a wall gets none
     pose = pl.anywhere(w + 1.0, d + 1.0) if free_standing else None
@@ -71,17 +77,21 @@ def table(pl: Placer) -> List[object]:
     if pose is None:
         return []
     x, y, yaw = pose
-    ob, col, t = ObjectBuilder(x, y, yaw), _wood(pl), rng.uniform(0.02, 0.05)
-    ob.box((0, 0, h - t), (w / 2, d / 2, t), col, CLS['table'], pl.texture(('wood', None)))
-    leg = rng.uniform(0.02, 0.04)
-    for sx in (-1, 1):
-        for sy in (-1, 1):
-            centre = (sx * (w / 2 - 2 * leg), sy * (d / 2 - 2 * leg), (h - 2 * t) / 2)
-            if rng.random() < 0.5:
-                ob.box(centre, (leg, leg, (h - 2 * t) / 2), col, CLS['table'])
-            else:
-                ob.cylinder(centre, leg, h - 2 * t, col, CLS['table'])
-    out: List[object] = [ob.parts]
+    out: List[object] = []
+    if urdf_scale is not None:
+        out.append(UrdfObject('table/table.urdf', (x, y, 0.0), yaw, urdf_scale, CLS['table']))
+    else:
+        ob, col, t = ObjectBuilder(x, y, yaw), _wood(pl), rng.uniform(0.02, 0.05)
+        ob.box((0, 0, h - t), (w / 2, d / 2, t), col, CLS['table'], pl.texture(('wood', None)))
+        leg = rng.uniform(0.02, 0.04)
+        for sx in (-1, 1):
+            for sy in (-1, 1):
+                centre = (sx * (w / 2 - 2 * leg), sy * (d / 2 - 2 * leg), (h - 2 * t) / 2)
+                if rng.random() < 0.5:
+                    ob.box(centre, (leg, leg, (h - 2 * t) / 2), col, CLS['table'])
+                else:
+                    ob.cylinder(centre, leg, h - 2 * t, col, CLS['table'])
+        out.append(ob.parts)
     out += clutter_on(pl, x, y, yaw, w, d, h)
     if free_standing:
         out += chairs_around(pl, x, y, yaw, w, d)
