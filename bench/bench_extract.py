@@ -10,7 +10,7 @@ mono8 labels (NYU frames), CameraInfo. Then measures, best of --repeat:
 Prints frames/s and MB/s (bag bytes / s) and the ratio extraction / plain read (goal >= 0.5).
 
     python bench/bench_extract.py [--frames 60] [--storage sqlite3|mcap] [--compression none|...]
-        [--levels 0 1 3] [--workers 1 4] [--repeat 2]
+        [--levels 0 1 3] [--strategies rle default] [--workers 1 4] [--repeat 2]
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / 'test'))
 
 from bagutil import make_frames, write_bag  # noqa: E402
+from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES  # noqa: E402
 from depth3dseg_ros.bags.extract import ExtractConfig, extract  # noqa: E402
 from depth3dseg_ros.bags.reader import BagReader  # noqa: E402
 
@@ -63,6 +64,7 @@ def main() -> None:
     ap.add_argument('--levels', type=int, nargs='+', default=[0, 1, 3])
     ap.add_argument('--repeat', type=int, default=2)
     ap.add_argument('--workers', type=int, nargs='+', default=[1, 4])
+    ap.add_argument('--strategies', nargs='+', default=['rle', 'default'])
     ap.add_argument('--real', default=str(REPO.parent / 'shared' / 'data' / 'real'))
     args = ap.parse_args()
 
@@ -80,27 +82,29 @@ def main() -> None:
         fps_read = args.frames / t_read
         print(f'{"plain read (deserialize)":<28} {t_read:7.3f} {fps_read:9.1f} {size_mb / t_read:8.1f} '
               f'{1.0:6.2f}')
-        for level in args.levels:
+        for level, strategy in [(lv, st) for lv in args.levels for st in args.strategies]:
             for workers in args.workers:
                 def run() -> None:
                     out = tmp / f'ds_{level}'
                     shutil.rmtree(out, ignore_errors=True)
-                    extract([bag], out, ExtractConfig(png_level=level, workers=workers))
+                    extract([bag], out, ExtractConfig(png_level=level, workers=workers,
+                                                      png_strategy=strategy))
                 t_ext = best(run, args.repeat)
                 out_mb = sum(p.stat().st_size for p in (tmp / f'ds_{level}').rglob('*.png')) / 1e6
-                print(f'{f"extract level {level}, {workers} thr":<28} {t_ext:7.3f} '
+                print(f'{f"extract L{level} {strategy}, {workers} thr":<28} {t_ext:7.3f} '
                       f'{args.frames / t_ext:9.1f} {size_mb / t_ext:8.1f} '
                       f'{(args.frames / t_ext) / fps_read:6.2f}   (dataset {out_mb:.1f} MB)')
 
             def encode() -> None:
-                p = [cv2.IMWRITE_PNG_COMPRESSION, level]
+                p = [cv2.IMWRITE_PNG_COMPRESSION, level, cv2.IMWRITE_PNG_STRATEGY, PNG_STRATEGIES[strategy]]
                 for f in frames:
                     cv2.imencode('.png', cv2.cvtColor(f.rgb, cv2.COLOR_RGB2BGR), p)
                     cv2.imencode('.png', f.depth_mm, p)
                     if f.labels is not None:
                         cv2.imencode('.png', f.labels, p)
             t_enc = best(encode, args.repeat)
-            print(f'{f"  png encode only, level {level}":<28} {t_enc:7.3f} {args.frames / t_enc:9.1f}')
+            print(f'{f"  png encode only L{level} {strategy}":<28} {t_enc:7.3f} {args.frames / t_enc:9.1f} '
+                  f'{"":>8} {(args.frames / t_enc) / fps_read:6.2f}')
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

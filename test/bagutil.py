@@ -16,7 +16,7 @@ frame is distinct and a pairing error shows in the values.
 Bags: ``storage`` 'sqlite3' | 'mcap' (rosbag2 directory, version 9) | 'ros1' (one ``.bag`` file);
 ``compression``: rosbag2 'none' | 'file' | 'message' (zstd) | 'zstd-chunks' | 'lz4-chunks' (MCAP only);
 ROS 1 'none' | 'bz2' | 'lz4'. Images: ``rgb_format`` 'raw' (rgb8 Image) | 'png' | 'jpeg' (CompressedImage);
-``depth_format`` 'raw' (16UC1 Image) | 'compressedDepth' | 'png' (CompressedImage).
+``depth_format`` 'raw' (16UC1 Image) | '32FC1' (Image, metres) | 'compressedDepth' | 'png' (CompressedImage).
 """
 from __future__ import annotations
 
@@ -239,6 +239,10 @@ def frame_messages(ts: Any, frames: Sequence[Frame], *, rgb_format: str = 'raw',
         if with_depth and f.depth_mm is not None:
             if depth_format == 'raw':
                 add('depth', 'sensor_msgs/msg/Image', lambda s: image_msg(ts, f.depth_mm, '16UC1', s))
+            elif depth_format == '32FC1':  # metres, NaN = no data
+                m = np.where(f.depth_mm > 0, f.depth_mm.astype(np.float32) / np.float32(1000), np.nan)
+                add('depth', 'sensor_msgs/msg/Image',
+                    lambda s: image_msg(ts, m.astype(np.float32), '32FC1', s))
             else:
                 fmt = 'compressedDepth' if depth_format == 'compressedDepth' else '16UC1 png'
                 add('depth', 'sensor_msgs/msg/CompressedImage',

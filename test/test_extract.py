@@ -143,6 +143,18 @@ def test_compressed_rgb_and_compressed_depth(tmp_path, real_dir):
         np.testing.assert_array_equal(read_png(tmp_path / 'ds_jpeg' / e['depth']), f.depth_mm)
 
 
+def test_float_depth_and_mm_passthrough_match_core_depth(tmp_path, real_dir):
+    """32FC1 metres (NaN = no data) become the same 16-bit mm as the 16UC1 bag; the 16UC1 copy used
+    for millimetres equals core.depth's mm -> m -> mm round trip for every uint16 value."""
+    from depth3dseg_ros.core.depth import depth_to_meters, meters_to_16uc1
+    every = np.arange(65536, dtype=np.uint16).reshape(256, 256)
+    np.testing.assert_array_equal(meters_to_16uc1(depth_to_meters(every, '16UC1')), every)
+    frames = make_frames(real_dir, 3)
+    bag = write_bag(tmp_path / 'float', frames, storage='mcap', depth_format='32FC1', with_labels=False)
+    extract([bag], tmp_path / 'ds', ExtractConfig(png_strategy='default', workers=1))
+    assert len(_check_frames(tmp_path / 'ds', frames)) == 3
+
+
 def test_pairing_tolerance_and_skip_reasons(tmp_path, real_dir):
     """Depth 30 ms late: skipped 'no partner within tolerance' at 20 ms, paired at 40 ms. A missing
     CameraInfo skips that rgb; a missing label gives labels null; a depth of another size is a

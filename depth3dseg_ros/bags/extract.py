@@ -5,6 +5,7 @@ Usage::
     depth3dseg-extract BAG [BAG ...] -o DATASET_DIR [--config extract.yaml] [--preset realsense]
         [--rgb-topic T] [--depth-topic T] [--camera-info-topic T] [--labels-topic T]   ('' disables)
         [--tolerance-ms 20] [--typestore ros2_kilted] [--every N] [--max-frames N] [--png-level 1]
+        [--png-strategy rle] [--workers N]
         [--classes classes.yaml] [--depth-scale 0.001] [--use-rectified]
 
 RGB frames are paired with depth, labels and CameraInfo by header stamp (nearest within the tolerance,
@@ -26,7 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
-from depth3dseg_ros.bags.dataset_writer import DatasetWriter
+from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES, DatasetWriter
 from depth3dseg_ros.bags.frames import ROLES, BagFrames, TopicStats
 from depth3dseg_ros.bags.pairing import DEFAULT_TOLERANCE_NS
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, BagReader, detect_format, resolve_typestore
@@ -58,7 +59,7 @@ class ExtractConfig:
         without definitions (C28). every: keep every N-th RGB frame. max_frames: total frame limit.
         png_level: cv2 PNG compression 0..9. classes: ClassSet YAML path (None = NYU13).
         depth_scale: metres per unit of integer depth (None = mm). use_rectified: K from P.
-        workers: PNG encoding/writing threads (default min(4, CPUs)).
+        workers: PNG encoding/writing threads (default min(4, CPUs)). png_strategy: zlib strategy.
     """
 
     rgb_topic: Optional[str] = PRESETS['depth3dseg']['rgb']
@@ -70,6 +71,7 @@ class ExtractConfig:
     every: int = 1
     max_frames: Optional[int] = None
     png_level: int = 1
+    png_strategy: str = 'rle'
     classes: Optional[str] = None
     depth_scale: Optional[float] = None
     use_rectified: bool = False
@@ -91,6 +93,8 @@ class ExtractConfig:
             raise ValueError(f'max_frames={self.max_frames} must be >= 0')
         if not 0 <= int(self.png_level) <= 9:
             raise ValueError(f'png_level={self.png_level} must be in 0..9')
+        if self.png_strategy not in PNG_STRATEGIES:
+            raise ValueError(f'png_strategy={self.png_strategy!r} is not one of {sorted(PNG_STRATEGIES)}')
         if int(self.workers) < 1:
             raise ValueError(f'workers={self.workers} must be >= 1')
         resolve_typestore(self.typestore)
@@ -177,7 +181,7 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
     report: Dict[str, Any] = {}
     sources: List[Dict[str, Any]] = []
     budget = None if cfg.max_frames is None else int(cfg.max_frames)
-    with DatasetWriter(out_dir, classes, cfg.png_level, int(cfg.workers)) as writer:
+    with DatasetWriter(out_dir, classes, cfg.png_level, int(cfg.workers), cfg.png_strategy) as writer:
         for path, name, fmt in zip(paths, names, formats):
             with BagReader(path, cfg.typestore) as reader:
                 bf = BagFrames(reader, cfg.topics(), int(round(cfg.tolerance_ms * 1e6)),
@@ -234,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--every', type=int, help='keep every N-th RGB frame')
     p.add_argument('--max-frames', type=int, help='stop after this many frames (all bags)')
     p.add_argument('--png-level', type=int, help='PNG compression level 0..9 (default 1)')
+    p.add_argument('--png-strategy', choices=sorted(PNG_STRATEGIES), help='zlib strategy (default rle)')
     p.add_argument('--workers', type=int, help='PNG encoding threads (default min(4, CPUs))')
     p.add_argument('--classes', help='class set YAML (default NYU13)')
     p.add_argument('--depth-scale', type=float, help='metres per unit of 16UC1 depth (default 0.001)')

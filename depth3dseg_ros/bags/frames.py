@@ -20,7 +20,7 @@ import numpy as np
 
 from depth3dseg_ros.bags.pairing import match_nearest
 from depth3dseg_ros.bags.reader import BagReader
-from depth3dseg_ros.core.depth import depth_to_meters, meters_to_16uc1
+from depth3dseg_ros.core.depth import INTEGER_DEPTH_ENCODINGS, depth_to_meters, meters_to_16uc1
 from depth3dseg_ros.ros.camera_info import intrinsics_from_camera_info
 from depth3dseg_ros.ros.compressed import compressed_to_rgb, decode_compressed
 from depth3dseg_ros.ros.image import imgmsg_to_cv2, to_rgb
@@ -82,11 +82,17 @@ def decode_rgb(msg: Any, msgtype: str) -> np.ndarray:
 
 def decode_depth(msg: Any, msgtype: str, depth_scale: Optional[float]) -> np.ndarray:
     """H×W uint16 mm (0 = no data) via core.depth from 16UC1/mono16/32FC1 Image or CompressedImage
-    (compressedDepth or 16-bit PNG). ``depth_scale``: metres per unit of integer depth (None = mm)."""
+    (compressedDepth or 16-bit PNG). ``depth_scale``: metres per unit of integer depth (None = mm).
+
+    uint16 millimetres (integer encoding, scale None/0.001) are copied unchanged: that is exactly what
+    the core.depth round trip mm -> m -> mm returns (tested), without its two float passes.
+    """
     if msgtype == COMPRESSED:
         arr, enc = decode_compressed(msg)
     else:
         arr, enc = imgmsg_to_cv2(msg), msg.encoding
+    if enc in INTEGER_DEPTH_ENCODINGS and arr.dtype == np.uint16 and depth_scale in (None, 0.001):
+        return np.ascontiguousarray(arr, dtype=np.uint16)
     return meters_to_16uc1(depth_to_meters(arr, enc, depth_scale))
 
 
