@@ -1,0 +1,172 @@
+"""Benchmark: depth3dseg_node end to end at 640x480 input, with a per-stage breakdown.
+
+    python bench/bench_node.py [--model M] [--seconds 10] [--rate 30] [--threads 0]
+
+* model: the shipped models/depth3dseg_nyu13.pt, or (when it is not there) a randomly initialised
+  default-arch Depth3DSeg saved with core.modelfile — the same compute, untrained; the output says which.
+* reference, same run: ``Segmenter.infer`` alone in this process on the same 640x480 frame (model-only
+  time per frame, including its own resize/normalise/postprocess).
+* end to end: the node in a subprocess (real rclpy, LARGE_DATA), a publisher here sending 640x480 rgb8
+  + CameraInfo at ``--rate`` Hz (stamps = publish time) for ``--seconds``; measured here: output rate of
+  ``~/points``, latency = arrival - stamp (p50/p95); from the node's /diagnostics: mean ms per stage
+  (decode, inference, cloud, publish) and received/processed/dropped.
+Goal (issue 7): >= 30 fps end to end; non-model stages (decode + cloud + publish) <= 10 % of frame time.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+W, H = 640, 480
+K = np.array([[525.0, 0, 319.5], [0, 525.0, 239.5], [0, 0, 1]])
+
+
+def model_file(arg: str | None, tmp: Path) -> tuple[str, str]:
+    """(path, description): --model, the shipped model, or a default-arch random model."""
+    from depth3dseg_ros.paths import share_file
+    if arg:
+        return arg, f'given model {arg}'
+    try:
+        return str(share_file('models', 'depth3dseg_nyu13.pt')), 'shipped model models/depth3dseg_nyu13.pt'
+    except FileNotFoundError:
+        from depth3dseg_ros.core.classes import NYU13
+        from depth3dseg_ros.core.model import Depth3DSeg
+        from depth3dseg_ros.core.modelfile import save_model
+        path = tmp / 'default_arch.pt'
+        save_model(path, Depth3DSeg(num_classes=len(NYU13)), {'classes': NYU13.to_dict()})
+        return str(path), 'default-arch Depth3DSeg, random weights (shipped model not present yet)'
+
+
+def reference_ms(path: str, threads: int, runs: int = 20) -> tuple[float, tuple[int, int]]:
+    """Mean ms of Segmenter.infer on a 640x480 frame in this process (after a warm-up)."""
+    from depth3dseg_ros.core.inference import Segmenter
+    seg = Segmenter(path, device='cpu', num_threads=threads or None)
+    rgb = np.random.default_rng(0).integers(0, 255, (H, W, 3), dtype=np.uint8)
+    for _ in range(3):
+        seg.infer(rgb, K)
+    t = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        seg.infer(rgb, K)
+        t.append((time.perf_counter() - t0) * 1e3)
+    return float(np.mean(t)), seg.input_size
+
+
+def end_to_end(path: str, seconds: float, rate: float, threads: int, tmp: Path) -> dict:
+    """Run the node in a subprocess and stream frames at it; returns the measured figures."""
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import CameraInfo, Image, PointCloud2
+    from std_msgs.msg import Header
+
+    from depth3dseg_ros.ros.camera_info import make_camera_info
+    from depth3dseg_ros.ros.image import cv2_to_imgmsg
+
+    log = open(tmp / 'node.log', 'w')
+    proc = subprocess.Popen([sys.executable, '-m', 'depth3dseg_ros.node.main', '--ros-args',
+                             '-r', '__node:=bench_node', '-r', 'image:=/bench/image', '-r', 'camera_info:=/bench/camera_info',
+                             '-p', f'model_file:={path}', '-p', 'device:=cpu', '-p', f'torch_threads:={threads}',
+                             '-p', 'diagnostics_period:=1.0'], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    rclpy.init()
+    node = rclpy.create_node('bench_harness')
+    rel = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
+    pub_img = node.create_publisher(Image, '/bench/image', rel)
+    pub_info = node.create_publisher(CameraInfo, '/bench/camera_info', rel)
+    arrivals: list[tuple[int, int]] = []
+    diag: list = []
+    node.create_subscription(PointCloud2, '/bench_node/points', lambda m: arrivals.append(
+        (m.header.stamp.sec * 10**9 + m.header.stamp.nanosec, time.time_ns())), rel)
+    node.create_subscription(DiagnosticArray, '/diagnostics', diag.append, 10)
+    rgb = np.random.default_rng(0).integers(0, 255, (H, W, 3), dtype=np.uint8)
+
+    def stream(duration: float, stop=lambda: False) -> int:
+        n, next_t, end = 0, time.monotonic(), time.monotonic() + duration
+        while time.monotonic() < end and not stop():
+            t = time.time_ns()
+            header = Header(frame_id='bench_optical')
+            header.stamp.sec, header.stamp.nanosec = divmod(t, 10**9)
+            pub_info.publish(make_camera_info(K, W, H, header))
+            pub_img.publish(cv2_to_imgmsg(rgb, 'rgb8', header))
+            n += 1
+            next_t += 1.0 / rate
+            while time.monotonic() < next_t:
+                rclpy.spin_once(node, timeout_sec=max(0.0, next_t - time.monotonic()))
+        return n
+
+    def counts() -> dict:
+        vals = {kv.key: kv.value for d in diag for s in d.status if s.name.startswith('bench_node') for kv in s.values}
+        return {k: float(v) for k, v in vals.items()}
+
+    try:
+        stream(120, stop=lambda: len(arrivals) >= 5 or proc.poll() is not None)   # until outputs flow
+        if len(arrivals) < 5:
+            raise RuntimeError('no output from the node:\n' + (tmp / 'node.log').read_text()[-3000:])
+        end = time.monotonic() + 2.5
+        while time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.05)
+        before, t_start = counts(), time.time_ns()
+        arrivals.clear()
+        sent = stream(seconds)
+        end = time.monotonic() + 2.5                                          # drain + a diagnostics period
+        while time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.05)
+        after = counts()
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+    got = [(s, a) for s, a in arrivals if s >= t_start]
+    lat = np.array([(a - s) / 1e6 for s, a in got])
+    span = (got[-1][1] - got[0][1]) / 1e9 if len(got) > 1 else float('nan')
+    return dict(sent=sent, out=len(got), fps=(len(got) - 1) / span if len(got) > 1 else 0.0,
+                lat_p50=float(np.percentile(lat, 50)), lat_p95=float(np.percentile(lat, 95)),
+                stages={k: after.get(f'{k}_ms', float('nan')) for k in ('decode', 'inference', 'cloud', 'publish', 'total')},
+                received=after['received'] - before['received'], processed=after['processed'] - before['processed'],
+                dropped=after['dropped'] - before['dropped'])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--model', default=None)
+    ap.add_argument('--seconds', type=float, default=10.0)
+    ap.add_argument('--rate', type=float, default=30.0)
+    ap.add_argument('--threads', type=int, default=1, help='torch threads, node and reference (0 = torch default)')
+    args = ap.parse_args()
+    from depth3dseg_ros.rosenv import apply_ros_env, pick_domain_id
+    apply_ros_env(domain_id=int(os.environ.get('ROS_DOMAIN_ID') or pick_domain_id()))
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        path, what = model_file(args.model, tmp)
+        ref, size = reference_ms(path, args.threads)
+        r = end_to_end(path, args.seconds, args.rate, args.threads, tmp)
+    st = r['stages']
+    non_model = st['decode'] + st['cloud'] + st['publish']
+    print(f'model: {what}; network input {size[0]}x{size[1]}; camera 640x480 rgb8 at {args.rate:g} Hz '
+          f'for {args.seconds:g} s; cpu threads {os.cpu_count()}, torch threads {args.threads or "default"}')
+    print(f'reference (Segmenter.infer alone, this process): {ref:.1f} ms/frame = {1e3 / ref:.1f} fps')
+    print(f"end to end: {r['out']} outputs of {r['sent']} sent, {r['fps']:.1f} fps; latency p50 {r['lat_p50']:.0f} ms "
+          f"p95 {r['lat_p95']:.0f} ms; node received {r['received']:.0f}, processed {r['processed']:.0f}, "
+          f"dropped {r['dropped']:.0f}")
+    print('node stages (mean ms): ' + ', '.join(f'{k} {v:.1f}' for k, v in st.items()))
+    print(f"non-model stages (decode+cloud+publish): {non_model:.1f} ms = {100 * non_model / st['total']:.1f} % "
+          f"of frame time (goal <= 10 %); end-to-end fps / reference fps = {r['fps'] * ref / 1e3:.2f}; "
+          f"goal 30 fps: {'met' if r['fps'] >= 30 else 'NOT met'}")
+
+
+if __name__ == '__main__':
+    main()
