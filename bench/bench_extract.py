@@ -10,11 +10,12 @@ mono8 labels (NYU frames), CameraInfo. Then measures, best of --repeat:
 Prints frames/s and MB/s (bag bytes / s) and the ratio extraction / plain read (goal >= 0.5).
 
     python bench/bench_extract.py [--frames 60] [--storage sqlite3|mcap] [--compression none|...]
-        [--levels 0 1 3] [--strategies rle default] [--workers 1 4] [--repeat 2]
+        [--levels 1 3] [--strategies rle default] [--workers 1 4] [--repeat 2]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -61,9 +62,9 @@ def main() -> None:
     ap.add_argument('--frames', type=int, default=60)
     ap.add_argument('--storage', default='sqlite3', choices=['sqlite3', 'mcap', 'ros1'])
     ap.add_argument('--compression', default='none')
-    ap.add_argument('--levels', type=int, nargs='+', default=[0, 1, 3])
+    ap.add_argument('--levels', type=int, nargs='+', default=[1, 3])
     ap.add_argument('--repeat', type=int, default=2)
-    ap.add_argument('--workers', type=int, nargs='+', default=[1, 4])
+    ap.add_argument('--workers', type=int, nargs='+', default=sorted({1, min(4, os.cpu_count() or 1)}))
     ap.add_argument('--strategies', nargs='+', default=['rle', 'default'])
     ap.add_argument('--real', default=str(REPO.parent / 'shared' / 'data' / 'real'))
     args = ap.parse_args()
