@@ -67,6 +67,8 @@ def test_two_epochs_checkpoint_resume_export_eval(ds_dir, tmp_path, capsys):
     summary = json.loads((out / 'summary.json').read_text())
     assert summary['stop_reason'] == 'max epochs (2)' and summary['epochs_done'] == 2
     steps_2 = ck['global_step']
+    with pytest.raises(FileExistsError, match='pass --resume'):  # never clobber a run by accident
+        train.main(tiny_train_args(ds_dir, out, epochs=2))
     assert steps_2 == 2 * 3  # 7 training frames, batch 2, drop_last -> 3 steps/epoch
 
     # resume with a raised epoch cap: continues at epoch 3, keeps the history

@@ -73,6 +73,8 @@ def pick_device(name: str, local_rank: int) -> torch.device:
     if name == 'auto':
         name = f'cuda:{local_rank}' if torch.cuda.is_available() else 'cpu'
     dev = torch.device(name)
+    if dev.type == 'cuda' and dev.index is None:
+        dev = torch.device('cuda', local_rank)
     if dev.type == 'cuda':
         if not torch.cuda.is_available():
             raise ValueError(f'config train.device={name!r} but CUDA is not available')
@@ -161,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
             set_key(cfg, s)
         cfg = validate(cfg)
     else:
+        if (out / 'last.pt').exists():
+            raise FileExistsError(f'{out / "last.pt"} exists: pass --resume to continue that run, or choose '
+                                  'another --out')
         cfg = load_config(args.config, args.set)
     if args.max_steps_per_epoch is not None:
         cfg['train']['max_steps_per_epoch'] = args.max_steps_per_epoch
