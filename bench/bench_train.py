@@ -43,7 +43,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--batch', type=int, default=8)
     p.add_argument('--size', type=int, nargs=2, default=[320, 240], metavar=('W', 'H'))
-    p.add_argument('--steps', type=int, default=4, help='timed steps after 1 warm-up step')
+    p.add_argument('--steps', type=int, default=3, help='timed steps after 1 warm-up step')
     p.add_argument('--arch', default='{}', help='Depth3DSeg arguments as YAML (default arch)')
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     p.add_argument('--real', default=str(REPO.parent / 'shared' / 'data' / 'real'))

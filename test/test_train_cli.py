@@ -103,13 +103,19 @@ def test_early_stopping_says_why(ds_dir, tmp_path, capsys):
     out = tmp_path / 'run'
     args = tiny_train_args(ds_dir, out, '--set', 'early_stop.patience=1', '--set', 'early_stop.min_delta=1e9',
                            '--set', 'early_stop.metric=val_loss', '--set', 'early_stop.mode=min',
-                           '--set', 'log.tensorboard=false', '--max-steps-per-epoch', '1', epochs=6)
+                           '--set', 'log.tensorboard=false', '--set', 'data.num_workers=1',
+                           '--set', 'train.amp=bf16', '--max-steps-per-epoch', '1', epochs=6)
     assert train.main(args) == 0
     text = capsys.readouterr().out
+    assert "train.amp='bf16' ignored on cpu (AMP is CUDA-only)" in text
     summary = json.loads((out / 'summary.json').read_text())
     assert summary['stop_reason'].startswith('early stopping: val_loss did not improve for 1 epochs')
     assert summary['epochs_done'] == 2 and summary['best_epoch'] == 1
     assert f"stopped: {summary['stop_reason']}" in text
+    # resuming a converged run trains no further and says so again
+    assert train.main(['--out', str(out), '--resume']) == 0
+    assert f"stopped: {summary['stop_reason']}" in capsys.readouterr().out
+    assert load_checkpoint(out / 'last.pt')['global_step'] == 2
 
 
 def test_time_limit_chunk_saves_and_resumes(ds_dir, tmp_path, capsys):

@@ -177,3 +177,15 @@ def test_split_records_deterministic(ds_dir):
     assert [r['id'] for r in va] == [r['id'] for r in va2] and len(va) == 2 and len(tr) == 8
     assert not {r['id'] for r in tr} & {r['id'] for r in va}
     assert split_records(recs, 0.0, seed=1) == (recs, [])
+
+
+def test_label_id_beyond_classes_refused(ds_dir, tmp_path):
+    import cv2
+    d = tmp_path / 'd'
+    shutil.copytree(ds_dir, d)
+    rec = read_index(d)[0]
+    lab = cv2.imread(str(d / rec['labels']), cv2.IMREAD_UNCHANGED)
+    lab[0, 0] = 20  # NYU13 has ids 0..13
+    cv2.imwrite(str(d / rec['labels']), lab)
+    with pytest.raises(ValueError, match=r'labels/000000.png has id 20 >= 14 classes'):
+        FrameDataset([d], (64, 48))[0]

@@ -149,7 +149,16 @@ def _is_better(value: float, best: float | None, mode: str, min_delta: float) ->
 
 # ------------------------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    """Console entry point; returns 0. The process-wide determinism flag is restored afterwards (the
+    trainer may be called in-process, e.g. by tests)."""
+    prev = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    try:
+        return _run(parse_args(argv))
+    finally:
+        torch.use_deterministic_algorithms(prev[0], warn_only=prev[1])
+
+
+def _run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     rank, world, local_rank = setup_distributed()
     master = rank == 0
@@ -249,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     limit_s = None if tc['time_limit_min'] is None else 60.0 * tc['time_limit_min']
     stop_reason = f"max epochs ({tc['epochs']})"
+    if es['bad_epochs'] >= cfg['early_stop']['patience']:  # resuming a run that had already converged
+        start_epoch = tc['epochs']
+        stop_reason = _early_stop_reason(cfg, es)
     for epoch in range(start_epoch, tc['epochs']):
         train_ds.set_epoch(epoch)
         sampler.set_epoch(epoch)
@@ -332,9 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         if world > 1:
             dist.broadcast(stop, src=0)
         if stop.item():
-            stop_reason = (f"early stopping: {cfg['early_stop']['metric']} did not improve for "
-                           f"{cfg['early_stop']['patience']} epochs (best {es['best']} at epoch "
-                           f"{es['best_epoch']})")
+            stop_reason = _early_stop_reason(cfg, es)
             break
 
     # ---- summary and export (rank 0)
@@ -356,6 +366,12 @@ def main(argv: list[str] | None = None) -> int:
         dist.barrier()
         dist.destroy_process_group()
     return 0
+
+
+def _early_stop_reason(cfg: dict, es: dict) -> str:
+    e = cfg['early_stop']
+    return (f"early stopping: {e['metric']} did not improve for {e['patience']} epochs "
+            f"(best {es['best']} at epoch {es['best_epoch']})")
 
 
 def export_meta(cfg: dict, classes, model: Depth3DSeg, summary: dict) -> dict[str, Any]:
