@@ -99,6 +99,7 @@ def table(pl: Placer) -> List[object]:
 
 
 def chair(pl: Placer, x, y, yaw) -> List[Part]:
+    """A chair (chair): seat, four legs and a back, facing local +y, at floor pose x, y, yaw."""
     rng = pl.rng
     s, h, back = rng.uniform(0.2, 0.25), rng.uniform(0.4, 0.5), rng.uniform(0.35, 0.55)
     ob, col = ObjectBuilder(x, y, yaw), pl.colour()
@@ -111,6 +112,7 @@ def chair(pl: Placer, x, y, yaw) -> List[Part]:
 
 
 def chairs_around(pl: Placer, x, y, yaw, w, d) -> List[object]:
+    """Up to four chairs facing a w×d table at x, y, yaw (each with probability 0.6)."""
     out = []
     c, s = math.cos(yaw), math.sin(yaw)
     for lx, ly, lyaw in ((-w / 4, -d / 2 - 0.3, 0.0), (w / 4, -d / 2 - 0.3, 0.0),
@@ -121,6 +123,7 @@ def chairs_around(pl: Placer, x, y, yaw, w, d) -> List[object]:
 
 
 def loose_chair(pl: Placer) -> List[object]:
+    """A chair anywhere on the free floor, randomly turned."""
     pose = pl.anywhere(0.55, 0.55)
     return [] if pose is None else [chair(pl, *pose)]
 
@@ -188,6 +191,7 @@ def cabinet(pl: Placer, with_tv: bool) -> List[object]:
 
 
 def tv(pl: Placer, x, y, yaw, max_w, z) -> List[Part]:
+    """A flat TV (tv) on a stand at height z: foot, neck, bezel and a dark or textured screen."""
     rng = pl.rng
     w = rng.uniform(0.5, max(0.55, max_w))
     hh = w * rng.uniform(0.55, 0.62)
@@ -202,6 +206,7 @@ def tv(pl: Placer, x, y, yaw, max_w, z) -> List[Part]:
 
 
 def sofa(pl: Placer) -> List[object]:
+    """A sofa (sofa) against a wall: base, cushion, back and two armrests."""
     rng = pl.rng
     w, d = rng.uniform(1.4, 2.4), rng.uniform(0.8, 1.0)
     pose = pl.against_wall(w, d)
@@ -220,6 +225,7 @@ def sofa(pl: Placer) -> List[object]:
 
 
 def bed(pl: Placer) -> List[object]:
+    """A bed (bed) with its head against a wall: frame, mattress, headboard and pillows."""
     rng = pl.rng
     w, d = rng.uniform(0.9, 1.8), rng.uniform(1.9, 2.2)
     pose = pl.against_wall(w, d)
@@ -238,6 +244,7 @@ def bed(pl: Placer) -> List[object]:
 
 
 def floor_clutter(pl: Placer) -> List[object]:
+    """Up to two small objects on a free 0.4 m patch of floor."""
     pose = pl.anywhere(0.4, 0.4)
     if pose is None:
         return []

@@ -98,6 +98,7 @@ class Placer:
         return (float(c[0]), float(c[1]), float(c[2]), 1.0)
 
     def texture(self, choices=SURFACE_TEXTURES):
+        """One texture name (or None = plain colour) drawn from ``choices``."""
         return choices[int(self.rng.integers(len(choices)))]
 
     def free(self, rect, margin=0.05, zone_margin=ZONE_MARGIN) -> bool:
@@ -170,12 +171,15 @@ class ObjectBuilder:
         return (self.x + c * lx - s * ly, self.y + s * lx + c * ly, lz)
 
     def box(self, centre, half, rgba, cls, texture=None, yaw=0.0):
+        """Add a box: local centre (m), half extents (m), colour, class id, texture, extra yaw (rad)."""
         self.parts.append(Part('box', tuple(float(h) for h in half), self._world(*centre),
                                self.yaw + yaw, rgba, texture, cls))
 
     def cylinder(self, centre, radius, length, rgba, cls, texture=None):
+        """Add a vertical cylinder: local centre, radius and length (m), colour, class id, texture."""
         self.parts.append(Part('cylinder', (float(radius), float(length)), self._world(*centre),
                                self.yaw, rgba, texture, cls))
 
     def sphere(self, centre, radius, rgba, cls):
+        """Add a sphere: local centre and radius (m), colour, class id."""
         self.parts.append(Part('sphere', (float(radius),), self._world(*centre), 0.0, rgba, None, cls))
