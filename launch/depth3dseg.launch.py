@@ -43,7 +43,6 @@ def generate_launch_description():
         DeclareLaunchArgument('device', default_value='auto', description='auto | cuda | cpu'),
         DeclareLaunchArgument('use_sim_time', default_value='false', description='use /clock (bag replay)'),
     ]
-    image = LaunchConfiguration('image')
     node = Node(
         package=PACKAGE,
         executable='depth3dseg_node',
@@ -60,8 +59,7 @@ def generate_launch_description():
             },
         ],
         remappings=[
-            ('image', image),
-            ('image/compressed', [image, '/compressed']),
+            ('image', LaunchConfiguration('image')),   # use_compressed: <image>/compressed follows
             ('camera_info', LaunchConfiguration('camera_info')),
         ],
     )

@@ -23,7 +23,7 @@ from depth3dseg_ros.core.geometry import backproject_np
 from depth3dseg_ros.core.depth import depth_to_meters
 from depth3dseg_ros.ros.image import imgmsg_to_cv2
 from depth3dseg_ros.ros.pointcloud2 import read_points, unpack_rgb
-from nodeutil import NodeProcess, make_tiny_model, spin_until, stamp_msg, stamp_ns, camera_image, camera_info_msg
+from nodeutil import NodeProcess, camera_image, camera_info_msg, make_tiny_model, spin_until, stamp_msg, stamp_ns
 
 W, H = 80, 60                 # camera image
 NW, NH = 64, 48               # network input
@@ -269,6 +269,51 @@ def test_c25_full_hd_frame_gives_41mb_organized_cloud_over_dds(ros, model_file, 
         assert len(cloud.data) == 41_472_000 and cloud.row_step == 1920 * 20
         assert (depth.width, depth.height, len(depth.data)) == (1920, 1080, 8_294_400)
         assert proc.alive()
+    finally:
+        h.node.destroy_node()
+        assert proc.stop() == 0, proc.log()
+
+
+@pytest.mark.timeout(240)
+def test_use_sim_time_and_compressed_input(ros, model_file, tmp_path):
+    """use_sim_time: the node's clock follows /clock (diagnostics stamp, frame age from sim time);
+    use_compressed: a png CompressedImage on image/compressed is decoded like the raw image."""
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import CompressedImage
+    from depth3dseg_ros.ros.compressed import encode_compressed
+    from nodeutil import NodeProcess
+    name = 'd3s_d'
+    proc = NodeProcess(tmp_path / f'{name}.log', dict(model_file=str(model_file), device='cpu', input_width=NW,
+                                                      input_height=NH, torch_threads=1, diagnostics_period=0.5,
+                                                      use_sim_time=True, use_compressed=True), name=name,
+                       remaps={'image': f'/{name}_cam/image', 'camera_info': f'/{name}_cam/camera_info'})
+    h = Harness(name, f'/{name}_cam/other', f'/{name}_cam/camera_info')
+    pub_c = h.node.create_publisher(CompressedImage, f'/{name}_cam/image/compressed', RELIABLE)
+    pub_clock = h.node.create_publisher(Clock, '/clock', 10)
+    sim_t = 1_751_000_000_000_000_000                       # 2025: far from the wall clock
+    try:
+        assert h.wait(proc, lambda: bool(h.classes), 90), proc.log()
+        assert h.wait(proc, lambda: pub_c.get_subscription_count() and pub_clock.get_subscription_count(), 30)
+        rgb = imgmsg_to_cv2(camera_image(W, H, 0))
+        sent = None
+        for k in range(300):                                # a bag replay: clock, then the frame
+            sim_t += 100_000_000
+            pub_clock.publish(Clock(clock=stamp_msg(sim_t)))
+            h.pub_info.publish(camera_info_msg(K_CAM, W, H, sim_t))
+            pub_c.publish(encode_compressed(rgb, 'rgb8', 'png', Header(stamp=stamp_msg(sim_t), frame_id='cam_optical')))
+            if h.wait(proc, lambda: bool(h.got['points']) and any(
+                    s.name.startswith(name) and any(kv.key == 'processed' and int(kv.value) > 0 for kv in s.values)
+                    for d in h.diag for s in d.status), 0.1):
+                sent = sim_t
+                break
+        assert sent is not None, proc.log()
+        t = max(h.got['points'])
+        assert h.got['labels'][t].width == NW and stamp_ns(h.got['overlay'][t]) == t
+        ours = [d for d in h.diag if any(s.name.startswith(name) for s in d.status)]
+        stamp = stamp_ns(ours[-1])
+        assert abs(stamp - sent) < 60 * 10**9                 # sim time, not the wall clock (2026+)
+        age = [float(kv.value) for s in ours[-1].status for kv in s.values if kv.key == 'age_ms_p50'][0]
+        assert 0 <= age < 60_000                              # now(sim) - stamp: small, not years
     finally:
         h.node.destroy_node()
         assert proc.stop() == 0, proc.log()

@@ -3,7 +3,7 @@
 Topics (relative names, remap them; outputs under the node's private namespace ``~``):
 
 ====================================  ================================================================
-``image``  (or ``image/compressed``)   sensor_msgs/Image (CompressedImage when ``use_compressed``)
+``image``  (or ``<image>/compressed``) sensor_msgs/Image (CompressedImage when ``use_compressed``)
 ``camera_info``                        sensor_msgs/CameraInfo, paired by stamp (ros.sync.StampSync)
 ``~/labels`` + ``~/labels/camera_info``  mono8 class ids (16UC1 beyond 256 classes)
 ``~/overlay`` + ``/camera_info``       rgb8, ``overlay_alpha`` label colours over the image
@@ -121,8 +121,9 @@ class Depth3DSegNode(Node):
         self._classes_pub = classes_pub
 
         in_qos = make_qos(p.input_reliability, p.input_depth)
-        if p.use_compressed:
-            self.create_subscription(CompressedImage, 'image/compressed', self._on_image, in_qos)
+        if p.use_compressed:   # like image_transport: <image topic after remapping>/compressed
+            self.create_subscription(CompressedImage, self.resolve_topic_name('image') + '/compressed',
+                                     self._on_image, in_qos)
         else:
             self.create_subscription(Image, 'image', self._on_image, in_qos)
         self.create_subscription(CameraInfo, 'camera_info', self._on_info,
@@ -132,7 +133,8 @@ class Depth3DSegNode(Node):
         self.worker.start()
         self.get_logger().info(
             f'model {model_file} ({len(self.classes)} classes, warm-up {warm_ms:.0f} ms), label_source={p.label_source}, '
-            f'input {"image/compressed" if p.use_compressed else "image"} ({p.input_reliability}), '
+            f'input {self.resolve_topic_name("image")}{"/compressed" if p.use_compressed else ""} '
+            f'({p.input_reliability}), '
             f'outputs {sorted(self.pubs)} ({p.output_reliability}), output_resolution={p.output_resolution}')
 
     def _warm_up(self) -> float:

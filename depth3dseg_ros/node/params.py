@@ -58,7 +58,7 @@ SPECS: tuple[ParamSpec, ...] = (
     ParamSpec('output_depth', 2, 'publisher KEEP_LAST depth', min=1),
     ParamSpec('sync_slop', 0.01, 'largest image/CameraInfo stamp difference paired, in s (0 = exact)',
               min=0.0),
-    ParamSpec('use_compressed', False, 'subscribe sensor_msgs/CompressedImage on image/compressed'),
+    ParamSpec('use_compressed', False, 'subscribe sensor_msgs/CompressedImage on <image>/compressed'),
     ParamSpec('output_resolution', 'network', 'outputs at the network size, or resized to the camera '
               'image size (nearest; K scaled back)', ('network', 'camera')),
     ParamSpec('diagnostics_period', 2.0, 'seconds between rate/timing log lines and /diagnostics', min=0.1),
