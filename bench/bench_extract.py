@@ -30,7 +30,8 @@ sys.path.insert(0, str(REPO / 'test'))
 from bagutil import make_frames, write_bag  # noqa: E402
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES  # noqa: E402
 from depth3dseg_ros.bags.extract import ExtractConfig, extract  # noqa: E402
-from depth3dseg_ros.bags.reader import BagReader  # noqa: E402
+from rosbags.highlevel import AnyReader  # noqa: E402
+from rosbags.typesys import Stores, get_typestore  # noqa: E402
 
 
 def bag_bytes(path: Path) -> int:
@@ -39,11 +40,11 @@ def bag_bytes(path: Path) -> int:
 
 
 def plain_read(path: Path) -> int:
-    """Iterate and deserialize every message with rosbags (through the same AnyReader)."""
+    """Iterate and deserialize every message with rosbags' AnyReader directly (the reference)."""
     n = 0
-    with BagReader(path) as r:
-        for conn, _t, raw in r.reader.messages(connections=r.reader.connections):
-            r.reader.deserialize(raw, conn.msgtype)
+    with AnyReader([path], default_typestore=get_typestore(Stores.ROS2_KILTED)) as r:
+        for conn, _t, raw in r.messages(connections=r.connections):
+            r.deserialize(raw, conn.msgtype)
             n += 1
     return n
 
@@ -72,7 +73,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix='bench_extract_'))
     try:
         frames = make_frames(args.real, args.frames, size=(640, 480))
-        name = 'bench' + ('.bag' if args.storage == 'ros1' else '')
+        name = 'bench' + ('.bag' if args.storage == 'ros1' else '')  # AnyReader needs the suffix
         bag = write_bag(tmp / name, frames, storage=args.storage, compression=args.compression)
         size_mb = bag_bytes(bag) / 1e6
         n_msgs = plain_read(bag)

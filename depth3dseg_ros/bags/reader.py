@@ -276,6 +276,8 @@ class BagReader:
         """Register built-in definitions for types the bag does not define; bag definitions win."""
         assert self._reader is not None
         have = self._reader.typestore.fielddefs
+        if all(c.msgtype in have for c in self._reader.connections):
+            return  # the bag defines every type it uses (registering ~1000 types costs ~0.1 s)
         missing = {k: v for k, v in self.default_typestore.fielddefs.items() if k not in have}
         if missing:
             self._reader.typestore.register(missing)
