@@ -31,6 +31,8 @@ def ds_dir(real_dir, tmp_path_factory):
 def model_file(tmp_path_factory):
     torch.manual_seed(0)
     model = Depth3DSeg(num_classes=len(NYU13), **yaml.safe_load(TINY_ARCH))
+    with torch.no_grad():  # the untrained depth head is constant (zero weights): make depth depend on the image
+        torch.nn.init.normal_(model.net.depth_head[-1].weight, std=20.0)
     path = tmp_path_factory.mktemp('m') / 'model.pt'
     return save_model(path, model, {'classes': NYU13.to_dict(), 'input_size': list(SIZE)})
 
@@ -87,3 +89,28 @@ def test_bad_inputs(model_file, tmp_path):
     with pytest.raises(ValueError, match='--batch-size=0'):
         evaluate.main(['--model', str(model_file), '--data', str(tmp_path), '--out', str(tmp_path / 'e'),
                        '--batch-size', '0'])
+
+
+def test_eval_preprocessing_matches_the_node_segmenter(ds_dir, model_file):
+    """Train/serve parity: the frames depth3dseg-eval (and training validation) feed the model are the
+    ones core.inference.Segmenter (the node) makes from the stored RGB + K: same resize, normalisation
+    and scaled K, so the same depth and 2D/3D labels (M7/M8)."""
+    from depth3dseg_ros.core.inference import Segmenter
+    from depth3dseg_ros.core.metrics import predict_labels
+    from depth3dseg_ros.core.modelfile import load_model
+    seg = Segmenter(model_file, device='cpu')
+    model, meta = load_model(model_file)
+    ds = FrameDataset([ds_dir], meta['input_size'], mean=meta['mean'], std=meta['std'])
+    model.eval()
+    for i in (0, 2, 7):
+        rgb, _, _, K = ds.load_raw(i)
+        b = ds[i]
+        with torch.no_grad():
+            out = model(b['rgb'][None], b['K'][None])
+        r2d, r3d = seg.infer(rgb, K, label_source='2d'), seg.infer(rgb, K, label_source='3d')
+        np.testing.assert_allclose(b['K'].numpy(), r2d.K, rtol=1e-6)
+        assert out['depth'].std() > 0.01  # an image-dependent depth, so the comparison means something
+        np.testing.assert_allclose(out['depth'][0, 0].numpy(), r2d.depth, atol=1e-4)
+        assert (predict_labels(out['seg2d'])[0].numpy() == r2d.labels).mean() > 0.999
+        s3 = torch.where(out['valid'], out['seg3d'], out['seg2d'])
+        assert (predict_labels(s3)[0].numpy() == r3d.labels).mean() > 0.999
