@@ -283,8 +283,8 @@ def write_messages(path: Path | str, ts: Any, msgs: Sequence[Tuple[int, str, str
                    strip_definitions: bool = False, chunk_codec: Optional[str] = None) -> Path:
     """Write ``[(bag_time_ns, topic, msgtype, msg)]`` (msg: rosbags object, or bytes already
     serialized) with the rosbags writers; see the module docstring for storage/compression.
-    ``chunk_codec`` forces the MCAP chunk compression name with an identity compressor (to build
-    a bag with a codec no reader supports, C29)."""
+    ``chunk_codec`` forces the MCAP or ROS 1 chunk compression name with an identity compressor (to
+    build a bag with a codec no reader supports, C29)."""
     path = Path(path)
     ros1 = storage == 'ros1'
     serialize = ts.serialize_ros1 if ros1 else ts.serialize_cdr
@@ -304,7 +304,10 @@ def write_messages(path: Path | str, ts: Any, msgs: Sequence[Tuple[int, str, str
         if compression == 'lz4-chunks':  # rosbags writes zstd chunks only; lz4 frames are MCAP's lz4
             writer.storage.compression = 'lz4'
             writer.storage.compressor = lz4.frame.compress
-        if chunk_codec is not None:
+        if chunk_codec is not None and ros1:
+            writer.compression_format = chunk_codec
+            writer.compressor = bytes
+        elif chunk_codec is not None:
             writer.storage.compression = chunk_codec
             writer.storage.compressor = bytes
         conns: Dict[Tuple[str, str], Any] = {}

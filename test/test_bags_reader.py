@@ -76,12 +76,18 @@ def test_c29_unsupported_file_compression_fails_up_front(tmp_path, real_dir):
 
 
 def test_c29_unsupported_mcap_chunk_codec_fails_up_front(tmp_path, real_dir):
-    """C29: an MCAP whose chunks use a codec without a decompressor fails at open, not mid-read."""
+    """C29: an MCAP or ROS 1 bag whose chunks use a codec without a decompressor fails at open, not
+    mid-read."""
     frames = make_frames(real_dir, 2)
     ts = bag_typestore('mcap')
     msgs = frame_messages(ts, frames)
     path = write_messages(tmp_path / 'brotli', ts, msgs, storage='mcap', chunk_codec='brotli')
     with pytest.raises(UnsupportedCompression, match='unsupported compression: chunk/brotli'):
+        BagReader(path).open()
+    ts1 = bag_typestore('ros1')
+    path = write_messages(tmp_path / 'z.bag', ts1, frame_messages(ts1, frames), storage='ros1',
+                          chunk_codec='zstd')
+    with pytest.raises(UnsupportedCompression, match='unsupported compression: chunk/zstd'):
         BagReader(path).open()
 
 
