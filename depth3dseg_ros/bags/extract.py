@@ -191,6 +191,7 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
                     raise ValueError(f'bag {str(path)!r}: rgb_topic={cfg.rgb_topic!r} is not an image '
                                      f'topic of this bag; image topics: {images}')
                 bf.scan()
+                fmt = reader.format or fmt  # after open: a whole-file compressed bag's inner kind
 
                 def frame_id(i: int, _name: str = name) -> str:
                     return f'{_name}_{i:06d}'

@@ -242,7 +242,14 @@ class BagReader:
         return link
 
     def open(self) -> 'BagReader':
-        """Open the bag; see the class docstring for errors."""
+        """Open the bag; see the class docstring for errors (temporary files are removed on error)."""
+        try:
+            return self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> 'BagReader':
         path = self._open_path()
         self.is_ros1 = path.suffix == '.bag'
         default = resolve_typestore('ros1_noetic') if self.is_ros1 else self.default_typestore
