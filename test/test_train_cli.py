@@ -60,7 +60,10 @@ def test_two_epochs_checkpoint_resume_export_eval(ds_dir, tmp_path, capsys):
     assert 'stopped: max epochs (2)' in capsys.readouterr().out
     for name in ('last.pt', 'best.pt', 'model.pt', 'summary.json', 'config.yaml'):
         assert (out / name).is_file(), name
-    assert list((out / 'tb').glob('events.out.tfevents.*'))
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    tb = EventAccumulator(str(out / 'tb')).Reload().Tags()
+    assert {'train/total', 'train/seg3d', 'train/lr', 'val/miou_fused', 'val/val_loss'} <= set(tb['scalars'])
+    assert 'val/samples' in tb['images']
     ck = torch.load(out / 'last.pt', weights_only=True)  # safe unpickler: plain data + tensors only
     assert set(ck) == CKPT_KEYS and ck['epoch'] == 2 and ck['step_in_epoch'] == 0
     assert ck['config']['train']['epochs'] == 2 and len(ck['history']) == 2

@@ -69,7 +69,8 @@ def evaluate_model(model: torch.nn.Module, dataset: FrameDataset, classes: Class
         out = {k: (v.float() if v.is_floating_point() else v) for k, v in out.items()}
         ev.update(out, batch['labels'], batch['depth'])
         if loss_cfg is not None:  # the same outputs, no second forward pass
-            loss_sum += float(losses_from_outputs(out, batch, loss_cfg, weighting)['total']) * len(batch['rgb'])
+            total = losses_from_outputs(out, batch, loss_cfg, weighting)['total']
+            loss_sum += float(total) * len(batch['rgb'])
         n_frames += len(batch['rgb'])
     model.train(was_training)
     s = ev.summary()
@@ -154,7 +155,8 @@ def extract_bags_to(bags: list[str], dst: Path, config: str | None, preset: str 
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog='depth3dseg-eval', description=__doc__.split('\n\n')[0])
+    p = argparse.ArgumentParser(prog='depth3dseg-eval',
+                                description=__doc__.split('\n\n')[0].replace('``', ''))
     p.add_argument('--model', required=True, help='model file (core.modelfile, e.g. runs/x/model.pt)')
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument('--data', nargs='+', help='dataset directories (depth3dseg-extract format)')

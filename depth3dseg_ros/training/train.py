@@ -45,7 +45,8 @@ LOSS_KEYS = ('total', 'seg2d', 'seg3d', 'depth', 'consistency')
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog='depth3dseg-train', description=__doc__.split('\n\n')[0])
+    p = argparse.ArgumentParser(prog='depth3dseg-train',
+                                description=__doc__.split('\n\n')[0].replace('``', ''))
     p.add_argument('--config', default=None, help='training YAML (defaults: config/train.yaml keys)')
     p.add_argument('--set', action='append', default=[], metavar='KEY=VALUE',
                    help='override one config key, e.g. --set train.epochs=3 (repeatable)')
