@@ -180,37 +180,6 @@ def test_noise_model_statistics():
         kinect_noise(np.zeros(5, np.float32), K, rng)
 
 
-def test_noise_drops_glass_in_some_frames():
-    rng = np.random.default_rng(1)
-    K = tinyrenderer_K(80, 60, 50.0)
-    depth = np.full((60, 80), 2.0, np.float32)
-    glass = np.zeros((60, 80), bool)
-    glass[10:30, 20:60] = True
-    dropped = [np.isnan(kinect_noise(depth, K, rng, transparent=glass)[glass]).mean() for _ in range(20)]
-    assert min(dropped) < 0.2 and max(dropped) > 0.6            # about half the frames lose the pane
-    with pytest.raises(ValueError, match='transparent.shape'):
-        kinect_noise(depth, K, rng, transparent=glass[:10])
-
-
-def test_wall_panels_do_not_overlap():
-    from depth3dseg_ros.synth.furniture import wall_panels
-    from depth3dseg_ros.synth.scene import Placer
-    for seed in range(10):
-        pl = Placer(np.random.default_rng(seed), (5.0, 4.0, 2.6), (2.0, 1.5, 3.0, 2.5))
-        panels = wall_panels(pl, 2, 5)
-        rects = []
-        for parts in panels:
-            p = parts[0]                                        # the pane / the picture board
-            c, s_ = abs(math.cos(p.yaw)), abs(math.sin(p.yaw))
-            along = p.pos[0] if c > 0.5 else p.pos[1]
-            wall = (round(p.pos[1], 1) if c > 0.5 else None, round(p.pos[0], 1) if s_ > 0.5 else None)
-            rects.append((wall, along - p.size[0], along + p.size[0], p.pos[2] - p.size[2], p.pos[2] + p.size[2]))
-        for i, a in enumerate(rects):
-            for b in rects[i + 1:]:
-                if a[0] == b[0]:
-                    assert a[2] <= b[1] or b[2] <= a[1] or a[4] <= b[3] or b[4] <= a[3], (seed, a, b)
-
-
 def _read_all(path: Path):
     out = []
     with AnyReader([path], default_typestore=TS) as r:

@@ -25,7 +25,6 @@ from depth3dseg_ros.synth.camera import camera_path
 from depth3dseg_ros.synth.noise import kinect_noise
 from depth3dseg_ros.synth.render import Frame, Renderer
 from depth3dseg_ros.synth.room import make_scene
-from depth3dseg_ros.synth.scene import CLS
 
 START_NS = 1_750_000_000 * 10**9
 RATE_HZ = 30
@@ -51,9 +50,7 @@ def render_frames(scenes: int, frames_per_scene: int, width: int, height: int, s
             noise_rng = np.random.default_rng([seed, s, 1])
             for pose in camera_path(rng, scene.free_zone, frames_per_scene):
                 frame = renderer.render(pose)
-                depth = frame.depth
-                if noise:
-                    depth = kinect_noise(depth, frame.K, noise_rng, transparent=frame.labels == CLS['window'])
+                depth = kinect_noise(frame.depth, frame.K, noise_rng) if noise else frame.depth
                 yield s, frame, depth
 
 

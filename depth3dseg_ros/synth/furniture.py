@@ -286,33 +286,20 @@ def big_object(pl: Placer) -> List[object]:
 
 
 def wall_panels(pl: Placer, n_windows: int, n_pictures: int) -> List[object]:
-    """Windows (bright panes with frames) and pictures (textured thin boxes) on the walls, not overlapping
-    each other (10 cm apart on the same wall; a panel that finds no place in 10 tries is dropped)."""
+    """Windows (bright panes with frames) and pictures (textured thin boxes) on the walls."""
     rng, (lx, ly, hc) = pl.rng, pl.size
     out: List[object] = []
-    taken: List[tuple] = []          # (wall, s0, s1, z0, z1)
     for i in range(n_windows + n_pictures):
         is_window = i < n_windows
         w = rng.uniform(0.8, 1.6) if is_window else rng.uniform(0.3, 1.0)
         h = rng.uniform(0.8, 1.3) if is_window else rng.uniform(0.3, 0.8)
-        place = None
-        for _ in range(10):
-            zc = rng.uniform(0.8, 1.0) + h / 2 if is_window else rng.uniform(1.2, 1.8)
-            zc = min(zc, hc - h / 2 - 0.1)
-            wall = int(rng.integers(4))
-            along = lx if wall in (0, 2) else ly
-            if w + 0.4 > along:
-                continue
-            s = float(rng.uniform(w / 2 + 0.2, along - w / 2 - 0.2))
-            box = (wall, s - w / 2 - 0.1, s + w / 2 + 0.1, zc - h / 2 - 0.1, zc + h / 2 + 0.1)
-            if all(t[0] != wall or box[2] <= t[1] or t[2] <= box[1] or box[4] <= t[3] or t[4] <= box[3]
-                   for t in taken):
-                place = (wall, s, zc)
-                taken.append(box)
-                break
-        if place is None:
+        zc = rng.uniform(0.8, 1.0) + h / 2 if is_window else rng.uniform(1.2, 1.8)
+        zc = min(zc, hc - h / 2 - 0.1)
+        wall = int(rng.integers(4))
+        along = lx if wall in (0, 2) else ly
+        if w + 0.4 > along:
             continue
-        wall, s, zc = place
+        s = float(rng.uniform(w / 2 + 0.2, along - w / 2 - 0.2))
         x, y, yaw = {0: (s, 0.0, 0.0), 1: (lx, s, math.pi / 2), 2: (s, ly, math.pi),
                      3: (0.0, s, -math.pi / 2)}[wall]
         ob = ObjectBuilder(x, y, yaw)

@@ -1,12 +1,12 @@
 """Kinect-v1-like depth noise and holes for rendered (exact) depth maps.
 
 Model (structured-light sensor, values from Khoshelham & Elberink 2012 and Nguyen, Izadi & Lovell 2012):
-- axial noise σ(z) = 0.0012 + 0.0019·(z − 0.4)² m (grows with z², ≈ 1.5 cm at 3 m);
+- axial noise σ(z) = 0.0012 + 0.0019·(z − 0.4)² m (grows with z², ≈ 1.4 cm at 3 m);
 - disparity quantisation: d = f·b / z with baseline b = 7.5 cm, f = fx scaled to the 640 px sensor,
-  rounded to 1/8 px, so depth steps grow with z² (≈ 2.4 cm at 4 m);
+  rounded to 1/8 px, so depth steps grow with z² (z²/(8·f·b): ≈ 4.6 cm at 4 m for f = 580 px);
 - holes (no data, NaN here, 0 once written as 16UC1): out of range (z < 0.5 m; beyond 4.0 m with a
   probability rising to 1 at 6 m), at depth discontinuities (projector shadow/edge band to the left of
-  foreground edges, randomly dilated), a few irregular dropout blobs, and optionally glass (windows).
+  foreground edges, randomly dilated), and a few irregular dropout blobs.
 All randomness comes from the given ``numpy.random.Generator`` (deterministic per seed).
 """
 from __future__ import annotations
@@ -33,16 +33,13 @@ def quantise_disparity(z: np.ndarray, fx: float, width: int) -> np.ndarray:
         return (f * BASELINE_M / disp).astype(np.float32)
 
 
-def kinect_noise(depth: np.ndarray, K: np.ndarray, rng: np.random.Generator,
-                 transparent: np.ndarray | None = None) -> np.ndarray:
+def kinect_noise(depth: np.ndarray, K: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Add Kinect-like noise and holes to an exact depth map.
 
     Args:
         depth: H×W float32 z-depth in metres (NaN = no surface).
         K: 3×3 intrinsics of the image (fx sets the disparity scale).
         rng: random generator (all draws come from it).
-        transparent: optional H×W bool mask of glass (window) pixels: in about half of the frames the
-            IR pattern passes through them and 80 % of them give no data.
     Returns:
         H×W float32 metres with NaN holes.
     Raises:
@@ -80,11 +77,6 @@ def kinect_noise(depth: np.ndarray, K: np.ndarray, rng: np.random.Generator,
     coarse = rng.random((max(2, h // 40), max(2, w // 40))).astype(np.float32)
     smooth = cv2.resize(coarse, (w, h), interpolation=cv2.INTER_CUBIC)
     holes |= smooth > np.quantile(smooth, 1.0 - rng.uniform(0.002, 0.015))
-    if transparent is not None:
-        if transparent.shape != (h, w):
-            raise ValueError(f'transparent.shape={transparent.shape} must equal depth.shape={(h, w)}')
-        if rng.random() < 0.5:
-            holes |= transparent & (rng.random((h, w)) < 0.8)
     out = noisy.astype(np.float32)
     out[holes] = np.nan
     return out
