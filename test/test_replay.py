@@ -105,3 +105,61 @@ def test_replay_bad_topic_and_missing_bag_exit_2(tmp_path):
     r = subprocess.run([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(tmp_path / 'none')],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and 'not found' in r.stderr
+
+
+def write_ros1_bag(path):
+    from rosbags.rosbag1 import Writer as Writer1
+    ts1 = get_typestore(Stores.ROS1_NOETIC)
+    Img, Header, Time = (ts1.types[k] for k in ('sensor_msgs/msg/Image', 'std_msgs/msg/Header',
+                                               'builtin_interfaces/msg/Time'))
+    with Writer1(path) as w:
+        c = w.add_connection('/cam1/image_raw', 'sensor_msgs/msg/Image', typestore=ts1)
+        for k in range(3):
+            t = 7 * 10**9 + k * 20_000_000
+            img = Img(header=Header(seq=k, stamp=Time(sec=t // 10**9, nanosec=t % 10**9), frame_id='cam1'),
+                      height=2, width=2, encoding='mono8', is_bigendian=0, step=2,
+                      data=np.array([k, k + 1, k + 2, k + 3], np.uint8))
+            w.write(c, t, ts1.serialize_ros1(img, 'sensor_msgs/msg/Image'))
+
+
+@pytest.mark.timeout(120)
+def test_replay_ros1_bag_converted_to_cdr_and_loop(tmp_path):
+    """A ROS 1 bag is republished as ROS 2 messages (ros1_to_cdr); --loop starts over at the end."""
+    bag = tmp_path / 'r1.bag'
+    write_ros1_bag(bag)
+    rclpy.init()
+    node = rclpy.create_node('replay_listener_ros1')
+    got = []
+    node.create_subscription(Image, '/cam1/image_raw', got.append, QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE))
+    proc = subprocess.Popen([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--loop', '--rate', '4',
+                             '--wait-subscribers', '20'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end and len(got) < 7 and proc.poll() is None:
+            rclpy.spin_once(node, timeout_sec=0.05)
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=30)[0]
+        node.destroy_node()
+        rclpy.try_shutdown()
+    assert len(got) >= 7, out                                  # 3 frames, looped at least twice
+    assert [bytes(m.data) for m in got[:4]] == [bytes([0, 1, 2, 3]), bytes([1, 2, 3, 4]), bytes([2, 3, 4, 5]),
+                                                bytes([0, 1, 2, 3])]
+    assert got[0].header.frame_id == 'cam1' and got[0].encoding == 'mono8'
+    assert got[1].header.stamp.nanosec == 20_000_000 and got[1].header.stamp.sec == 7
+
+
+def test_to_rclpy_copies_ros1_camera_info_upper_case_fields():
+    from depth3dseg_ros.bags.replay import to_rclpy
+    ts1 = get_typestore(Stores.ROS1_NOETIC)
+    Info, Header, Time, Roi = (ts1.types[k] for k in ('sensor_msgs/msg/CameraInfo', 'std_msgs/msg/Header',
+                                                     'builtin_interfaces/msg/Time', 'sensor_msgs/msg/RegionOfInterest'))
+    msg = Info(header=Header(seq=3, stamp=Time(sec=5, nanosec=6), frame_id='c'), height=480, width=640,
+               distortion_model='plumb_bob', D=np.array([0.1, 0, 0, 0, 0]), K=np.arange(9.0), R=np.eye(3).ravel(),
+               P=np.arange(12.0), binning_x=1, binning_y=2,
+               roi=Roi(x_offset=1, y_offset=2, height=3, width=4, do_rectify=True))
+    raw = ts1.serialize_ros1(msg, 'sensor_msgs/msg/CameraInfo')
+    out = to_rclpy(ts1.deserialize_ros1(raw, 'sensor_msgs/msg/CameraInfo'), CameraInfo)
+    assert isinstance(out, CameraInfo) and out.header.frame_id == 'c' and out.header.stamp.nanosec == 6
+    assert list(out.k) == list(range(9)) and list(out.p) == list(range(12)) and list(out.d) == [0.1, 0, 0, 0, 0]
+    assert (out.binning_y, out.roi.width, out.roi.do_rectify) == (2, 4, True)

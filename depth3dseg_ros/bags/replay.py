@@ -5,9 +5,9 @@ Any bag bags.reader.BagReader opens (rosbag2 sqlite3/MCAP, compressed, ROS 1) is
 
 * by default the topics of type sensor_msgs/msg/Image, CompressedImage and CameraInfo
   (``--topics`` picks others: any type whose rclpy package is installed);
-* each message goes out as its recorded CDR bytes through ``Publisher.publish(bytes)`` (no decode;
-  ROS 1 bags are converted with the typestore's ``ros1_to_cdr``), at the bag's receive-time spacing
-  divided by ``--rate``;
+* each message of a rosbag2 goes out as its recorded CDR bytes through ``Publisher.publish(bytes)``
+  (no decode); ROS 1 messages are decoded and copied into the rclpy type (:func:`to_rclpy`: ROS 1
+  Header.seq dropped, ``K`` -> ``k``); at the bag's receive-time spacing divided by ``--rate``;
 * ``--clock`` publishes rosgraph_msgs/Clock on ``/clock`` (bag time, before each message and every
   ``--clock-period`` s in between) so nodes started with ``use_sim_time:=true`` follow the bag;
 * QoS: RELIABLE, KEEP_LAST ``--depth`` by default (like ``ros2 bag play``); ``--qos best_effort``.
@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+import numpy as np
 
 from depth3dseg_ros.bags.reader import BagReader
 from depth3dseg_ros.rosenv import apply_ros_env
@@ -61,6 +63,33 @@ def select_topics(topics: dict[str, str], wanted: list[str] | None) -> dict[str,
     if not chosen:
         raise ValueError(f'no image/camera_info topics to replay; the bag has {topics}')
     return chosen
+
+
+def to_rclpy(obj: Any, cls: type) -> Any:
+    """Copy a rosbags message object (e.g. decoded from a ROS 1 bag) into the rclpy class ``cls``.
+
+    Fields are matched by the rclpy name, then its upper-case ROS 1 spelling (CameraInfo ``K``/``k``);
+    fields the rclpy type lacks (ROS 1 ``Header.seq``) are dropped, nested messages are copied recursively.
+
+    Raises:
+        ValueError: a field of ``cls`` is missing from ``obj`` (naming the type and field).
+    """
+    out = cls()
+    for name, ftype in cls.get_fields_and_field_types().items():
+        src = name if hasattr(obj, name) else name.upper()
+        if not hasattr(obj, src):
+            raise ValueError(f'{cls.__name__}.{name}: no such field in the bag message {type(obj).__name__}')
+        value = getattr(obj, src)
+        current = getattr(out, name)
+        if hasattr(current, 'get_fields_and_field_types'):
+            value = to_rclpy(value, type(current))
+        elif ftype.startswith('sequence<') and '/' in ftype:
+            elem = ros_msg_class(ftype[len('sequence<'):-1].replace('/', '/msg/', 1))
+            value = [to_rclpy(v, elem) for v in value]
+        elif isinstance(value, np.ndarray) and ftype in ('sequence<uint8>', 'uint8[]'):
+            value = value.tobytes()
+        setattr(out, name, value)
+    return out
 
 
 class Replayer:
@@ -106,13 +135,29 @@ class Replayer:
         self._reader.close()
 
     def wait_for_subscribers(self, timeout: float, spin: Callable[[float], None]) -> bool:
-        """Wait until every publisher has a subscriber (at most ``timeout`` s). True when all have."""
+        """Wait until every publisher has a subscriber (at most ``timeout`` s). True when all have.
+
+        Then 0.5 s more: discovery is not symmetric, and a sample sent before the subscriber has
+        matched this publisher too is lost even on a reliable volatile topic.
+        """
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if all(p.get_subscription_count() > 0 for p in self.pubs.values()):
+                settle = time.monotonic() + 1.0
+                while time.monotonic() < settle:
+                    spin(0.05)
                 return True
             spin(0.05)
         return False
+
+    def wait_for_acks(self, timeout: float = 10.0) -> bool:
+        """Wait (at most ``timeout`` s) until reliable subscribers acknowledged every sample sent.
+
+        Exiting right after the last publish would lose samples still being (re)sent: FastDDS
+        recovers a lost fragment only at its next heartbeat (about 3 s).
+        """
+        from rclpy.duration import Duration
+        return all(p.wait_for_all_acked(Duration(seconds=timeout)) for p in self.pubs.values())
 
     def _publish_clock(self, t_ns: int) -> None:
         if self.clock_pub is not None:
@@ -134,7 +179,6 @@ class Replayer:
     def run(self, loop: bool = False, should_stop: Callable[[], bool] = lambda: False) -> dict[str, int]:
         """Replay (forever with ``loop``; until ``should_stop()``); return per-topic publish counts."""
         ros1 = self._reader.is_ros1
-        ts = self._reader.reader.typestore
         while True:
             bag_t0, wall0 = None, time.monotonic()
             for topic, msgtype, t_ns, raw in self._reader.messages(self.topics):
@@ -143,9 +187,12 @@ class Replayer:
                 if bag_t0 is None:
                     bag_t0 = t_ns
                 self._sleep_until(wall0 + (t_ns - bag_t0) / 1e9 / self.rate, bag_t0, wall0)
-                data = ts.ros1_to_cdr(raw, msgtype) if ros1 else raw
                 self._publish_clock(t_ns)
-                self.pubs[topic].publish(bytes(data))
+                if ros1:   # ROS 1 layout differs (Header.seq, K/k): decode, copy into the rclpy type
+                    self.pubs[topic].publish(to_rclpy(self._reader.deserialize(raw, msgtype),
+                                                      self.pubs[topic].msg_type))
+                else:
+                    self.pubs[topic].publish(bytes(raw))
                 self.counts[topic] += 1
             if not loop or bag_t0 is None:
                 return self.counts
@@ -194,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.delay > 0:
                 time.sleep(args.delay)
             counts = rep.run(loop=args.loop)
-            time.sleep(0.2)      # let reliable writers hand the last samples over
+            if args.qos == 'reliable':
+                rep.wait_for_acks()
         finally:
             rep.close()
         print('depth3dseg-replay: published ' + ', '.join(f'{t}={n}' for t, n in counts.items()))
