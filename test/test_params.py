@@ -71,3 +71,9 @@ def test_node_start_stops_on_bad_value_with_message():
     out = r.stdout + r.stderr
     assert "device='gpu'" in out and "'auto', 'cuda', 'cpu'" in out
     assert 'Traceback' not in out
+    # an integer for a float parameter is fine; a string is refused, naming the parameter
+    cmd = [sys.executable, '-m', 'depth3dseg_ros.node.main', '--ros-args', '-p', 'max_depth:=10',
+           '-p', 'overlay_alpha:=abc', '-p', 'model_file:=/nonexistent.pt']
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2 and "overlay_alpha='abc' must be a number" in out and 'max_depth' not in out

@@ -169,6 +169,7 @@ def declare_and_read(node: Any) -> NodeParams:
     values = {}
     for spec in SPECS:
         extra = f' One of {list(spec.choices)}.' if spec.choices else ''
-        desc = ParameterDescriptor(description=spec.doc + extra)
+        # float parameters accept integers too (`-p max_depth:=10`); validate() checks the type
+        desc = ParameterDescriptor(description=spec.doc + extra, dynamic_typing=isinstance(spec.default, float))
         values[spec.name] = node.declare_parameter(spec.name, spec.default, desc).value
     return validate(values)
