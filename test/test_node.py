@@ -277,7 +277,8 @@ def test_c25_full_hd_frame_gives_41mb_organized_cloud_over_dds(ros, model_file, 
 @pytest.mark.timeout(240)
 def test_use_sim_time_and_compressed_input(ros, model_file, tmp_path):
     """use_sim_time: the node's clock follows /clock (diagnostics stamp, frame age from sim time);
-    use_compressed: a png CompressedImage on image/compressed is decoded like the raw image."""
+    use_compressed: a png CompressedImage on <image>/compressed is decoded like the raw image;
+    max_depth: depth beyond it is no data in ~/depth and ~/points."""
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import CompressedImage
     from depth3dseg_ros.ros.compressed import encode_compressed
@@ -285,7 +286,8 @@ def test_use_sim_time_and_compressed_input(ros, model_file, tmp_path):
     name = 'd3s_d'
     proc = NodeProcess(tmp_path / f'{name}.log', dict(model_file=str(model_file), device='cpu', input_width=NW,
                                                       input_height=NH, torch_threads=1, diagnostics_period=0.5,
-                                                      use_sim_time=True, use_compressed=True), name=name,
+                                                      use_sim_time=True, use_compressed=True, max_depth=1.0),
+                       name=name,
                        remaps={'image': f'/{name}_cam/image', 'camera_info': f'/{name}_cam/camera_info'})
     h = Harness(name, f'/{name}_cam/other', f'/{name}_cam/camera_info')
     pub_c = h.node.create_publisher(CompressedImage, f'/{name}_cam/image/compressed', RELIABLE)
@@ -314,6 +316,10 @@ def test_use_sim_time_and_compressed_input(ros, model_file, tmp_path):
         assert abs(stamp - sent) < 60 * 10**9                 # sim time, not the wall clock (2026+)
         age = [float(kv.value) for s in ours[-1].status for kv in s.values if kv.key == 'age_ms_p50'][0]
         assert 0 <= age < 60_000                              # now(sim) - stamp: small, not years
+        # max_depth=1.0 m: the untrained model's depth (3 m everywhere) is all cut to no data
+        assert np.isnan(imgmsg_to_cv2(h.got['depth'][t])).all()
+        cloud = h.got['points'][t]
+        assert np.isnan(read_points(cloud)['z']).all() and not cloud.is_dense
     finally:
         h.node.destroy_node()
         assert proc.stop() == 0, proc.log()
