@@ -73,6 +73,9 @@ def test_invalid_points_never_influence_valid_outputs(stride):
     out2 = net(xyz2, valid, feats2)
     vm = valid.expand_as(out1)
     assert torch.equal(out1[vm], out2[vm])
+    with torch.no_grad():  # the in-place inference path gives the same result as the autograd path
+        out3 = net(xyz2, valid, feats2)
+    assert torch.allclose(out3, out2, atol=1e-6)
     assert (out1[~vm] == 0).all() and (out2[~vm] == 0).all() and torch.isfinite(out2).all()
     assert out1[vm].abs().sum() > 0
 

@@ -141,10 +141,16 @@ class EdgeConv(nn.Module):
         out = None
         # One neighbour rank at a time: B×N×C tensors stay cache-sized (no B×N×k×C temporaries).
         for j in range(idx.shape[1]):
-            nb = a.index_select(0, (idx[:, j] + off).reshape(-1)).view(b, n, -1)
-            e = torch.relu(nb + c + self.wg(geo[:, j]))
-            e = e * mask[:, j].unsqueeze(-1).to(e.dtype)  # ReLU >= 0: masked zeros never win the max
-            out = e if out is None else torch.maximum(out, e)
+            # in place on fresh tensors (autograd-safe: index_select/add keep no outputs for backward)
+            e = a.index_select(0, (idx[:, j] + off).reshape(-1)).view(b, n, -1)
+            e.add_(c).add_(self.wg(geo[:, j]))
+            e.masked_fill_(~mask[:, j].unsqueeze(-1), 0.0).relu_()  # masked 0 never beats ReLU >= 0
+            if out is None:
+                out = e
+            elif torch.is_grad_enabled() and (out.requires_grad or e.requires_grad):
+                out = torch.maximum(out, e)
+            else:
+                torch.maximum(out, e, out=out)
         return torch.relu(self.post(out))
 
 
@@ -232,12 +238,14 @@ class PointSegNet(nn.Module):
             full, fvalid = xyz.reshape(B, 3, H * W), valid.reshape(B, H * W)
             best = torch.full((B, H * W), float('inf'), dtype=xyz.dtype, device=xyz.device)
             src = torch.zeros((B, H * W), dtype=torch.long, device=xyz.device)
+            better = torch.empty((B, H * W), dtype=torch.bool, device=xyz.device)
             for c in range(cand.shape[0]):  # one candidate at a time: B×HW temporaries only
                 ci = cand[c]
-                d = (pf.gather(2, ci.view(1, 1, -1).expand(B, 3, -1)) - full).square().sum(1)
-                ok = vf.gather(1, ci.view(1, -1).expand(B, -1)) & fvalid
-                better = ok & (d < best)
-                best = torch.where(better, d, best)
+                d = pf.gather(2, ci.view(1, 1, -1).expand(B, 3, -1)).sub_(full).square_().sum(1)
+                ok = vf.gather(1, ci.view(1, -1).expand(B, -1)).logical_and_(fvalid)
+                d.masked_fill_(~ok, float('inf'))
+                torch.lt(d, best, out=better)
+                torch.minimum(best, d, out=best)
                 src = torch.where(better, ci.unsqueeze(0), src)
             found = torch.isfinite(best)
         lcf = logits.transpose(1, 2).contiguous()                          # B×C×N (small)

@@ -1,0 +1,148 @@
+"""Benchmark of the core networks (M1 DepthSegNet, M3 PointSegNet, Depth3DSeg, Segmenter.infer).
+
+Prints, per input size (default 320×240 and 640×480): median forward ms/frame and frames/s (after
+warm-up) of the 2D+depth model, of the 3D network alone (on the cloud of the predicted depth) and of the
+whole Depth3DSeg forward; FLOPs (torch.utils.flop_counter.FlopCounterMode) and parameters; the ratio
+3D / 2D time, and the ratio of the whole forward at 320×240 to the 33.3 ms camera period (30 Hz); and the
+Segmenter's end-to-end infer() of a 640×480 uint8 frame (resize, normalise, forward, postprocess).
+
+    python bench/bench_core.py                      # CPU, torch's default threads
+    python bench/bench_core.py --threads 1
+    python bench/bench_core.py --device cuda --half # GPU machine: imports no ROS module
+
+Imports only depth3dseg_ros.core (no rclpy), so it runs on a GPU machine with a CUDA torch and no ROS.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from depth3dseg_ros.core.classes import NYU13  # noqa: E402
+from depth3dseg_ros.core.geometry import resize_intrinsics  # noqa: E402
+from depth3dseg_ros.core.inference import Segmenter, resolve_device  # noqa: E402
+from depth3dseg_ros.core.model import Depth3DSeg, count_flops, count_params  # noqa: E402
+
+CAMERA_PERIOD_MS = 1000.0 / 30.0
+NYU_K = np.array([[518.8579, 0, 325.5824], [0, 519.4696, 253.7362], [0, 0, 1]])
+
+
+def _time(fn, device: torch.device, runs: int, warmup: int) -> float:
+    """Median wall milliseconds of fn() over `runs` calls after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        if device.type == 'cuda':
+            torch.cuda.synchronize(device)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def bench_size(model: Depth3DSeg, w: int, h: int, device: torch.device, dtype: torch.dtype,
+               runs: int, warmup: int) -> dict:
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, h, w, device=device, dtype=dtype)
+    K = torch.as_tensor(resize_intrinsics(NYU_K, (640, 480), (w, h)), dtype=dtype, device=device)[None]
+    with torch.inference_mode():
+        out = model(x, K)
+        xyz, valid = out['xyz'], out['valid']
+        t2d = _time(lambda: model.net(x), device, runs, warmup)
+        t3d = _time(lambda: model.pointnet(xyz, valid, x), device, runs, warmup)
+        tall = _time(lambda: model(x, K), device, runs, warmup)
+    xf, Kf = x.float().cpu(), K.float().cpu()
+    m_cpu = model if device.type == 'cpu' and dtype == torch.float32 else None
+    flops = {}
+    if m_cpu is not None:
+        flops = {'2d': count_flops(m_cpu.net, xf), '3d': count_flops(m_cpu.pointnet, xyz, valid, xf),
+                 'all': count_flops(m_cpu, xf, Kf)}
+    return {'size': f'{w}x{h}', 'ms_2d': t2d, 'ms_3d': t3d, 'ms_all': tall, 'fps_all': 1000.0 / tall,
+            'ratio_3d_2d': t3d / t2d, 'flops': flops}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--device', default='cpu', help="'cpu', 'cuda', 'auto'")
+    ap.add_argument('--half', action='store_true', help='fp16 (CUDA only)')
+    ap.add_argument('--threads', type=int, default=None, help='torch CPU threads (default: torch default)')
+    ap.add_argument('--runs', type=int, default=20)
+    ap.add_argument('--warmup', type=int, default=3)
+    ap.add_argument('--sizes', default='320x240,640x480')
+    ap.add_argument('--arch', default='{}', help='JSON overrides of the default arch')
+    ap.add_argument('--json', default=None, help='also write the figures to this JSON file')
+    args = ap.parse_args(argv)
+    device = resolve_device(args.device)
+    if args.half and device.type != 'cuda':
+        ap.error('--half needs --device cuda')
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dtype = torch.float16 if args.half else torch.float32
+    model = Depth3DSeg(len(NYU13), **json.loads(args.arch)).eval()
+    params = {'all': count_params(model), '2d': count_params(model.net), '3d': count_params(model.pointnet)}
+    # FLOPs on the fp32 CPU copy (the count does not depend on the device)
+    flops320 = {'2d': count_flops(model.net, torch.randn(1, 3, 240, 320)),
+                'all': count_flops(model, torch.randn(1, 3, 240, 320),
+                                   torch.as_tensor(resize_intrinsics(NYU_K, (640, 480), (320, 240)),
+                                                   dtype=torch.float32)[None])}
+    model = model.to(device, dtype)
+    print(f'device {device} dtype {dtype} torch {torch.__version__} threads {torch.get_num_threads()} '
+          f'cpus {os.cpu_count()} runs {args.runs} (median after {args.warmup} warm-up)')
+    print(f"arch {json.dumps(model.arch)}")
+    print(f"params: all {params['all'] / 1e6:.3f} M, 2D+depth {params['2d'] / 1e6:.3f} M, "
+          f"3D {params['3d'] / 1e6:.3f} M")
+    print(f"FLOPs at 320x240: 2D+depth {flops320['2d'] / 1e9:.3f} G, whole {flops320['all'] / 1e9:.3f} G, "
+          f"3D {(flops320['all'] - flops320['2d']) / 1e9:.3f} G")
+    results = []
+    for s in args.sizes.split(','):
+        w, h = (int(v) for v in s.lower().split('x'))
+        r = bench_size(model, w, h, device, dtype, args.runs, args.warmup)
+        results.append(r)
+        print(f"{r['size']:>8}: 2D+depth {r['ms_2d']:7.2f} ms | 3D net {r['ms_3d']:7.2f} ms "
+              f"(3D/2D {r['ratio_3d_2d']:.2f}) | whole {r['ms_all']:7.2f} ms = {r['fps_all']:6.1f} frames/s")
+        if r['flops']:
+            print(f"{'':>10}FLOPs 2D+depth {r['flops']['2d'] / 1e9:.3f} G, 3D {r['flops']['3d'] / 1e9:.3f} G, "
+                  f"whole {r['flops']['all'] / 1e9:.3f} G")
+    ref = next((r for r in results if r['size'] == '320x240'), None)
+    if ref is not None:
+        print(f"whole forward at 320x240 / camera period {CAMERA_PERIOD_MS:.1f} ms = "
+              f"{ref['ms_all'] / CAMERA_PERIOD_MS:.2f}")
+    # end to end: 640x480 uint8 frame -> Segmenter at 320x240
+    seg = Segmenter.from_model(model.float(), {'classes': NYU13, 'input_size': [320, 240]},
+                               device=str(device), half=args.half)
+    rgb = np.random.default_rng(0).integers(0, 256, (480, 640, 3), dtype=np.uint8)
+    seg.warmup(args.warmup)
+    parts = {'preprocess': [], 'inference': [], 'postprocess': []}
+    totals = []
+    for _ in range(args.runs):
+        t0 = time.perf_counter()
+        res = seg.infer(rgb, NYU_K, 'fused')
+        totals.append((time.perf_counter() - t0) * 1e3)
+        for k in parts:
+            parts[k].append(res.timings[k])
+    med = {k: statistics.median(v) for k, v in parts.items()}
+    tot = statistics.median(totals)
+    print(f"Segmenter.infer 640x480 -> 320x240 fused: {tot:.2f} ms = {1000 / tot:.1f} frames/s "
+          f"(preprocess {med['preprocess']:.2f}, inference {med['inference']:.2f}, "
+          f"postprocess {med['postprocess']:.2f} ms); / camera period = {tot / CAMERA_PERIOD_MS:.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({'device': str(device), 'half': args.half,
+                                               'threads': torch.get_num_threads(), 'params': params,
+                                               'flops_320x240': flops320, 'sizes': results,
+                                               'segmenter_ms': tot, 'segmenter_parts_ms': med}, indent=1))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
