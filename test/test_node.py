@@ -37,10 +37,11 @@ OUT = ('labels', 'labels/camera_info', 'overlay', 'overlay/camera_info', 'depth'
 class Harness:
     """Publishes image + camera_info; records every output of node ``name`` by stamp."""
 
-    def __init__(self, name: str, image_topic: str, info_topic: str) -> None:
+    def __init__(self, name: str, image_topic: str, info_topic: str, with_info: bool = True) -> None:
         self.node = rclpy.create_node(f'harness_{name}')
         self.pub_img = self.node.create_publisher(Image, image_topic, RELIABLE)
-        self.pub_info = self.node.create_publisher(CameraInfo, info_topic, RELIABLE)
+        self.info_topic = info_topic
+        self.pub_info = self.node.create_publisher(CameraInfo, info_topic, RELIABLE) if with_info else None
         self.got: dict[str, dict[int, object]] = {k: {} for k in OUT + ('points_be',)}
         self.classes: list = []
         self.diag: list = []
@@ -95,14 +96,14 @@ def ros():
     rclpy.try_shutdown()
 
 
-def _start(tmp, model_file, name, **params):
+def _start(tmp, model_file, name, with_info=True, **params):
     base = dict(model_file=str(model_file), device='cpu', input_width=NW, input_height=NH, torch_threads=1,
                 diagnostics_period=0.5)
     proc = NodeProcess(tmp / f'{name}.log', dict(base, **params), name=name,
                        remaps={'image': f'/{name}_cam/image', 'camera_info': f'/{name}_cam/camera_info'})
-    h = Harness(name, f'/{name}_cam/image', f'/{name}_cam/camera_info')
+    h = Harness(name, f'/{name}_cam/image', f'/{name}_cam/camera_info', with_info)
     assert h.wait(proc, lambda: bool(h.classes), timeout=90), proc.log()
-    assert h.wait(proc, lambda: h.pub_img.get_subscription_count() and h.pub_info.get_subscription_count()
+    assert h.wait(proc, lambda: h.pub_img.get_subscription_count() and (not with_info or h.pub_info.get_subscription_count())
                   and h.node.count_publishers(f'/{name}/points'), timeout=30), proc.log()
     h.wait(proc, lambda: False, 0.5)                        # let the matches settle both ways
     return proc, h
@@ -216,7 +217,7 @@ def test_c04_malformed_images_survived_and_node_keeps_publishing(node_a):
 
 @pytest.fixture(scope='module')
 def node_b(ros, model_file, tmp_path_factory):
-    proc, h = _start(tmp_path_factory.mktemp('b'), model_file, 'd3s_b', output_resolution='camera',
+    proc, h = _start(tmp_path_factory.mktemp('b'), model_file, 'd3s_b', with_info=False, output_resolution='camera',
                      depth_encoding='16UC1', cloud_stride=2, cloud_organized=False)
     yield proc, h
     h.node.destroy_node()
@@ -234,6 +235,7 @@ def test_no_camera_info_publishes_images_but_no_cloud_then_camera_resolution(nod
     assert 'no CameraInfo' in proc.log()
     for k in ('labels', 'overlay', 'depth'):
         assert (h.got[k][t0].width, h.got[k][t0].height) == (W, H)      # camera resolution
+    h.pub_info = h.node.create_publisher(CameraInfo, h.info_topic, RELIABLE)     # the CameraInfo starts
     t1 = h.prime(proc, t0)
     assert h.wait(proc, lambda: t1 in h.got['depth/camera_info'] and t1 in h.got['labels']), proc.log()
     dep = h.got['depth'][t1]

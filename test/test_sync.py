@@ -123,3 +123,17 @@ def test_property_order_kept_bounded_and_matches_within_slop(events, slop, qsize
             assert abs(header_stamp_ns(p.image) - header_stamp_ns(p.info)) <= s.slop_ns
         if p.how == NONE:
             assert p.info is None
+
+
+def test_first_images_wait_for_the_first_info_when_one_is_expected():
+    s = StampSync(slop=0.0, queue_size=2)
+    assert s.add_image(msg(100 * MS, 'm0'), info_expected=True) == []     # a CameraInfo publisher exists
+    (p,) = s.add_info(msg(100 * MS, 'i0'))
+    assert (p.image.tag, p.how) == ('m0', MATCHED)
+    # bounded: a publisher that never sends releases the images after queue_size, without info
+    s = StampSync(slop=0.0, queue_size=2)
+    out = []
+    for k in range(4):
+        out += s.add_image(msg(k * MS, f'm{k}'), info_expected=True)
+    assert [p.image.tag for p in out] == ['m0', 'm1'] and all(p.how == NONE for p in out)
+    assert s.waiting == 2

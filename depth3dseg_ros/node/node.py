@@ -126,6 +126,7 @@ class Depth3DSegNode(Node):
                                      self._on_image, in_qos)
         else:
             self.create_subscription(Image, 'image', self._on_image, in_qos)
+        self._info_topic = self.resolve_topic_name('camera_info')
         self.create_subscription(CameraInfo, 'camera_info', self._on_info,
                                  make_qos(p.input_reliability, max(p.input_depth, 5)))
         self.create_timer(p.diagnostics_period, self._on_diagnostics)
@@ -153,7 +154,9 @@ class Depth3DSegNode(Node):
     # -- callbacks: cheap, never raise --------------------------------------------------------
     def _on_image(self, msg: Any) -> None:
         try:
-            self._to_slot(self.sync.add_image(msg))
+            # until the first CameraInfo arrives, wait for it only if someone publishes camera_info
+            expected = self.sync.latest_info is None and self.count_publishers(self._info_topic) > 0
+            self._to_slot(self.sync.add_image(msg, info_expected=expected))
         except Exception as err:  # noqa: BLE001 - exceptions never escape callbacks (C04)
             self.get_logger().error(f'image callback: {err}', throttle_duration_sec=5.0)
 

@@ -12,8 +12,10 @@ missing CameraInfo: publish no cloud, keep running"):
 * ``matched``  — a CameraInfo within ``slop`` of the image stamp was found (closest wins);
 * ``latest``   — CameraInfo messages arrive but none can match this image: the image is released
   with the newest CameraInfo (the caller warns once);
-* ``none``     — no CameraInfo was ever received: the image is released at once, without one
-  (so at start-up an image that beats the first CameraInfo goes out without a cloud).
+* ``none``     — no CameraInfo was ever received: the image is released at once, without one; unless
+  the caller says one is expected (``add_image(..., info_expected=True)``, e.g. a CameraInfo publisher
+  exists): then up to ``queue_size`` images wait for the first CameraInfo, so the first frames of a
+  camera whose image beats its CameraInfo still get a cloud.
 
 An image waits for its CameraInfo only while a match is still possible: it is released as ``latest``
 as soon as a CameraInfo newer than ``stamp + slop`` has arrived (CameraInfo stamps increase), or when
@@ -100,10 +102,14 @@ class StampSync:
         self._infos.append(info)
         return self._release()
 
-    def add_image(self, image: Any) -> list[Pair]:
-        """Add an image; return the pairs released now (possibly this image, possibly older ones)."""
+    def add_image(self, image: Any, info_expected: bool = False) -> list[Pair]:
+        """Add an image; return the pairs released now (possibly this image, possibly older ones).
+
+        ``info_expected``: while no CameraInfo has arrived yet, wait for the first one (bounded by
+        ``queue_size`` images) instead of releasing the image without one.
+        """
         self._images.append(image)
-        return self._release()
+        return self._release(info_expected)
 
     def _closest(self, t_ns: int) -> tuple[Any | None, int]:
         best, best_dt = None, None
@@ -121,12 +127,14 @@ class StampSync:
             self.fallback = True
         return Pair(image, info, how, dt)
 
-    def _release(self) -> list[Pair]:
+    def _release(self, info_expected: bool = False) -> list[Pair]:
         out: list[Pair] = []
         while self._images:
             image = self._images[0]
             t = header_stamp_ns(image)
             if not self._infos:
+                if info_expected and len(self._images) <= self.queue_size:
+                    break                                 # the first CameraInfo is on its way
                 self._images.popleft()
                 out.append(self._emit(image, None, NONE, 0))
                 continue
