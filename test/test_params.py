@@ -77,3 +77,19 @@ def test_node_start_stops_on_bad_value_with_message():
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     out = r.stdout + r.stderr
     assert r.returncode == 2 and "overlay_alpha='abc' must be a number" in out and 'max_depth' not in out
+
+
+def test_params_file_applies_under_any_namespace_and_node_name(tmp_path):
+    """The shipped YAML parses with rclpy, and its `/**` key reaches a node renamed into a namespace:
+    a copy with device: gpu stops that node's start-up naming the parameter."""
+    text = (REPO / 'config' / 'depth3dseg.yaml').read_text()
+    assert '    device: "auto"' in text
+    bad = tmp_path / 'bad.yaml'
+    bad.write_text(text.replace('    device: "auto"', '    device: "gpu"'))
+    base = [sys.executable, '-m', 'depth3dseg_ros.node.main', '--ros-args', '-r', '__ns:=/robot1',
+            '-r', '__node:=seg']
+    r = subprocess.run(base + ['--params-file', str(bad)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "device='gpu'" in r.stdout + r.stderr
+    r = subprocess.run(base + ['--params-file', str(REPO / 'config' / 'depth3dseg.yaml'), '-p',
+                               'model_file:=/nonexistent.pt'], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "model_file='/nonexistent.pt': no such file" in r.stdout + r.stderr
