@@ -20,15 +20,23 @@ REPO = Path(__file__).resolve().parents[1]
 TINY_ARCH = dict(width=0.25, dec_ch=16, head_ch=8)
 
 
-def make_tiny_model(path: Path) -> Path:
-    """Write a small randomly initialised Depth3DSeg (NYU13 classes) to ``path`` and return it."""
+def make_tiny_model(path: Path, num_classes: int | None = None) -> Path:
+    """Write a small randomly initialised Depth3DSeg to ``path`` and return it.
+
+    Classes: NYU13, or ``num_classes`` generated ones (``c0`` = void, distinct colours) when given.
+    """
     import torch
-    from depth3dseg_ros.core.classes import NYU13
+    from depth3dseg_ros.core.classes import NYU13, ClassSet
     from depth3dseg_ros.core.model import Depth3DSeg
     from depth3dseg_ros.core.modelfile import save_model
     torch.manual_seed(0)
-    model = Depth3DSeg(num_classes=len(NYU13), **TINY_ARCH)
-    save_model(path, model, {'classes': NYU13.to_dict()})
+    classes = NYU13
+    if num_classes is not None:
+        ids = np.arange(num_classes)
+        colors = np.stack([ids % 256, (ids * 7) % 256, (ids * 13) % 256], axis=1)
+        classes = ClassSet([f'c{i}' for i in ids], colors)
+    model = Depth3DSeg(num_classes=len(classes), **TINY_ARCH)
+    save_model(path, model, {'classes': classes.to_dict()})
     return path
 
 

@@ -325,3 +325,25 @@ def test_use_sim_time_and_compressed_input(ros, model_file, tmp_path):
     finally:
         h.node.destroy_node()
         assert proc.stop() == 0, proc.log()
+
+
+@pytest.mark.timeout(240)
+def test_more_than_256_classes_give_16uc1_labels_and_uint16_cloud_labels(ros, tmp_path):
+    """300 classes: ids above 255 cannot be mono8 (uint8 would wrap 300 to 44), so ~/labels is 16UC1
+    and the cloud's label field UINT16; ~/classes lists all 300."""
+    model = make_tiny_model(tmp_path / 'c300.pt', num_classes=300)
+    proc, h = _start(tmp_path, model, 'd3s_e')
+    try:
+        t = h.prime(proc, 1_950_000_000_000_000_000)
+        assert h.wait(proc, lambda: t in h.got['labels'])
+        lab = h.got['labels'][t]
+        assert lab.encoding == '16UC1' and lab.step == 2 * NW
+        labels = imgmsg_to_cv2(lab)
+        assert labels.dtype == np.uint16 and 1 <= labels.min() and labels.max() < 300
+        cloud = h.got['points'][t]
+        assert [(f.name, f.datatype) for f in cloud.fields if f.name == 'label'] == [('label', 4)]
+        assert np.array_equal(read_points(cloud, organized=True)['label'], labels)
+        assert len(json.loads(h.classes[0].data)['classes']) == 300
+    finally:
+        h.node.destroy_node()
+        assert proc.stop() == 0, proc.log()
