@@ -8,11 +8,13 @@ measures with the default architecture (core.model.DEFAULT_ARCH) at the network 
   * train loop images/s: the same with the DataLoader (PNG decode + augmentation, num_workers=0);
   * eval frames/s: training.evaluate.evaluate_model (batched forward + metrics);
 and prints ratios against the forward-only images/s of the same model measured in the same run
-(the reference). Figures go to docs/training.md with this command.
+(the reference). Rounds are interleaved and the minimum time of each operation is used (the machine is
+shared; medians are printed too). Figures go to docs/training.md with this command.
 """
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -43,7 +45,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--batch', type=int, default=8)
     p.add_argument('--size', type=int, nargs=2, default=[320, 240], metavar=('W', 'H'))
-    p.add_argument('--steps', type=int, default=3, help='timed steps after 1 warm-up step')
+    p.add_argument('--steps', type=int, default=5, help='timed rounds after 1 warm-up step')
     p.add_argument('--arch', default='{}', help='Depth3DSeg arguments as YAML (default arch)')
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     p.add_argument('--real', default=str(REPO.parent / 'shared' / 'data' / 'real'))
@@ -69,53 +71,58 @@ def main() -> None:
             losses['total'].backward()
             opt.step()
 
-        model.train()
-        step(batch)  # warm-up
-        _sync(device)
-        t = time.perf_counter()
-        for _ in range(a.steps):
-            step(batch)
-        _sync(device)
-        train_ips = a.steps * a.batch / (time.perf_counter() - t)
-
-        n, t = 0, time.perf_counter()
-        while n < a.steps * a.batch:  # the loader cycles over the 10 frames (full batches only)
-            for b in loader:
-                b = {k: v.to(device) for k, v in b.items()}
-                step(b)
-                n += len(b['rgb'])
-                if n >= a.steps * a.batch:
-                    break
-        _sync(device)
-        loop_ips = n / (time.perf_counter() - t)
-        t = time.perf_counter()
-        for i in range(len(ds)):
-            ds[i]
-        load_ms = 1000 * (time.perf_counter() - t) / len(ds)
-
-        model.eval()
-        with torch.no_grad():
-            model(batch['rgb'], batch['K'])
+        def timed(fn) -> float:
             _sync(device)
             t = time.perf_counter()
-            for _ in range(a.steps):
-                model(batch['rgb'], batch['K'])
+            fn()
             _sync(device)
-        fwd_ips = a.steps * a.batch / (time.perf_counter() - t)
+            return time.perf_counter() - t
 
+        def forward():
+            model.eval()
+            with torch.no_grad():
+                model(batch['rgb'], batch['K'])
+            model.train()
+
+        it = iter(())
+
+        def load_batch():
+            nonlocal it
+            try:
+                return next(it)
+            except StopIteration:
+                it = iter(loader)
+                return next(it)
+
+        def loop_step():  # DataLoader (decode + augment) + step, as in depth3dseg-train
+            step({k: v.to(device) for k, v in load_batch().items()})
+
+        model.train()
+        step(batch)  # warm-up
+        forward()
+        # interleaved repetitions: the machine is shared, so each op's minimum (least disturbed) and
+        # median are reported, and the ratios use the minima of the same rounds
+        times = {'forward': [], 'step': [], 'loop': []}
+        for _ in range(a.steps):
+            times['forward'].append(timed(forward))
+            times['step'].append(timed(lambda: step(batch)))
+            times['loop'].append(timed(loop_step))
+        load = [timed(lambda i=i: ds[i]) for i in range(len(ds))]
         val = FrameDataset([data], a.size, NYU13, augment=None)
         t = time.perf_counter()
         rep = evaluate_model(model, val, NYU13, device, batch_size=a.batch)
         eval_wall = rep['frames'] / (time.perf_counter() - t)
 
-    print(f'data loading (one frame):   {load_ms:8.1f} ms (PNG decode 640x480, augment, normalise)')
-    print(f'forward only (reference):   {fwd_ips:8.2f} images/s')
-    print(f'train step:                 {train_ips:8.2f} images/s  ({train_ips / fwd_ips:.2f} x forward)')
-    print(f'train loop (with loading):  {loop_ips:8.2f} images/s  ({loop_ips / fwd_ips:.2f} x forward)')
-    print(f"eval forward (batched):     {rep['frames_per_s']:8.2f} frames/s  "
-          f"({rep['frames_per_s'] / fwd_ips:.2f} x forward)")
-    print(f'eval with loading+metrics:  {eval_wall:8.2f} frames/s  ({eval_wall / fwd_ips:.2f} x forward)')
-
+    ips = {k: (a.batch / min(v), a.batch / statistics.median(v)) for k, v in times.items()}
+    ref = ips['forward'][0]
+    print(f"data loading (one frame):   {1000 * statistics.median(load):8.1f} ms median "
+          '(PNG decode 640x480, augment, normalise)')
+    print(f"forward only (reference):   {ref:8.2f} images/s (median {ips['forward'][1]:.2f})")
+    for key, name in (('step', 'train step:'), ('loop', 'train loop (with loading):')):
+        print(f'{name:<27} {ips[key][0]:8.2f} images/s (median {ips[key][1]:.2f})  '
+              f'{ips[key][0] / ref:.2f} x forward')
+    print(f"eval forward (batched):     {rep['frames_per_s']:8.2f} frames/s  (one pass over 10 frames)")
+    print(f'eval with loading+metrics:  {eval_wall:8.2f} frames/s')
 
 if __name__ == '__main__':
     main()
