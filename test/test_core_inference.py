@@ -182,3 +182,23 @@ def test_input_size_override_and_same_size_input(seg, nyu0001, tmp_path):
     res = s.infer(small, K / 10 * np.array([[1], [1], [10]]), 'fused')  # K of the 64x48 image
     assert res.labels.shape == (48, 64) and np.array_equal(res.rgb, small) and res.rgb is not small
     np.testing.assert_allclose(res.K[0, 0], 51.88579, rtol=1e-6)
+
+
+@pytest.mark.parametrize('void_id', [0, 2, 4])
+def test_labels_map_back_to_class_ids_for_any_void_id(nyu0001, void_id):
+    rgb, K = nyu0001
+    torch.manual_seed(3)
+    classes = ClassSet([f'c{i}' for i in range(5)], np.zeros((5, 3), np.uint8), void_id=void_id)
+    model = Depth3DSeg(5, **SMALL)
+    seg = Segmenter.from_model(model, {'classes': classes.to_dict(), 'input_size': [32, 24]})
+    small = cv2.resize(rgb, (32, 24), interpolation=cv2.INTER_AREA)
+    x = (torch.from_numpy(small).permute(2, 0, 1).float() / 255 - torch.tensor(MEAN).view(3, 1, 1)) \
+        / torch.tensor(STD).view(3, 1, 1)
+    with torch.no_grad():
+        logits = model.forward_2d(x.unsqueeze(0))['seg2d'][0]
+    logits[void_id] = float('-inf')
+    p = torch.softmax(logits, 0)
+    res = seg.infer(small, None, '2d')
+    assert (res.labels != void_id).all()
+    assert np.array_equal(res.labels, p.argmax(0).numpy().astype(np.uint8))
+    np.testing.assert_allclose(res.confidence, p.max(0).values.numpy(), atol=1e-5)

@@ -154,9 +154,16 @@ class Segmenter:
         return rgb, Kn, self._buf if self.dtype == torch.float32 else self._buf.to(self.dtype)
 
     def _distribution(self, logits: torch.Tensor) -> torch.Tensor:
-        logits = logits.float().clone()
-        logits[self.classes.void_id] = float('-inf')  # void is never predicted
-        return torch.softmax(logits, dim=0)
+        """Softmax over the non-void channels of C×H×W logits -> (C-1)×H×W probabilities (channel j is
+        class j, or j+1 from the void id on). Works in place on the (fresh, per-call) model output."""
+        v, c = self.classes.void_id, logits.shape[0]
+        if v == 0 or v == c - 1:
+            x = logits[1:] if v == 0 else logits[:-1]
+        else:
+            x = torch.cat([logits[:v], logits[v + 1:]])
+        x = x.float()
+        x.sub_(x.amax(0, keepdim=True)).exp_()
+        return x.div_(x.sum(0, keepdim=True))
 
     def infer(self, rgb: np.ndarray, K: Optional[np.ndarray] = None, label_source: str = 'fused'
               ) -> InferenceResult:
@@ -192,20 +199,24 @@ class Segmenter:
                 source = '2d'
             depth = out['depth'][0, 0].float()
             valid = out['valid'][0, 0] if 'valid' in out else torch.isfinite(depth) & (depth > 0)
+            all_valid = bool(valid.all())
             p = self._distribution(out['seg2d'][0])
             if source != '2d':
                 p3 = self._distribution(out['seg3d'][0])
                 if source == 'fused':
-                    p3 = 0.5 * (p + p3)
-                p = torch.where(valid.unsqueeze(0), p3, p)
-            conf, lab = p.max(dim=0)
-            nan = torch.tensor(float('nan'), device=depth.device)
-            depth_np = torch.where(valid, depth, nan).cpu().numpy()
+                    p3.add_(p).mul_(0.5)
+                p = p3 if all_valid else torch.where(valid.unsqueeze(0), p3, p)
+            conf, idx = p.max(dim=0)
+            lab = idx + (idx >= self.classes.void_id).to(idx.dtype)  # channel -> class id (void skipped)
+            nan = float('nan')
+            depth_np = (depth if all_valid else depth.masked_fill(~valid, nan)).cpu().numpy()
             points = None
             if 'xyz' in out:
-                xyz = torch.where(valid.unsqueeze(0), out['xyz'][0].float(), nan)
-                points = xyz.permute(1, 2, 0).contiguous().cpu().numpy()
-            labels = lab.to(torch.int32).cpu().numpy().astype(self.classes.label_dtype)
+                xyz = out['xyz'][0].float().permute(1, 2, 0)
+                if not all_valid:
+                    xyz = xyz.masked_fill(~valid.unsqueeze(-1), nan)
+                points = xyz.contiguous().cpu().numpy()
+            labels = lab.cpu().numpy().astype(self.classes.label_dtype)
             conf_np = conf.cpu().numpy().astype(np.float32, copy=False)
         t3 = time.perf_counter()
         timings = {'preprocess': (t1 - t0) * 1e3, 'inference': (t2 - t1) * 1e3,
