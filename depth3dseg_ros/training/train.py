@@ -15,6 +15,7 @@ stopped, best metric, history), ``tb/`` (TensorBoard). Stopping (M6): early stop
 from __future__ import annotations
 
 import argparse
+import datetime
 import functools
 import json
 import math
@@ -64,7 +65,8 @@ def setup_distributed() -> tuple[int, int, int]:
     world = int(os.environ.get('WORLD_SIZE', '1'))
     if world > 1:
         backend = 'nccl' if torch.cuda.is_available() else 'gloo'
-        dist.init_process_group(backend=backend)
+        # rank 0 validates alone while the others wait in a broadcast: allow a long validation
+        dist.init_process_group(backend=backend, timeout=datetime.timedelta(hours=2))
         return dist.get_rank(), world, int(os.environ.get('LOCAL_RANK', '0'))
     return 0, 1, 0
 
@@ -138,6 +140,16 @@ def build_datasets(cfg: dict, classes) -> tuple[FrameDataset, FrameDataset]:
     common = dict(input_size=d['input_size'], classes=classes, mean=m['mean'], std=m['std'])
     train_ds = FrameDataset(records=train_recs, augment=cfg['augment'], seed=cfg['train']['seed'], **common)
     return train_ds, FrameDataset(records=val_recs, augment=None, **common)
+
+
+def _agree(flag: bool, world: int, device: torch.device) -> bool:
+    """Rank 0's ``flag`` on every rank (DDP ranks must leave the loop together, or the others hang in
+    the next all-reduce); the flag itself when single-process."""
+    if world == 1:
+        return bool(flag)
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.broadcast(t, src=0)
+    return bool(t.item())
 
 
 def _is_better(value: float, best: float | None, mode: str, min_delta: float) -> bool:
@@ -302,7 +314,7 @@ def _run(args: argparse.Namespace) -> int:
                 for k, v in vals.items():
                     writer.add_scalar(f'train/{k}', v, global_step)
                 writer.add_scalar('train/lr', scheduler.get_last_lr()[0], global_step)
-            if limit_s is not None and time.monotonic() - t0 >= limit_s:
+            if limit_s is not None and _agree(time.monotonic() - t0 >= limit_s, world, device):
                 timed_out = True
                 break
         bar.close()
@@ -312,7 +324,7 @@ def _run(args: argparse.Namespace) -> int:
                 save_checkpoint(out / 'last.pt', checkpoint(epoch, step))
             break
         # ---- validation (rank 0), early stopping, checkpoints
-        stop = torch.zeros(1)
+        stop = False
         if master:
             metrics = evaluate_model(model, val_ds, classes, device, batch_size=bs, loss_cfg=loss_cfg,
                                      weighting=weighting, amp_ctx=amp_ctx)
@@ -340,11 +352,8 @@ def _run(args: argparse.Namespace) -> int:
             if improved:
                 save_checkpoint(out / 'best.pt', state)
             save_checkpoint(out / 'last.pt', state)
-            if es['bad_epochs'] >= cfg['early_stop']['patience']:
-                stop[0] = 1
-        if world > 1:
-            dist.broadcast(stop, src=0)
-        if stop.item():
+            stop = es['bad_epochs'] >= cfg['early_stop']['patience']
+        if _agree(stop, world, device):
             stop_reason = _early_stop_reason(cfg, es)
             break
 
