@@ -189,7 +189,7 @@ def test_labels_map_back_to_class_ids_for_any_void_id(nyu0001, void_id):
     rgb, K = nyu0001
     torch.manual_seed(3)
     classes = ClassSet([f'c{i}' for i in range(5)], np.zeros((5, 3), np.uint8), void_id=void_id)
-    model = Depth3DSeg(5, **SMALL)
+    model = Depth3DSeg(5, **SMALL).eval()
     seg = Segmenter.from_model(model, {'classes': classes.to_dict(), 'input_size': [32, 24]})
     small = cv2.resize(rgb, (32, 24), interpolation=cv2.INTER_AREA)
     x = (torch.from_numpy(small).permute(2, 0, 1).float() / 255 - torch.tensor(MEAN).view(3, 1, 1)) \
@@ -202,3 +202,10 @@ def test_labels_map_back_to_class_ids_for_any_void_id(nyu0001, void_id):
     assert (res.labels != void_id).all()
     assert np.array_equal(res.labels, p.argmax(0).numpy().astype(np.uint8))
     np.testing.assert_allclose(res.confidence, p.max(0).values.numpy(), atol=1e-5)
+
+
+def test_from_model_leaves_the_callers_model_untouched():
+    model = Depth3DSeg(len(NYU13), **SMALL).train()
+    seg = Segmenter.from_model(model, {'classes': NYU13, 'input_size': [32, 24]})
+    assert model.training and any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
+    assert not seg.model.training and not any(isinstance(m, torch.nn.BatchNorm2d) for m in seg.model.modules())

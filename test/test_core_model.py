@@ -103,3 +103,24 @@ def test_default_arch_is_mobilenet_sized():
     n = count_params(model)
     assert 0.3e6 < n < 5e6, n
     assert math.isclose(model.arch['max_depth'], 10.0)
+
+
+def test_fold_batchnorm_keeps_outputs():
+    import copy
+    from depth3dseg_ros.core.model import fold_batchnorm
+    torch.manual_seed(4)
+    model = Depth3DSeg(6, **SMALL).eval()
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+    folded = fold_batchnorm(copy.deepcopy(model))
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+    x, K = torch.randn(1, 3, 48, 64), _K(64, 48)
+    with torch.no_grad():
+        a, b = model(x, K), folded(x, K)
+    for key in ('depth', 'seg2d', 'seg3d'):
+        assert torch.allclose(a[key], b[key], atol=1e-4, rtol=1e-4), key
+    assert (a['seg2d'] - b['seg2d']).abs().max() < 1e-4 and a['seg2d'].abs().max() > 1e-2

@@ -18,6 +18,7 @@ labels come from S2D and ``InferenceResult.label_source`` says '2d' (a warning i
 """
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ import torch
 
 from .classes import ClassSet
 from .geometry import check_intrinsics_np, resize_intrinsics
-from .model import Depth3DSeg
+from .model import Depth3DSeg, fold_batchnorm
 from .modelfile import load_model, make_meta
 
 __all__ = ['Segmenter', 'InferenceResult', 'LABEL_SOURCES', 'resolve_device']
@@ -84,7 +85,8 @@ class Segmenter:
         input_size: (W, H) network input size; default the model file's ``input_size``.
         num_threads: torch CPU threads (torch.set_num_threads, process-wide); None keeps torch's default
             (one per physical core).
-    Attributes: classes (ClassSet), input_size (W, H), device (torch.device), meta (dict), model.
+    Attributes: classes (ClassSet), input_size (W, H), device (torch.device), meta (dict), model (the
+    Depth3DSeg in eval mode with BatchNorm folded into the convolutions: inference only).
     Raises FileNotFoundError / ModelFileError (bad model file), ValueError (device, half, input_size).
     """
 
@@ -97,9 +99,11 @@ class Segmenter:
     def from_model(cls, model: Depth3DSeg, meta: Dict[str, Any], device: str = 'cpu', half: bool = False,
                    input_size: Optional[Tuple[int, int]] = None,
                    num_threads: Optional[int] = None) -> 'Segmenter':
-        """A Segmenter around an in-memory model; `meta` is completed like a saved file's (make_meta)."""
+        """A Segmenter around a copy of an in-memory model (the caller's model is left untouched);
+        `meta` is completed like a saved file's (make_meta)."""
         obj = cls.__new__(cls)
-        obj._setup(model, make_meta(model, meta), device, half, input_size, num_threads)
+        meta = make_meta(model, meta)
+        obj._setup(copy.deepcopy(model), meta, device, half, input_size, num_threads)
         return obj
 
     def _setup(self, model: Depth3DSeg, meta: Dict[str, Any], device: str, half: bool,
@@ -119,7 +123,8 @@ class Segmenter:
         self.classes = ClassSet.from_dict(meta['classes'])
         self.half = bool(half)
         self.dtype = torch.float16 if half else torch.float32
-        self.model = model.to(self.device, self.dtype).eval()
+        # BatchNorm folded into the convolutions (eval statistics): same outputs, one pass less per layer
+        self.model = fold_batchnorm(model.eval()).to(self.device, self.dtype)
         w, h = self.input_size
         std = np.asarray(meta['std'], np.float32)
         self._scale = torch.tensor(1.0 / (255.0 * std), device=self.device, dtype=torch.float32).view(3, 1, 1)
