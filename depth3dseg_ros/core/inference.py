@@ -191,7 +191,7 @@ class Segmenter:
             if Kn is None:
                 out = self.model.forward_2d(x)
             else:
-                Kt = torch.as_tensor(Kn, dtype=self.dtype, device=self.device).unsqueeze(0)
+                Kt = torch.as_tensor(Kn, dtype=torch.float32, device=self.device).unsqueeze(0)  # M2 in fp32
                 out = self.model(x, Kt)
             self._sync()
             t2 = time.perf_counter()

@@ -183,8 +183,8 @@ class Depth3DSeg(nn.Module):
     Args: hyper-parameters of `DEFAULT_ARCH` (``p_*`` go to `PointSegNet`); kept as ``self.arch``
     (a plain dict, stored in the model file).
     forward(rgb_norm B×3×H×W float normalised, K B×3×3 of that image at H×W, metres/pixels) ->
-    dict(depth B×1×H×W m, seg2d B×C×H×W logits, seg3d B×C×H×W logits, xyz B×3×H×W m (optical frame,
-    0 where invalid), valid B×1×H×W bool). The 3D net sees the metric X, Y, Z of the predicted depth
+    dict(depth B×1×H×W m, seg2d B×C×H×W logits, seg3d B×C×H×W logits, xyz B×3×H×W m float32 (optical
+    frame, 0 where invalid; back-projected in float32 even for an fp16 model), valid B×1×H×W bool). The 3D net sees the metric X, Y, Z of the predicted depth
     (core.geometry.backproject, M2) plus per-pixel colour, so losses on seg3d reach the depth head
     (the coupling of M3). Raises ValueError for bad shapes (see DepthSegNet, backproject).
     """
@@ -215,8 +215,10 @@ class Depth3DSeg(nn.Module):
 
     def forward(self, rgb_norm: torch.Tensor, K: torch.Tensor) -> Dict[str, torch.Tensor]:
         out = self.net(rgb_norm)
-        xyz, valid = backproject(out['depth'], K)
-        out['seg3d'] = self.pointnet(xyz, valid, rgb_norm)
+        depth = out['depth']
+        # M2 in float32 even for an fp16 model/autocast (pixel coordinates up to ~1000 need > 11 bits)
+        xyz, valid = backproject(depth.float(), K.float())
+        out['seg3d'] = self.pointnet(xyz.to(depth.dtype), valid, rgb_norm)
         out['xyz'] = xyz
         out['valid'] = valid
         return out

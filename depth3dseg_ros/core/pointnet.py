@@ -114,7 +114,7 @@ def _normals(xyz: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     du = p[:, :, 1:-1, 2:] - p[:, :, 1:-1, :-2]
     dv = p[:, :, 2:, 1:-1] - p[:, :, :-2, 1:-1]
     n = torch.cross(du, dv, dim=1)
-    n = n / (n.norm(dim=1, keepdim=True) + 1e-9)
+    n = n / n.norm(dim=1, keepdim=True).clamp_min(1e-6)  # clamp, not + eps: fp16-safe
     n = torch.where((n * xyz).sum(1, keepdim=True) > 0, -n, n)
     ok = valid & vv[:, :, 1:-1, 2:] & vv[:, :, 1:-1, :-2] & vv[:, :, 2:, 1:-1] & vv[:, :, :-2, 1:-1]
     return torch.where(ok, n, torch.zeros_like(n))
