@@ -124,3 +124,21 @@ def test_fold_batchnorm_keeps_outputs():
     for key in ('depth', 'seg2d', 'seg3d'):
         assert torch.allclose(a[key], b[key], atol=1e-4, rtol=1e-4), key
     assert (a['seg2d'] - b['seg2d']).abs().max() < 1e-4 and a['seg2d'].abs().max() > 1e-2
+
+
+def test_fp16_model_and_autocast_training_stay_finite():
+    """fp16 inference (Segmenter half=True) and mixed-precision training (AMP) keep the geometry in
+    float32: finite outputs, xyz float32, finite gradients into the depth head through seg3d."""
+    torch.manual_seed(5)
+    half = Depth3DSeg(6, **SMALL).eval().half()
+    with torch.no_grad():
+        out = half(torch.randn(1, 3, 48, 64).half(), _K(64, 48))
+    assert out['seg3d'].dtype == torch.float16 and out['xyz'].dtype == torch.float32
+    assert all(torch.isfinite(out[k].float()).all() for k in ('depth', 'seg2d', 'seg3d'))
+    model = Depth3DSeg(6, **SMALL).train()
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        out = model(torch.randn(2, 3, 48, 64), _K(64, 48, batch=2))
+        loss = F.cross_entropy(out['seg3d'].float(), torch.randint(1, 6, (2, 48, 64)))
+    loss.backward()
+    g = model.net.depth_head[-1].weight.grad
+    assert torch.isfinite(g).all() and g.abs().sum() > 0

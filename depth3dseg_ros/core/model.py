@@ -15,7 +15,7 @@ labels came from), and its bias can be initialised to a typical indoor depth (``
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List
 
 import torch
 import torch.nn.functional as F
@@ -184,9 +184,9 @@ class Depth3DSeg(nn.Module):
     (a plain dict, stored in the model file).
     forward(rgb_norm B×3×H×W float normalised, K B×3×3 of that image at H×W, metres/pixels) ->
     dict(depth B×1×H×W m, seg2d B×C×H×W logits, seg3d B×C×H×W logits, xyz B×3×H×W m float32 (optical
-    frame, 0 where invalid; back-projected in float32 even for an fp16 model), valid B×1×H×W bool). The 3D net sees the metric X, Y, Z of the predicted depth
-    (core.geometry.backproject, M2) plus per-pixel colour, so losses on seg3d reach the depth head
-    (the coupling of M3). Raises ValueError for bad shapes (see DepthSegNet, backproject).
+    frame, 0 where invalid; back-projected in float32 even for an fp16 model), valid B×1×H×W bool).
+    The 3D net sees the metric X, Y, Z of the predicted depth (core.geometry.backproject, M2) plus
+    per-pixel colour, so losses on seg3d reach the depth head (the coupling of M3). Raises ValueError for bad shapes (see DepthSegNet, backproject).
     """
 
     def __init__(self, num_classes: int = 14, **kwargs: Any):
@@ -218,7 +218,7 @@ class Depth3DSeg(nn.Module):
         depth = out['depth']
         # M2 in float32 even for an fp16 model/autocast (pixel coordinates up to ~1000 need > 11 bits)
         xyz, valid = backproject(depth.float(), K.float())
-        out['seg3d'] = self.pointnet(xyz.to(depth.dtype), valid, rgb_norm)
+        out['seg3d'] = self.pointnet(xyz, valid, rgb_norm)
         out['xyz'] = xyz
         out['valid'] = valid
         return out
@@ -256,10 +256,3 @@ def count_flops(fn, *args: Any) -> int:
     with torch.no_grad(), FlopCounterMode(display=False) as fc:
         fn(*args)
     return int(fc.get_total_flops())
-
-
-def input_shape_ok(shape: Sequence[int]) -> Tuple[int, int]:
-    """(W, H) from an input_size-like sequence; ValueError unless two positive ints."""
-    if len(shape) != 2 or any(int(s) != s or s < 2 for s in shape):
-        raise ValueError(f'input_size={tuple(shape)} must be (width, height) integers >= 2')
-    return int(shape[0]), int(shape[1])

@@ -10,7 +10,7 @@ reduced resolution (every ``stride``-th pixel, the centre pixel of each stride×
    O(N·k) and pixel-adjacent points that are far apart in 3D (across a depth edge) are not neighbours;
 2. per-point input features: X, Y, Z (metres, optical frame), colour, and optionally the organized-cloud
    normal (cross product of the 4-neighbour differences, zero where a neighbour is invalid);
-3. two EdgeConv layers ``h_i = max_j ReLU(W_n f_j + W_c f_i + W_g g_ij)`` over the valid neighbours j,
+3. EdgeConv layers (``channels``; two by default) ``h_i = max_j ReLU(W_n f_j + W_c f_i + W_g g_ij)`` over the valid neighbours j,
    with edge geometry g_ij = [p_j − p_i (m), (p_j − p_i)/r_i, |p_j − p_i|]: relative coordinates, and the
    same in the local scale frame r_i = mean neighbour distance (so the features do not change with the
    sampling density, which falls with depth); then a per-point 1×1 layer;
@@ -164,7 +164,8 @@ class PointSegNet(nn.Module):
         channels: output channels of the EdgeConv layers. head: hidden channels of the head.
         normals: add organized-cloud normals to the point features.
     forward(xyz B×3×H×W metres, valid B×1×H×W bool, feats B×F×H×W) -> B×C×H×W logits (0 at invalid
-    pixels and at valid pixels with no valid subsampled point within reach).
+    pixels and at valid pixels with no valid subsampled point within reach), in the weights' dtype;
+    the geometry (neighbour search, offsets, distances) is computed in float32 whatever the input dtype.
     Raises ValueError for inconsistent shapes or hyper-parameters.
     """
 
@@ -198,6 +199,8 @@ class PointSegNet(nn.Module):
                              f'got xyz {tuple(xyz.shape)}, valid {tuple(valid.shape)}, feats '
                              f'{tuple(feats.shape)}')
         valid = valid.bool()
+        wt = self.out.weight.dtype          # fp16 for a .half() model; geometry stays in float32:
+        xyz = xyz.float()                   # (distances of a point to itself are 0: sqrt(0+eps) needs fp32)
         zero = torch.zeros((), dtype=xyz.dtype, device=xyz.device)
         xyz = torch.where(valid, xyz, zero)  # finite everywhere; invalid values never used below
         feats = torch.where(valid, feats.to(xyz.dtype), zero)
@@ -206,14 +209,14 @@ class PointSegNet(nn.Module):
         n = h * w
         idx, mask = knn_window(p, v, self.k, self.window)           # B×k×N
         parts: List[torch.Tensor] = [p, fc] + ([_normals(p, v)] if self.normals else [])
-        f = torch.cat(parts, 1).reshape(b, -1, n).transpose(1, 2)  # B×N×F, channels-last
+        f = torch.cat(parts, 1).reshape(b, -1, n).transpose(1, 2).to(wt)  # B×N×F, channels-last
         pf = p.reshape(b, 3, n)
         nb = pf.gather(2, idx.view(b, 1, -1).expand(b, 3, -1)).view(b, 3, self.k, n)
         rel = (nb - pf.unsqueeze(2)).permute(0, 2, 3, 1)          # B×k×N×3, metres
         dist = torch.sqrt(rel.square().sum(-1, keepdim=True) + 1e-12)
         m = mask.unsqueeze(-1).to(xyz.dtype)
         r = ((dist * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp(min=1)).clamp(min=1e-3)
-        geo = torch.cat([rel, rel / r, dist], -1) * m                # B×k×N×7
+        geo = (torch.cat([rel, rel / r, dist], -1) * m).to(wt)       # B×k×N×7
         outs = []
         for layer in self.layers:
             f = layer(f, geo, idx, mask)
