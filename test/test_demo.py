@@ -33,6 +33,8 @@ def test_demo_on_bundled_real_bag_writes_report(tmp_path):
     depths = sorted((out / 'depth').glob('*.png'))
     assert len(overlays) == len(depths) == rep['frames_out']
     assert [p.name for p in overlays] == [p.name for p in depths]
+    assert [f['overlay'] for f in rep['frames']] == [f'overlay/{p.name}' for p in overlays]
+    assert all(f['latency_ms'] > 0 for f in rep['frames'])
     img = cv2.imread(str(overlays[0]))
     assert img is not None and img.ndim == 3 and img.shape[2] == 3
     head = (out / 'cloud.ply').read_bytes()[:400].decode('ascii', 'replace')

@@ -185,7 +185,10 @@ def write_report(out: Path, rec: Recorder, info: dict) -> dict:
                   frame_ids=sorted(rec.frame_ids), cloud_ply_points=n_ply,
                   classes=[c['name'] for c in rec.classes['classes']] if rec.classes else None,
                   ground_truth=ground_truth_metrics(rec, len(rec.classes['classes']), rec.classes['void_id']),
-                  node_diagnostics={k: v for k, v in rec.diag.items() if not k.startswith('age_')})
+                  node_diagnostics={k: v for k, v in rec.diag.items() if not k.startswith('age_')},
+                  frames=[{'stamp_ns': t, 'latency_ms': (round((rec.t_out[t] - rec.t_in[t]) * 1e3, 1)
+                                                         if t in rec.t_in else None),
+                           'overlay': f'overlay/{t}.png', 'depth': f'depth/{t}.png'} for t in sorted(rec.t_out)])
     (out / 'report.json').write_text(json.dumps(report, indent=2))
     lines = ['# depth3dseg demo report', '',
              f"Bag `{info['bag']}`, model `{info['model']}`, replay rate {info['rate']}.", '',
