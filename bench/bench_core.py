@@ -120,7 +120,7 @@ def main(argv=None) -> int:
               f"{ref['ms_all'] / CAMERA_PERIOD_MS:.2f}")
     # end to end: 640x480 uint8 frame -> Segmenter at 320x240
     seg = Segmenter.from_model(model.float(), {'classes': NYU13, 'input_size': [320, 240]},
-                               device=str(device), half=args.half)
+                               device=str(device), half=args.half, num_threads=0)  # keep --threads
     rgb = np.random.default_rng(0).integers(0, 256, (480, 640, 3), dtype=np.uint8)
     seg.warmup(args.warmup)
     parts = {'preprocess': [], 'inference': [], 'postprocess': []}

@@ -209,3 +209,21 @@ def test_from_model_leaves_the_callers_model_untouched():
     seg = Segmenter.from_model(model, {'classes': NYU13, 'input_size': [32, 24]})
     assert model.training and any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
     assert not seg.model.training and not any(isinstance(m, torch.nn.BatchNorm2d) for m in seg.model.modules())
+
+
+def test_cpu_thread_setting():
+    from depth3dseg_ros.core.inference import default_num_threads
+    before = torch.get_num_threads()
+    model = Depth3DSeg(len(NYU13), **SMALL).eval()
+    try:
+        torch.set_num_threads(2)
+        Segmenter.from_model(model, {'classes': NYU13}, device='cpu', num_threads=0)
+        assert torch.get_num_threads() == 2  # 0 = keep
+        Segmenter.from_model(model, {'classes': NYU13}, device='cpu')
+        assert torch.get_num_threads() == default_num_threads() >= 1
+        Segmenter.from_model(model, {'classes': NYU13}, device='cpu', num_threads=1)
+        assert torch.get_num_threads() == 1
+        with pytest.raises(ValueError, match='num_threads'):
+            Segmenter.from_model(model, {'classes': NYU13}, device='cpu', num_threads=-1)
+    finally:
+        torch.set_num_threads(before)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ from .geometry import check_intrinsics_np, resize_intrinsics
 from .model import Depth3DSeg, fold_batchnorm
 from .modelfile import load_model, make_meta
 
-__all__ = ['Segmenter', 'InferenceResult', 'LABEL_SOURCES', 'resolve_device']
+__all__ = ['Segmenter', 'InferenceResult', 'LABEL_SOURCES', 'resolve_device', 'default_num_threads']
 
 LABEL_SOURCES = ('2d', '3d', 'fused')
 _log = logging.getLogger(__name__)
@@ -74,6 +75,15 @@ def resolve_device(device: Union[str, torch.device]) -> torch.device:
     return dev
 
 
+def default_num_threads() -> int:
+    """CPU threads for inference: usable cores (sched_getaffinity) minus one, at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
 class Segmenter:
     """M7–M9: a loaded model ready for per-frame inference (see the module docstring).
 
@@ -83,8 +93,10 @@ class Segmenter:
         half: fp16 inference, CUDA only (ValueError on cpu: fp16 convolutions on CPU are slower and
             less exact than fp32).
         input_size: (W, H) network input size; default the model file's ``input_size``.
-        num_threads: torch CPU threads (torch.set_num_threads, process-wide); None keeps torch's default
-            (one per physical core).
+        num_threads: torch CPU threads (torch.set_num_threads, process-wide), CPU device only. None
+            (default): the usable cores minus one (at least 1), leaving a core to the ROS executor, image
+            decoding and publishing; on a loaded 2-core machine two OpenMP threads were 10-50x slower than
+            one (docs/model.md). 0 keeps torch's current setting.
     Attributes: classes (ClassSet), input_size (W, H), device (torch.device), meta (dict), model (the
     Depth3DSeg in eval mode with BatchNorm folded into the convolutions: inference only).
     Raises FileNotFoundError / ModelFileError (bad model file), ValueError (device, half, input_size).
@@ -111,10 +123,10 @@ class Segmenter:
         self.device = resolve_device(device)
         if half and self.device.type != 'cuda':
             raise ValueError(f'half=True needs a CUDA device, got device={str(self.device)!r}')
-        if num_threads is not None:
-            if int(num_threads) < 1:
-                raise ValueError(f'num_threads={num_threads} must be >= 1')
-            torch.set_num_threads(int(num_threads))
+        if num_threads is not None and int(num_threads) < 0:
+            raise ValueError(f'num_threads={num_threads} must be >= 0 (0 = keep the current setting)')
+        if self.device.type == 'cpu' and num_threads != 0:
+            torch.set_num_threads(int(num_threads) if num_threads else default_num_threads())
         size = meta['input_size'] if input_size is None else input_size
         if len(size) != 2 or any(int(s) != s or s < 8 for s in size):
             raise ValueError(f'input_size={tuple(size)} must be (width, height) integers >= 8')
