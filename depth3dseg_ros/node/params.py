@@ -62,7 +62,7 @@ SPECS: tuple[ParamSpec, ...] = (
     ParamSpec('output_resolution', 'network', 'outputs at the network size, or resized to the camera '
               'image size (nearest; K scaled back)', ('network', 'camera')),
     ParamSpec('diagnostics_period', 2.0, 'seconds between rate/timing log lines and /diagnostics', min=0.1),
-    ParamSpec('torch_threads', 0, 'torch.set_num_threads (0 = torch default)', min=0),
+    ParamSpec('torch_threads', 0, 'torch CPU threads (0 = the Segmenter default: usable cores - 1, at least 1)', min=0),
 )
 
 SPEC_BY_NAME = {s.name: s for s in SPECS}
