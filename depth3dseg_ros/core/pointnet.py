@@ -139,12 +139,15 @@ class EdgeConv(nn.Module):
         c = self.wc(f)
         off = (torch.arange(b, device=f.device) * n).view(b, 1)
         out = None
+        all_ok = bool(mask.all())  # common case (every point valid): no masking pass needed
         # One neighbour rank at a time: B×N×C tensors stay cache-sized (no B×N×k×C temporaries).
         for j in range(idx.shape[1]):
             # in place on fresh tensors (autograd-safe: index_select/add keep no outputs for backward)
             e = a.index_select(0, (idx[:, j] + off).reshape(-1)).view(b, n, -1)
             e.add_(c).add_(self.wg(geo[:, j]))
-            e.masked_fill_(~mask[:, j].unsqueeze(-1), 0.0).relu_()  # masked 0 never beats ReLU >= 0
+            if not all_ok:
+                e.masked_fill_(~mask[:, j].unsqueeze(-1), 0.0)  # masked 0 never beats ReLU >= 0
+            e.relu_()
             if out is None:
                 out = e
             elif torch.is_grad_enabled() and (out.requires_grad or e.requires_grad):
@@ -256,4 +259,6 @@ class PointSegNet(nn.Module):
             out = lcf[0].index_select(1, src[0]).unsqueeze(0)
         else:
             out = lcf.gather(2, src.unsqueeze(1).expand(B, C, H * W))
-        return out.masked_fill_(~found.view(B, 1, H * W), 0.0).view(B, C, H, W)
+        if not bool(found.all()):
+            out.masked_fill_(~found.view(B, 1, H * W), 0.0)
+        return out.view(B, C, H, W)
