@@ -2,7 +2,7 @@
 
 Prints, per input size (default 320×240 and 640×480): median forward ms/frame and frames/s (after
 warm-up) of the 2D+depth model, of the 3D network alone (on the cloud of the predicted depth) and of the
-whole Depth3DSeg forward; FLOPs (torch.utils.flop_counter.FlopCounterMode) and parameters; the ratio
+whole Depth3DSeg forward, as trained and in the Segmenter's inference form (BN folded, channels-last); FLOPs (torch.utils.flop_counter.FlopCounterMode) and parameters; the ratio
 3D / 2D time, and the ratio of the whole forward at 320×240 to the 33.3 ms camera period (30 Hz); and the
 Segmenter's end-to-end infer() of a 640×480 uint8 frame (resize, normalise, forward, postprocess).
 
@@ -15,6 +15,7 @@ Imports only depth3dseg_ros.core (no rclpy), so it runs on a GPU machine with a 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from depth3dseg_ros.core.classes import NYU13  # noqa: E402
 from depth3dseg_ros.core.geometry import resize_intrinsics  # noqa: E402
 from depth3dseg_ros.core.inference import Segmenter, resolve_device  # noqa: E402
-from depth3dseg_ros.core.model import Depth3DSeg, count_flops, count_params  # noqa: E402
+from depth3dseg_ros.core.model import Depth3DSeg, count_flops, count_params, fold_batchnorm  # noqa: E402
 
 CAMERA_PERIOD_MS = 1000.0 / 30.0
 NYU_K = np.array([[518.8579, 0, 325.5824], [0, 519.4696, 253.7362], [0, 0, 1]])
@@ -51,8 +52,8 @@ def _time(fn, device: torch.device, runs: int, warmup: int) -> float:
     return statistics.median(times)
 
 
-def bench_size(model: Depth3DSeg, w: int, h: int, device: torch.device, dtype: torch.dtype,
-               runs: int, warmup: int) -> dict:
+def bench_size(model: Depth3DSeg, fast: Depth3DSeg, w: int, h: int, device: torch.device,
+               dtype: torch.dtype, runs: int, warmup: int) -> dict:
     torch.manual_seed(0)
     x = torch.randn(1, 3, h, w, device=device, dtype=dtype)
     K = torch.as_tensor(resize_intrinsics(NYU_K, (640, 480), (w, h)), dtype=dtype, device=device)[None]
@@ -62,6 +63,9 @@ def bench_size(model: Depth3DSeg, w: int, h: int, device: torch.device, dtype: t
         t2d = _time(lambda: model.net(x), device, runs, warmup)
         t3d = _time(lambda: model.pointnet(xyz, valid, x), device, runs, warmup)
         tall = _time(lambda: model(x, K), device, runs, warmup)
+        xc = x.contiguous(memory_format=torch.channels_last)
+        t2f = _time(lambda: fast.net(xc), device, runs, warmup)
+        tallf = _time(lambda: fast(xc, K), device, runs, warmup)
     xf, Kf = x.float().cpu(), K.float().cpu()
     m_cpu = model if device.type == 'cpu' and dtype == torch.float32 else None
     flops = {}
@@ -69,7 +73,7 @@ def bench_size(model: Depth3DSeg, w: int, h: int, device: torch.device, dtype: t
         flops = {'2d': count_flops(m_cpu.net, xf), '3d': count_flops(m_cpu.pointnet, xyz, valid, xf),
                  'all': count_flops(m_cpu, xf, Kf)}
     return {'size': f'{w}x{h}', 'ms_2d': t2d, 'ms_3d': t3d, 'ms_all': tall, 'fps_all': 1000.0 / tall,
-            'ratio_3d_2d': t3d / t2d, 'flops': flops}
+            'ratio_3d_2d': t3d / t2d, 'ms_2d_fast': t2f, 'ms_all_fast': tallf, 'flops': flops}
 
 
 def main(argv=None) -> int:
@@ -97,6 +101,8 @@ def main(argv=None) -> int:
                                    torch.as_tensor(resize_intrinsics(NYU_K, (640, 480), (320, 240)),
                                                    dtype=torch.float32)[None])}
     model = model.to(device, dtype)
+    # the Segmenter's inference form: BatchNorm folded, channels-last
+    fast = fold_batchnorm(copy.deepcopy(model)).to(memory_format=torch.channels_last)
     print(f'device {device} dtype {dtype} torch {torch.__version__} threads {torch.get_num_threads()} '
           f'cpus {os.cpu_count()} runs {args.runs} (median after {args.warmup} warm-up)')
     print(f"arch {json.dumps(model.arch)}")
@@ -107,17 +113,20 @@ def main(argv=None) -> int:
     results = []
     for s in args.sizes.split(','):
         w, h = (int(v) for v in s.lower().split('x'))
-        r = bench_size(model, w, h, device, dtype, args.runs, args.warmup)
+        r = bench_size(model, fast, w, h, device, dtype, args.runs, args.warmup)
         results.append(r)
         print(f"{r['size']:>8}: 2D+depth {r['ms_2d']:7.2f} ms | 3D net {r['ms_3d']:7.2f} ms "
               f"(3D/2D {r['ratio_3d_2d']:.2f}) | whole {r['ms_all']:7.2f} ms = {r['fps_all']:6.1f} frames/s")
+        print(f"{'':>10}inference form (BN folded, channels-last): 2D+depth {r['ms_2d_fast']:7.2f} ms | "
+              f"whole {r['ms_all_fast']:7.2f} ms = {1000 / r['ms_all_fast']:6.1f} frames/s")
         if r['flops']:
             print(f"{'':>10}FLOPs 2D+depth {r['flops']['2d'] / 1e9:.3f} G, 3D {r['flops']['3d'] / 1e9:.3f} G, "
                   f"whole {r['flops']['all'] / 1e9:.3f} G")
     ref = next((r for r in results if r['size'] == '320x240'), None)
     if ref is not None:
         print(f"whole forward at 320x240 / camera period {CAMERA_PERIOD_MS:.1f} ms = "
-              f"{ref['ms_all'] / CAMERA_PERIOD_MS:.2f}")
+              f"{ref['ms_all'] / CAMERA_PERIOD_MS:.2f} (inference form "
+              f"{ref['ms_all_fast'] / CAMERA_PERIOD_MS:.2f})")
     # end to end: 640x480 uint8 frame -> Segmenter at 320x240
     seg = Segmenter.from_model(model.float(), {'classes': NYU13, 'input_size': [320, 240]},
                                device=str(device), half=args.half, num_threads=0)  # keep --threads
