@@ -13,6 +13,7 @@ code 2 and one line naming the problem.
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import Any, Callable
@@ -48,8 +49,10 @@ def main(argv: list[str] | None = None, segmenter_factory: Callable[..., Any] | 
     except (KeyboardInterrupt, ExternalShutdownException):
         return 0
     finally:
-        if node is not None:
-            node.destroy_node()
+        if node is not None and not node.destroy_node():
+            print('depth3dseg_node: the worker did not stop within 5 s; exiting anyway', file=sys.stderr)
+            rclpy.try_shutdown()
+            os._exit(0)              # a thread blocked in a C call must not hold the process
         rclpy.try_shutdown()
 
 

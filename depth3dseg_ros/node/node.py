@@ -46,7 +46,7 @@ from depth3dseg_ros.paths import share_file
 from depth3dseg_ros.ros.camera_info import camera_info_for_output, intrinsics_from_camera_info, make_camera_info
 from depth3dseg_ros.ros.compressed import compressed_to_rgb
 from depth3dseg_ros.ros.image import EmptyImageError, cv2_to_imgmsg, describe, to_rgb
-from depth3dseg_ros.ros.pointcloud2 import create_cloud_from_depth
+from depth3dseg_ros.ros.pointcloud2 import create_cloud, create_cloud_from_depth
 from depth3dseg_ros.ros.sync import LATEST, NONE, Pair, StampSync, header_stamp_ns
 
 SHIPPED_MODEL = ('models', 'depth3dseg_nyu13.pt')
@@ -243,11 +243,16 @@ class Depth3DSegNode(Node):
             info_out = None
         cloud = None
         if 'points' in self.pubs and intr is not None and info_out is not None:
-            K_out = np.asarray(info_out.k, np.float64).reshape(3, 3)
-            cloud = create_cloud_from_depth(
-                msg.header, depth, K_out, rgb_out, labels, conf if p.cloud_confidence else None,
-                organized=p.cloud_organized, stride=p.cloud_stride,
-                label_dtype=np.uint16 if labels.dtype == np.uint16 else np.uint32)
+            extra = dict(confidence=conf if p.cloud_confidence else None, organized=p.cloud_organized,
+                         stride=p.cloud_stride, label_dtype=np.uint16 if labels.dtype == np.uint16 else np.uint32)
+            if res.points is not None and res.points.shape[:2] == depth.shape:
+                # network size: the Segmenter's points are the back-projection of this depth with
+                # this K (M9); only the max_depth cut is applied here
+                xyz = np.where(np.isfinite(depth)[..., None], res.points, np.float32(np.nan))
+                cloud = create_cloud(msg.header, xyz, rgb_out, labels, **extra)
+            else:
+                K_out = np.asarray(info_out.k, np.float64).reshape(3, 3)
+                cloud = create_cloud_from_depth(msg.header, depth, K_out, rgb_out, labels, **extra)
         t3 = time.perf_counter()
         self._publish_all(msg.header, labels, depth, rgb_out, info_out, cloud)
         t4 = time.perf_counter()
@@ -275,7 +280,7 @@ class Depth3DSegNode(Node):
             self._publish('points', cloud)
 
     def _publish(self, name: str, msg: Any) -> None:
-        if msg is None:
+        if msg is None or self.slot.closed:                      # shutting down: publish nothing more
             return
         try:
             self.pubs[name].publish(msg)
@@ -308,7 +313,10 @@ class Depth3DSegNode(Node):
         except Exception as err:  # noqa: BLE001
             self.get_logger().error(f'diagnostics: {err}', throttle_duration_sec=30.0)
 
-    def destroy_node(self) -> None:
-        """Stop the worker, then destroy the node."""
-        self.worker.stop()
+    def destroy_node(self) -> bool:
+        """Stop the worker, then destroy the node. Returns False (node left alone) when the worker is
+        still inside a call after 5 s: destroying publishers under it could block; the caller exits."""
+        if not self.worker.stop(timeout=5.0):
+            return False
         super().destroy_node()
+        return True

@@ -87,11 +87,12 @@ class Worker:
             except BaseException as err:  # noqa: BLE001 - never let the worker die
                 self.on_error(err)
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Close the slot and join the thread (at most ``timeout`` s)."""
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Close the slot and join the thread (at most ``timeout`` s); True when it has ended."""
         self.slot.close()
         if self._thread.is_alive():
             self._thread.join(timeout)
+        return not self._thread.is_alive()
 
 
 STAGES = ('decode', 'inference', 'cloud', 'publish', 'total')
