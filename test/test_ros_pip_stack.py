@@ -27,6 +27,7 @@ def _run_pair(extra, domain):
     return sub
 
 
+@pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (PIP_ROS_STACK.md s.1)
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize('qos', ['reliable', 'best_effort'])
 def test_two_processes_exchange_image_over_dds(qos):

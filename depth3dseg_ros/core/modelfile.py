@@ -133,6 +133,7 @@ def save_model(path: Union[str, Path], model: Depth3DSeg, meta: Dict[str, Any]) 
             torch.save(payload, fh)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; model files are installed and shared (share/models)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

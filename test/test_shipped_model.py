@@ -1,0 +1,52 @@
+"""The shipped default model (issue 6): it loads, produces outputs of the right shapes on the bundled
+real-camera bag, and reproduces the real-data figures its model card states (models/model_card.json,
+the machine-readable copy of models/README.md's tables).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from depth3dseg_ros.core.inference import Segmenter
+from depth3dseg_ros.training import evaluate
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL = REPO / 'models' / 'depth3dseg_nyu13.pt'
+CARD = json.loads((REPO / 'models' / 'model_card.json').read_text())
+BAG = REPO / 'demo_data' / 'real_camera'
+
+
+def test_shipped_model_is_small_and_describes_itself():
+    assert MODEL.stat().st_size <= 20 * 2 ** 20
+    seg = Segmenter(str(MODEL), device='cpu')
+    assert seg.input_size == (320, 240)
+    assert [c for c in seg.classes.names][:3] == ['void', 'bed', 'books'] and len(seg.classes.names) == 14
+
+
+def test_shipped_model_outputs_on_a_real_frame(real_dir):
+    import cv2
+    rgb = cv2.cvtColor(cv2.imread(str(real_dir / 'densedepth_nyu_test_rgb/examples/377_image.png')),
+                       cv2.COLOR_BGR2RGB)
+    K = np.array([[518.8579, 0, 325.5824], [0, 519.4696, 253.7362], [0, 0, 1]])
+    res = Segmenter(str(MODEL), device='cpu').infer(rgb, K, label_source='fused')
+    assert res.labels.shape == (240, 320) and res.labels.dtype == np.uint8
+    assert res.labels.min() >= 1 and res.labels.max() <= 13          # never void
+    assert res.depth.shape == (240, 320) and res.depth.dtype == np.float32
+    finite = res.depth[np.isfinite(res.depth)]
+    assert finite.size > 0.9 * res.depth.size and finite.min() > 0 and finite.max() <= 10.0
+    assert res.points.shape == (240, 320, 3)
+    np.testing.assert_allclose(res.K[0, 0], 518.8579 / 2, rtol=1e-6)
+    assert res.confidence.shape == (240, 320) and float(res.confidence.min()) > 0
+
+
+@pytest.mark.timeout(300)
+def test_shipped_model_reproduces_its_model_card_on_the_bundled_real_bag(tmp_path):
+    out = tmp_path / 'eval'
+    assert evaluate.main(['--model', str(MODEL), '--bag', str(BAG), '--out', str(out), '--device', 'cpu']) == 0
+    report = json.loads((out / 'report.json').read_text())
+    want = CARD['real_bag']
+    for key in ('absrel', 'rmse', 'delta1', 'miou_2d', 'miou_3d', 'miou_fused'):
+        assert report[key] == pytest.approx(want[key], abs=0.01), key
