@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Write models/model_card.json: the shipped model's evaluation figures (machine-readable copy of the
+tables in models/README.md; test/test_shipped_model.py checks the real-bag figures against it).
+
+Usage: python scripts/model_card.py [--model models/depth3dseg_nyu13.pt] [--synth-val data/ds_synth_val]
+Runs depth3dseg-eval (training/evaluate.py) on (a) the held-out synthetic dataset and (b) the bundled
+real-camera bag demo_data/real_camera (NYU labelled frames + NYU/TUM depth), on the CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from depth3dseg_ros.training import evaluate
+
+REPO = Path(__file__).resolve().parents[1]
+KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_2d', 'pixel_acc_3d', 'pixel_acc_fused',
+        'absrel', 'rmse', 'delta1', 'delta2', 'delta3', 'frames')
+
+
+def run_eval(model: Path, source: list[str], out: Path) -> dict:
+    """Evaluate ``model`` with depth3dseg-eval; returns the figures of KEYS plus per-class IoU."""
+    if evaluate.main(['--model', str(model), *source, '--out', str(out), '--device', 'cpu']) != 0:
+        raise SystemExit(f'depth3dseg-eval failed on {source}')
+    rep = json.loads((out / 'report.json').read_text())
+    fig = {k: rep[k] for k in KEYS}
+    fig['iou_fused'] = rep['fused']['iou']
+    return fig
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--model', default=str(REPO / 'models' / 'depth3dseg_nyu13.pt'))
+    ap.add_argument('--synth-val', default=str(REPO / 'data' / 'ds_synth_val'))
+    ap.add_argument('--out', default=str(REPO / 'models' / 'model_card.json'))
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        card = {'model': Path(a.model).name,
+                'synthetic_val': run_eval(Path(a.model), ['--data', a.synth_val], Path(tmp) / 's'),
+                'real_bag': run_eval(Path(a.model), ['--bag', str(REPO / 'demo_data' / 'real_camera')],
+                                     Path(tmp) / 'r')}
+    Path(a.out).write_text(json.dumps(card, indent=1) + '\n')
+    print(json.dumps({k: {kk: v for kk, v in d.items() if kk != 'iou_fused'} if isinstance(d, dict) else d
+                      for k, d in card.items()}, indent=1))
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
