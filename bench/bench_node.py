@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from depth3dseg_ros.procutil import popen_tied
+
 REPO = Path(__file__).resolve().parents[1]
 W, H = 640, 480
 K = np.array([[525.0, 0, 319.5], [0, 525.0, 239.5], [0, 0, 1]])
@@ -73,7 +75,7 @@ def end_to_end(path: str, seconds: float, rate: float, threads: int, tmp: Path) 
     from depth3dseg_ros.ros.image import cv2_to_imgmsg
 
     log = open(tmp / 'node.log', 'w')
-    proc = subprocess.Popen([sys.executable, '-m', 'depth3dseg_ros.node.main', '--ros-args',
+    proc = popen_tied([sys.executable, '-m', 'depth3dseg_ros.node.main', '--ros-args',
                              '-r', '__node:=bench_node', '-r', 'image:=/bench/image', '-r', 'camera_info:=/bench/camera_info',
                              '-p', f'model_file:={path}', '-p', 'device:=cpu', '-p', f'torch_threads:={threads}',
                              '-p', 'diagnostics_period:=1.0'], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)

@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from depth3dseg_ros.procutil import popen_tied
+
 REPO = Path(__file__).resolve().parents[1]
 TINY_ARCH = dict(width=0.25, dec_ch=16, head_ch=8)
 
@@ -54,7 +56,7 @@ class NodeProcess:
             cmd += ['-p', f'{k}:={v}']
         self.log_path = log
         self._log = open(log, 'w')
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO,
+        self.proc = popen_tied(cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO,
                                      env=dict(os.environ, **(env or {})))
 
     def log(self) -> str:

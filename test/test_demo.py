@@ -22,7 +22,8 @@ def _demo(args, timeout=240):
 def test_demo_on_bundled_real_bag_writes_report(tmp_path):
     model = make_tiny_model(tmp_path / 'tiny.pt')
     out = tmp_path / 'demo_out'
-    r = _demo(['--out', str(out), '--model', str(model), '--device', 'cpu'])
+    r = _demo(['--out', str(out), '--model', str(model), '--device', 'cpu', '--startup-timeout', '90',
+               '--timeout', '120'])   # the demo gives up (and stops its children) before _demo's timeout
     assert r.returncode == 0, r.stdout + r.stderr
     rep = json.loads((out / 'report.json').read_text())
     assert rep['frames_in'] == 18                                 # every replayed image reached the recorder

@@ -27,6 +27,7 @@ import cv2
 import numpy as np
 
 from depth3dseg_ros.paths import share_file
+from depth3dseg_ros.procutil import popen_tied
 from depth3dseg_ros.rosenv import apply_ros_env, pick_domain_id
 
 NODE = 'depth3dseg'
@@ -235,7 +236,7 @@ def run_demo(args: argparse.Namespace) -> int:
     rclpy.init()
     ros = rclpy.create_node('depth3dseg_demo_recorder')
     rec = Recorder(ros, out)
-    node = subprocess.Popen(node_cmd, stdout=node_log, stderr=subprocess.STDOUT)
+    node = popen_tied(node_cmd, stdout=node_log, stderr=subprocess.STDOUT)
     replay = None
     try:
         end = time.monotonic() + args.startup_timeout
@@ -254,7 +255,7 @@ def run_demo(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
         topics = [IMAGE_TOPIC, INFO_TOPIC] + [t for t in (GT_DEPTH_TOPIC, GT_LABELS_TOPIC) if t in have]
-        replay = subprocess.Popen([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--rate',
+        replay = popen_tied([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--rate',
                                    str(args.rate), '--topics', *topics, '--wait-subscribers', '20',
                                    '--delay', '1.0'],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
