@@ -65,6 +65,8 @@ def bench_size(model: Depth3DSeg, fast: Depth3DSeg, w: int, h: int, device: torc
         tall = _time(lambda: model(x, K), device, runs, warmup)
         xc = x.contiguous(memory_format=torch.channels_last)
         t2f = _time(lambda: fast.net(xc), device, runs, warmup)
+        outf = fast(xc, K)
+        t3f = _time(lambda: fast.pointnet(outf['xyz'], outf['valid'], xc), device, runs, warmup)
         tallf = _time(lambda: fast(xc, K), device, runs, warmup)
     xf, Kf = x.float().cpu(), K.float().cpu()
     m_cpu = model if device.type == 'cpu' and dtype == torch.float32 else None
@@ -73,7 +75,8 @@ def bench_size(model: Depth3DSeg, fast: Depth3DSeg, w: int, h: int, device: torc
         flops = {'2d': count_flops(m_cpu.net, xf), '3d': count_flops(m_cpu.pointnet, xyz, valid, xf),
                  'all': count_flops(m_cpu, xf, Kf)}
     return {'size': f'{w}x{h}', 'ms_2d': t2d, 'ms_3d': t3d, 'ms_all': tall, 'fps_all': 1000.0 / tall,
-            'ratio_3d_2d': t3d / t2d, 'ms_2d_fast': t2f, 'ms_all_fast': tallf, 'flops': flops}
+            'ratio_3d_2d': t3d / t2d, 'ms_2d_fast': t2f, 'ms_3d_fast': t3f, 'ratio_3d_2d_fast': t3f / t2f,
+            'ms_all_fast': tallf, 'flops': flops}
 
 
 def main(argv=None) -> int:
@@ -118,6 +121,7 @@ def main(argv=None) -> int:
         print(f"{r['size']:>8}: 2D+depth {r['ms_2d']:7.2f} ms | 3D net {r['ms_3d']:7.2f} ms "
               f"(3D/2D {r['ratio_3d_2d']:.2f}) | whole {r['ms_all']:7.2f} ms = {r['fps_all']:6.1f} frames/s")
         print(f"{'':>10}inference form (BN folded, channels-last): 2D+depth {r['ms_2d_fast']:7.2f} ms | "
+              f"3D net {r['ms_3d_fast']:7.2f} ms (3D/2D {r['ratio_3d_2d_fast']:.2f}) | "
               f"whole {r['ms_all_fast']:7.2f} ms = {1000 / r['ms_all_fast']:6.1f} frames/s")
         if r['flops']:
             print(f"{'':>10}FLOPs 2D+depth {r['flops']['2d'] / 1e9:.3f} G, 3D {r['flops']['3d'] / 1e9:.3f} G, "

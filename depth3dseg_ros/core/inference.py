@@ -8,9 +8,9 @@ model's network input size (``meta['input_size']`` or an override):
    mean/std; scale K to the network size (core.geometry.resize_intrinsics, case C18);
 2. inference (torch.inference_mode): `Depth3DSeg` -> depth, S2D and, when K is known, the cloud of the
    predicted depth (M2) and S3D (M3);
-3. postprocess: per-pixel class distribution of the requested source with the void channel excluded
-   (logit -inf), argmax -> labels, its probability -> confidence; depth with NaN where invalid; points
-   from the model's xyz (NaN where invalid).
+3. postprocess: per-pixel class distribution of the requested source with the void channel excluded,
+   its most probable class -> labels, that probability -> confidence (core.fusion, the one M7 rule that
+   evaluation uses too); depth with NaN where invalid; points from the model's xyz (NaN where invalid).
 
 label_source: '2d' (S2D), '3d' (S3D; pixels without a valid 3D point use S2D), 'fused' (mean of the S2D and
 S3D probabilities where the 3D point is valid, S2D elsewhere). Without K the 3D branch cannot run: the
@@ -31,13 +31,13 @@ import numpy as np
 import torch
 
 from .classes import ClassSet
+from .fusion import LABEL_SOURCES, labels_confidence, source_probs
 from .geometry import check_intrinsics_np, resize_intrinsics
 from .model import Depth3DSeg, fold_batchnorm
 from .modelfile import load_model, make_meta
 
 __all__ = ['Segmenter', 'InferenceResult', 'LABEL_SOURCES', 'resolve_device', 'default_num_threads']
 
-LABEL_SOURCES = ('2d', '3d', 'fused')
 _log = logging.getLogger(__name__)
 
 
@@ -174,18 +174,6 @@ class Segmenter:
         self._buf[0].copy_(t).mul_(self._scale).sub_(self._offset)
         return rgb, Kn, self._buf if self.dtype == torch.float32 else self._buf.to(self.dtype)
 
-    def _distribution(self, logits: torch.Tensor) -> torch.Tensor:
-        """Softmax over the non-void channels of C×H×W logits -> (C-1)×H×W probabilities (channel j is
-        class j, or j+1 from the void id on). Works in place on the (fresh, per-call) model output."""
-        v, c = self.classes.void_id, logits.shape[0]
-        if v == 0 or v == c - 1:
-            x = logits[1:] if v == 0 else logits[:-1]
-        else:
-            x = torch.cat([logits[:v], logits[v + 1:]])
-        x = x.float()
-        x.sub_(x.amax(0, keepdim=True)).exp_()
-        return x.div_(x.sum(0, keepdim=True))
-
     def infer(self, rgb: np.ndarray, K: Optional[np.ndarray] = None, label_source: str = 'fused'
               ) -> InferenceResult:
         """Run one frame (M7–M9).
@@ -221,14 +209,10 @@ class Segmenter:
             depth = out['depth'][0, 0].float()
             valid = out['valid'][0, 0] if 'valid' in out else torch.isfinite(depth) & (depth > 0)
             all_valid = bool(valid.all())
-            p = self._distribution(out['seg2d'][0])
-            if source != '2d':
-                p3 = self._distribution(out['seg3d'][0])
-                if source == 'fused':
-                    p3.add_(p).mul_(0.5)
-                p = p3 if all_valid else torch.where(valid.unsqueeze(0), p3, p)
-            conf, idx = p.max(dim=0)
-            lab = idx + (idx >= self.classes.void_id).to(idx.dtype)  # channel -> class id (void skipped)
+            p = source_probs(out['seg2d'], out.get('seg3d'), None if all_valid else valid[None, None], source,
+                             self.classes.void_id, inplace=True)  # M7, the rule core.metrics uses too
+            lab, conf = labels_confidence(p, inplace=True)
+            lab, conf = lab[0], conf[0]
             nan = float('nan')
             depth_np = (depth if all_valid else depth.masked_fill(~valid, nan)).cpu().numpy()
             points = None

@@ -19,6 +19,8 @@ from typing import Any, Dict, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from .fusion import source_labels, source_probs
+
 __all__ = ['ConfusionMatrix', 'DepthMetrics', 'SegDepthEvaluator', 'fuse_probs', 'predict_labels']
 
 Array = Union[np.ndarray, torch.Tensor]
@@ -186,21 +188,10 @@ class DepthMetrics:
 
 def fuse_probs(logits2d: torch.Tensor, logits3d: torch.Tensor, valid: Optional[torch.Tensor] = None,
                void_id: Optional[int] = 0) -> torch.Tensor:
-    """Fused class distribution B×C×H×W = mean of the S2D and S3D distributions (M7).
-
-    As in core.inference.Segmenter: each distribution is a softmax over the non-void channels (the
-    void logit is set to −inf first, so void has probability 0; ``void_id=None`` keeps all channels),
-    and where ``valid`` (B×1×H×W) is False (no 3D point) the 2D distribution alone is used.
-    """
-    def dist(logits: torch.Tensor) -> torch.Tensor:
-        if void_id is not None:
-            logits = logits.clone()
-            logits[:, void_id] = -float('inf')
-        return torch.softmax(logits, 1)
-
-    p2 = dist(logits2d)
-    fused = 0.5 * (p2 + dist(logits3d))
-    return fused if valid is None else torch.where(valid.bool(), fused, p2)
+    """Fused class distribution B×C×H×W = mean of the S2D and S3D distributions (M7): core.fusion's
+    ``source_probs(..., source='fused')``, the rule the Segmenter applies too (void probability 0 unless
+    ``void_id=None``; the S2D distribution alone where ``valid`` B×1×H×W is False)."""
+    return source_probs(logits2d, logits3d, valid, 'fused', void_id)
 
 
 def predict_labels(scores: torch.Tensor, void_id: Optional[int] = 0) -> torch.Tensor:
@@ -232,12 +223,14 @@ class SegDepthEvaluator:
                depth_gt: Optional[torch.Tensor] = None) -> None:
         if labels is not None:
             valid = out.get('valid')
-            self.cm['2d'].update(predict_labels(out['seg2d'], self.void_id), labels)
+            # labels by core.fusion, the rule of Segmenter.infer: the figures are the node's labels'
+            self.cm['2d'].update(source_labels(out['seg2d'], None, None, '2d', self.void_id), labels)
             if 'seg3d' in out:
                 v3 = None if valid is None else valid[:, 0]
-                self.cm['3d'].update(predict_labels(out['seg3d'], self.void_id), labels, v3)
-                fused = fuse_probs(out['seg2d'], out['seg3d'], valid, self.void_id)
-                self.cm['fused'].update(predict_labels(fused, self.void_id), labels)
+                self.cm['3d'].update(source_labels(out['seg2d'], out['seg3d'], valid, '3d', self.void_id),
+                                     labels, v3)
+                self.cm['fused'].update(source_labels(out['seg2d'], out['seg3d'], valid, 'fused',
+                                                      self.void_id), labels)
         if depth_gt is not None:
             self.depth.update(out['depth'], depth_gt)
 

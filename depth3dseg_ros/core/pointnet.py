@@ -5,7 +5,7 @@ graph over metric 3D positions, as in PointNet++ set abstraction, Qi et al. 2017
 reduced resolution (every ``stride``-th pixel, the centre pixel of each stride×stride block):
 
 1. neighbours: for each point, the candidates are the points of a ``window``×``window`` pixel window of
-   the subsampled organized cloud; the ``k`` nearest by metric 3D distance are kept (``topk``); invalid
+   the subsampled organized cloud; the ``k`` nearest by metric 3D distance are kept (core.keys); invalid
    candidates (no depth, outside the image) get +inf distance and are masked out, so the cost is
    O(N·k) and pixel-adjacent points that are far apart in 3D (across a depth edge) are not neighbours;
 2. per-point input features: X, Y, Z (metres, optical frame), colour, and optionally the organized-cloud
@@ -25,15 +25,18 @@ output (test_core_pointnet.py perturbs them). Gradients flow from the logits int
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .keys import INF_KEY, float_keys, key_bits
+
 __all__ = ['PointSegNet', 'knn_window', 'subsample']
 
-_IDX_CACHE: Dict[Tuple, Tuple[torch.Tensor, torch.Tensor]] = {}
+_IDX_CACHE: Dict[Tuple, Any] = {}  # index tables per (kind, sizes, device)
+_INT32_MIN = -2 ** 31
 
 
 def _window_index(h: int, w: int, window: int, device: torch.device
@@ -49,6 +52,20 @@ def _window_index(h: int, w: int, window: int, device: torch.device
         inside = (y >= 0) & (y < h) & (x >= 0) & (x < w)
         idx = (y.clamp(0, h - 1) * w + x.clamp(0, w - 1)).reshape(window * window, h * w)
         _IDX_CACHE[key] = (idx, inside.reshape(window * window, h * w))
+    return _IDX_CACHE[key]
+
+
+def _padded_window_index(h: int, w: int, window: int, device: torch.device) -> torch.Tensor:
+    """Flat indices (window²×h·w long) of each pixel's window candidates in the grid padded by
+    window//2 on every side (so no candidate is clamped or outside)."""
+    key = ('pwin', h, w, window, str(device))
+    if key not in _IDX_CACHE:
+        r = window // 2
+        d = torch.arange(-r, r + 1, device=device)
+        dy, dx = torch.meshgrid(d, d, indexing='ij')
+        y = torch.arange(h, device=device).view(1, h, 1) + dy.reshape(-1, 1, 1) + r
+        x = torch.arange(w, device=device).view(1, 1, w) + dx.reshape(-1, 1, 1) + r
+        _IDX_CACHE[key] = (y * (w + 2 * r) + x).reshape(window * window, h * w)
     return _IDX_CACHE[key]
 
 
@@ -92,19 +109,29 @@ def knn_window(xyz: torch.Tensor, valid: torch.Tensor, k: int, window: int
     if window % 2 != 1 or k > window * window or k < 1:
         raise ValueError(f'need odd window and 1 <= k <= window², got window={window} k={k}')
     b, _, h, w = xyz.shape
-    n = h * w
-    cand, inside = _window_index(h, w, window, xyz.device)        # win²×N
-    pf = xyz.reshape(b, 3, n)
-    vflat = valid.reshape(b, n)
+    n, r = h * w, window // 2
+    cand, _ = _window_index(h, w, window, xyz.device)              # win²×N, flat into h·w
+    pcand = _padded_window_index(h, w, window, xyz.device)         # win²×N, flat into (h+2r)·(w+2r)
+    inf = float('inf')
     with torch.no_grad():
-        nb = pf.gather(2, cand.view(1, 1, -1).expand(b, 3, -1)).view(b, 3, -1, n)
-        dist = (nb - pf.unsqueeze(2)).square().sum(1)               # B×win²×N
-        ok = inside.unsqueeze(0) & vflat.gather(1, cand.view(1, -1).expand(b, -1)).view(b, -1, n) \
-            & vflat.unsqueeze(1)
-        dist = torch.where(ok, dist, torch.full_like(dist, float('inf')))
-        dval, pos = torch.topk(dist, k, dim=1, largest=False)     # B×k×N
+        # Invalid and outside-the-image neighbours sit at +inf, invalid centres at -inf: every distance
+        # involving one is +inf (never NaN), with no masks to build or apply.
+        p = xyz.float()
+        nbs = F.pad(torch.where(valid, p, inf), (r, r, r, r), value=inf).reshape(b, 3, -1)
+        centre = torch.where(valid, p, -inf).reshape(b, 3, 1, n)
+        nb = nbs.gather(2, pcand.view(1, 1, -1).expand(b, 3, -1)).view(b, 3, -1, n)
+        keys = float_keys((nb - centre).square_().sum(1), 1)        # B×win²×N, squared metres
+        sel = torch.empty((b, k, n), dtype=torch.int32, device=xyz.device)
+        m = keys.amin(1, keepdim=True)
+        sel[:, :1] = m
+        for s in range(1, k):  # next smallest key > m; topk is ~6x slower on CPU here
+            # unsigned min of keys - (m + 1) (sign bit flipped -> signed min): skips keys <= m
+            u = (keys - (m + 1)).bitwise_xor_(_INT32_MIN).amin(1, keepdim=True)
+            m = u.bitwise_xor_(_INT32_MIN).add_(m + 1)
+            sel[:, s:s + 1] = m
+        pos = (sel & ((1 << key_bits(window * window)) - 1)).long()
     idx = cand.unsqueeze(0).expand(b, -1, -1).gather(1, pos)
-    return idx, torch.isfinite(dval)
+    return idx, sel < INF_KEY
 
 
 def _normals(xyz: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -114,7 +141,9 @@ def _normals(xyz: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     du = p[:, :, 1:-1, 2:] - p[:, :, 1:-1, :-2]
     dv = p[:, :, 2:, 1:-1] - p[:, :, :-2, 1:-1]
     n = torch.cross(du, dv, dim=1)
-    n = n / n.norm(dim=1, keepdim=True).clamp_min(1e-6)  # clamp, not + eps: fp16-safe
+    # = n / max(|n|, 1e-6) (float32 geometry); sqrt of the clamped sum of squares is ~40x faster than
+    # Tensor.norm over dim 1 on CPU here, and its gradient stays finite at |n| = 0
+    n = n / n.square().sum(1, keepdim=True).clamp_min(1e-12).sqrt()
     n = torch.where((n * xyz).sum(1, keepdim=True) > 0, -n, n)
     ok = valid & vv[:, :, 1:-1, 2:] & vv[:, :, 1:-1, :-2] & vv[:, :, 2:, 1:-1] & vv[:, :, :-2, 1:-1]
     return torch.where(ok, n, torch.zeros_like(n))
@@ -137,6 +166,7 @@ class EdgeConv(nn.Module):
         b, n, _ = f.shape
         a = self.wn(f).reshape(b * n, -1)
         c = self.wc(f)
+        g = self.wg(geo)                        # B×k×N×C_out, one matmul for all neighbour ranks
         off = (torch.arange(b, device=f.device) * n).view(b, 1)
         out = None
         all_ok = bool(mask.all())  # common case (every point valid): no masking pass needed
@@ -144,7 +174,7 @@ class EdgeConv(nn.Module):
         for j in range(idx.shape[1]):
             # in place on fresh tensors (autograd-safe: index_select/add keep no outputs for backward)
             e = a.index_select(0, (idx[:, j] + off).reshape(-1)).view(b, n, -1)
-            e.add_(c).add_(self.wg(geo[:, j]))
+            e.add_(c).add_(g[:, j])
             if not all_ok:
                 e.masked_fill_(~mask[:, j].unsqueeze(-1), 0.0)  # masked 0 never beats ReLU >= 0
             e.relu_()
@@ -154,7 +184,7 @@ class EdgeConv(nn.Module):
                 out = torch.maximum(out, e)
             else:
                 torch.maximum(out, e, out=out)
-        return torch.relu(self.post(out))
+        return self.post(out).relu_()
 
 
 class PointSegNet(nn.Module):
@@ -238,22 +268,25 @@ class PointSegNet(nn.Module):
         H, W = xyz.shape[-2:]
         if self.stride == 1:
             return logits.transpose(1, 2).reshape(B, C, H, W)
-        cand = _upsample_index(H, W, h, w, self.stride, xyz.device)        # 4×HW
+        st, o = self.stride, self.stride // 2
         with torch.no_grad():
-            pf, vf = p.reshape(B, 3, h * w), v.reshape(B, h * w)
-            full, fvalid = xyz.reshape(B, 3, H * W), valid.reshape(B, H * W)
-            best = torch.full((B, H * W), float('inf'), dtype=xyz.dtype, device=xyz.device)
-            src = torch.zeros((B, H * W), dtype=torch.long, device=xyz.device)
-            better = torch.empty((B, H * W), dtype=torch.bool, device=xyz.device)
-            for c in range(cand.shape[0]):  # one candidate at a time: B×HW temporaries only
-                ci = cand[c]
-                d = pf.gather(2, ci.view(1, 1, -1).expand(B, 3, -1)).sub_(full).square_().sum(1)
-                ok = vf.gather(1, ci.view(1, -1).expand(B, -1)).logical_and_(fvalid)
-                d.masked_fill_(~ok, float('inf'))
-                torch.lt(d, best, out=better)
-                torch.minimum(best, d, out=best)
-                src = torch.where(better, ci.unsqueeze(0), src)
-            found = torch.isfinite(best)
+            # Candidate (a, b) of full-res pixel (Y, X) is subsampled point (y0 + a, x0 + b), y0 =
+            # floor((Y - o) / stride), clamped to the grid. In the edge-replicated grid (one point of
+            # padding), nearest-upsampled by `stride`, it sits at (Y - o + stride·(a+1), X - o + stride·(b+1)):
+            # each candidate map is a slice (a view), no gathers at full resolution.
+            # as in knn_window: invalid subsampled points at +inf, invalid full-res points at -inf
+            inf = float('inf')
+            up_p = F.interpolate(F.pad(torch.where(v, p, inf), (1, 1, 1, 1), mode='replicate'),
+                                 scale_factor=st, mode='nearest')
+            full = torch.where(valid, xyz, -inf)
+            dist = torch.empty((4, B, H, W), dtype=torch.float32, device=xyz.device)
+            for c in range(4):
+                y, x = st * (c // 2 + 1) - o, st * (c % 2 + 1) - o
+                torch.sum((up_p[:, :, y:y + H, x:x + W] - full).square_(), 1, out=dist[c])  # B×H×W
+            kmin = float_keys(dist, 0).amin(0).view(B, H * W)   # nearest valid candidate (lowest c on ties)
+            found = kmin < INF_KEY
+            src = _upsample_index(H, W, h, w, st, xyz.device).gather(0, (kmin & 3).long())  # B×HW
+        # Contiguous B×C×H×W output: channel softmax/argmax downstream are 5-15x slower on channels-last.
         lcf = logits.transpose(1, 2).contiguous()                          # B×C×N (small)
         if B == 1:  # index_select is ~3x faster than gather on CPU for the batch-of-one path
             out = lcf[0].index_select(1, src[0]).unsqueeze(0)

@@ -27,8 +27,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from depth3dseg_ros.core.classes import ClassSet
+from depth3dseg_ros.core.fusion import source_labels
 from depth3dseg_ros.core.imageops import colorize_depth, colorize_labels
-from depth3dseg_ros.core.metrics import SegDepthEvaluator, fuse_probs, predict_labels
+from depth3dseg_ros.core.metrics import SegDepthEvaluator
 from depth3dseg_ros.core.train_step import losses_from_outputs
 from depth3dseg_ros.training.dataset import FrameDataset, load_records
 
@@ -108,8 +109,7 @@ def sample_grid(model: torch.nn.Module, dataset: FrameDataset, classes: ClassSet
     K = torch.stack([b['K'] for b in items]).to(device)
     out = model(rgb, K)
     model.train(was_training)
-    pred = predict_labels(fuse_probs(out['seg2d'].float(), out['seg3d'].float(), out['valid']),
-                          classes.void_id).cpu().numpy()
+    pred = source_labels(out['seg2d'], out['seg3d'], out['valid'], 'fused', classes.void_id).cpu().numpy()
     rows = []
     for k, b in enumerate(items):
         depth = out['depth'][k, 0].float().cpu().numpy()
