@@ -25,7 +25,7 @@ output (test_core_pointnet.py perturbs them). Gradients flow from the logits int
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -161,12 +161,15 @@ class EdgeConv(nn.Module):
         self.wg = nn.Linear(cgeo, cout, bias=False)
         self.post = nn.Linear(cout, cout)
 
-    def forward(self, f: torch.Tensor, geo: torch.Tensor, idx: torch.Tensor, mask: torch.Tensor
-                ) -> torch.Tensor:
+    def forward(self, f: torch.Tensor, geo: torch.Tensor, idx: torch.Tensor, mask: torch.Tensor,
+                g: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``g``: W_g geo (B×k×N×C_out) when the caller computed it already (PointSegNet does, for all
+        layers at once); default computed here."""
         b, n, _ = f.shape
         a = self.wn(f).reshape(b * n, -1)
-        c = self.wc(f)
-        g = self.wg(geo)                        # B×k×N×C_out, one matmul for all neighbour ranks
+        if g is None:
+            g = self.wg(geo)                    # B×k×N×C_out, one matmul for all neighbour ranks
+        cg = g + self.wc(f).unsqueeze(1)        # W_c f_i + W_g g_ij for every rank j at once
         off = (torch.arange(b, device=f.device) * n).view(b, 1)
         out = None
         all_ok = bool(mask.all())  # common case (every point valid): no masking pass needed
@@ -174,7 +177,7 @@ class EdgeConv(nn.Module):
         for j in range(idx.shape[1]):
             # in place on fresh tensors (autograd-safe: index_select/add keep no outputs for backward)
             e = a.index_select(0, (idx[:, j] + off).reshape(-1)).view(b, n, -1)
-            e.add_(c).add_(g[:, j])
+            e.add_(cg[:, j])
             if not all_ok:
                 e.masked_fill_(~mask[:, j].unsqueeze(-1), 0.0)  # masked 0 never beats ReLU >= 0
             e.relu_()
@@ -235,9 +238,9 @@ class PointSegNet(nn.Module):
         wt = self.out.weight.dtype          # fp16 for a .half() model; geometry stays in float32:
         xyz = xyz.float()                   # (distances of a point to itself are 0: sqrt(0+eps) needs fp32)
         zero = torch.zeros((), dtype=xyz.dtype, device=xyz.device)
-        xyz = torch.where(valid, xyz, zero)  # finite everywhere; invalid values never used below
-        feats = torch.where(valid, feats.to(xyz.dtype), zero)
-        p, v, fc = subsample(xyz, self.stride), subsample(valid, self.stride), subsample(feats, self.stride)
+        v = subsample(valid, self.stride)
+        p = torch.where(v, subsample(xyz, self.stride), zero)  # finite; invalid values never used below
+        fc = torch.where(v, subsample(feats, self.stride).to(xyz.dtype), zero)
         b, _, h, w = p.shape
         n = h * w
         idx, mask = knn_window(p, v, self.k, self.window)           # B×k×N
@@ -250,10 +253,14 @@ class PointSegNet(nn.Module):
         m = mask.unsqueeze(-1).to(xyz.dtype)
         r = ((dist * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp(min=1)).clamp(min=1e-3)
         geo = (torch.cat([rel, rel / r, dist], -1) * m).to(wt)       # B×k×N×7
-        outs = []
+        # the edge-geometry term of every layer in one matmul (geo is shared): B×k×N×sum(channels)
+        gall = F.linear(geo, torch.cat([layer.wg.weight for layer in self.layers]))
+        outs, c0 = [], 0
         for layer in self.layers:
-            f = layer(f, geo, idx, mask)
+            c1 = c0 + layer.wg.out_features
+            f = layer(f, geo, idx, mask, g=gall[..., c0:c1])
             outs.append(f)
+            c0 = c1
         vmask = v.reshape(b, h * w, 1)
         g = (f * vmask.to(f.dtype)).amax(1)                        # PointNet global feature (f >= 0)
         hdn = torch.relu(self.head_local(torch.cat(outs, -1)) + self.head_global(g).unsqueeze(1))
