@@ -161,10 +161,10 @@ class EdgeConv(nn.Module):
         self.wg = nn.Linear(cgeo, cout, bias=False)
         self.post = nn.Linear(cout, cout)
 
-    def forward(self, f: torch.Tensor, geo: torch.Tensor, idx: torch.Tensor, mask: torch.Tensor,
+    def forward(self, f: torch.Tensor, geo: torch.Tensor, idx: torch.Tensor, mask: Optional[torch.Tensor],
                 g: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """``g``: W_g geo (B×k×N×C_out) when the caller computed it already (PointSegNet does, for all
-        layers at once); default computed here."""
+        """``mask`` None: every neighbour valid (no masking pass). ``g``: W_g geo (B×k×N×C_out) when the
+        caller computed it already (PointSegNet does, for all layers at once); default computed here."""
         b, n, _ = f.shape
         a = self.wn(f).reshape(b * n, -1)
         if g is None:
@@ -172,13 +172,12 @@ class EdgeConv(nn.Module):
         cg = g + self.wc(f).unsqueeze(1)        # W_c f_i + W_g g_ij for every rank j at once
         off = (torch.arange(b, device=f.device) * n).view(b, 1)
         out = None
-        all_ok = bool(mask.all())  # common case (every point valid): no masking pass needed
         # One neighbour rank at a time: B×N×C tensors stay cache-sized (no B×N×k×C temporaries).
         for j in range(idx.shape[1]):
             # in place on fresh tensors (autograd-safe: index_select/add keep no outputs for backward)
             e = a.index_select(0, (idx[:, j] + off).reshape(-1)).view(b, n, -1)
             e.add_(cg[:, j])
-            if not all_ok:
+            if mask is not None:
                 e.masked_fill_(~mask[:, j].unsqueeze(-1), 0.0)  # masked 0 never beats ReLU >= 0
             e.relu_()
             if out is None:
@@ -250,21 +249,26 @@ class PointSegNet(nn.Module):
         nb = pf.gather(2, idx.view(b, 1, -1).expand(b, 3, -1)).view(b, 3, self.k, n)
         rel = (nb - pf.unsqueeze(2)).permute(0, 2, 3, 1)          # B×k×N×3, metres
         dist = torch.sqrt(rel.square().sum(-1, keepdim=True) + 1e-12)
-        m = mask.unsqueeze(-1).to(xyz.dtype)
-        r = ((dist * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp(min=1)).clamp(min=1e-3)
-        geo = (torch.cat([rel, rel / r, dist], -1) * m).to(wt)       # B×k×N×7
+        full = bool(mask.all())  # common case: every point valid with k valid neighbours, no masking
+        if full:
+            r = dist.mean(1, keepdim=True).clamp(min=1e-3)
+            geo = torch.cat([rel, rel / r, dist], -1).to(wt)                    # B×k×N×7
+        else:
+            m = mask.unsqueeze(-1).to(xyz.dtype)
+            r = ((dist * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp(min=1)).clamp(min=1e-3)
+            geo = (torch.cat([rel, rel / r, dist], -1) * m).to(wt)
         # the edge-geometry term of every layer in one matmul (geo is shared): B×k×N×sum(channels)
         gall = F.linear(geo, torch.cat([layer.wg.weight for layer in self.layers]))
         outs, c0 = [], 0
         for layer in self.layers:
             c1 = c0 + layer.wg.out_features
-            f = layer(f, geo, idx, mask, g=gall[..., c0:c1])
+            f = layer(f, geo, idx, None if full else mask, g=gall[..., c0:c1])
             outs.append(f)
             c0 = c1
-        vmask = v.reshape(b, h * w, 1)
-        g = (f * vmask.to(f.dtype)).amax(1)                        # PointNet global feature (f >= 0)
-        hdn = torch.relu(self.head_local(torch.cat(outs, -1)) + self.head_global(g).unsqueeze(1))
-        logits = self.out(hdn) * vmask.to(hdn.dtype)               # B×N×C, 0 at invalid points
+        vmask = None if full else v.reshape(b, h * w, 1).to(f.dtype)
+        g = (f if full else f * vmask).amax(1)                         # PointNet global feature (f >= 0)
+        hdn = self.head_local(torch.cat(outs, -1)).add_(self.head_global(g).unsqueeze(1)).relu_()
+        logits = self.out(hdn) if full else self.out(hdn) * vmask      # B×N×C, 0 at invalid points
         return self._upsample(logits, p, v, xyz, valid)
 
     def _upsample(self, logits: torch.Tensor, p: torch.Tensor, v: torch.Tensor, xyz: torch.Tensor,
