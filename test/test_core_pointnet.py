@@ -16,9 +16,11 @@ def _cloud(h, w, seed=0, invalid_frac=0.0):
     return xyz, valid
 
 
-def test_knn_matches_brute_force_3d_distance():
-    """Chosen neighbours = the k nearest by metric 3D distance among the valid window candidates."""
-    h, w, k, win = 9, 11, 5, 5
+@pytest.mark.parametrize('k,win', [(5, 5), (3, 3), (9, 7), (1, 5)])
+def test_knn_matches_brute_force_3d_distance(k, win):
+    """Chosen neighbours = the k nearest by metric 3D distance among the valid window candidates
+    (sort keys with 4, 5 and 6 position bits: core.keys)."""
+    h, w = 9, 11
     xyz, valid = _cloud(h, w, seed=3, invalid_frac=0.25)
     idx, mask = knn_window(xyz, valid, k, win)
     assert idx.shape == (1, k, h * w) and mask.shape == (1, k, h * w)
