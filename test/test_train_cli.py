@@ -135,3 +135,31 @@ def test_time_limit_chunk_saves_and_resumes(ds_dir, tmp_path, capsys):
     assert 'stopped: max epochs (1)' in capsys.readouterr().out
     ck = load_checkpoint(out / 'last.pt')
     assert (ck['epoch'], ck['step_in_epoch'], ck['global_step']) == (1, 0, 3)
+
+
+def test_fine_tune_from_a_model_file(ds_dir, tmp_path, capsys):
+    """model.init: the run starts from the file's weights with the file's arch and normalisation (the
+    config's arch is replaced), and refuses a file trained for other classes."""
+    base = tmp_path / 'base'
+    assert train.main(tiny_train_args(ds_dir, base, epochs=1)) == 0
+    init_model, init_meta = load_model(base / 'model.pt')
+    ft = tmp_path / 'ft'
+    # lr 0: the parameters cannot move, so the exported model must carry the file's parameters exactly
+    assert train.main(tiny_train_args(ds_dir, ft, '--set', f'model.init={base / "model.pt"}',
+                                      '--set', 'model.arch={width: 0.5}', '--set', 'optim.lr=0.0',
+                                      epochs=1)) == 0
+    assert f'initialised from {base / "model.pt"}' in capsys.readouterr().out
+    cfg = yaml.safe_load((ft / 'config.yaml').read_text())
+    assert cfg['model']['arch']['width'] == init_meta['arch']['width'] == 0.25
+    model, meta = load_model(ft / 'model.pt')
+    for name, p in init_model.named_parameters():
+        assert torch.equal(model.state_dict()[name], p), name
+    # a model file for another class set is refused, naming both
+    other = ClassSet(['void', 'a', 'b'], [[0, 0, 0], [255, 0, 0], [0, 255, 0]], void_id=0)
+    from depth3dseg_ros.core.modelfile import save_model
+    odd = save_model(tmp_path / 'odd.pt', type(init_model).from_arch(meta['arch'] | {'num_classes': 3}),
+                     {'classes': other.to_dict(), 'input_size': [64, 48]})
+    with pytest.raises(ValueError, match=r"model.init=.*odd.pt.*classes \['void', 'a', 'b'\]"):
+        train.main(tiny_train_args(ds_dir, tmp_path / 'ft2', '--set', f'model.init={odd}', epochs=1))
+    with pytest.raises(ValueError, match=r'model.init=3 must be null or the path'):
+        load_config(None, ['model.init=3'])

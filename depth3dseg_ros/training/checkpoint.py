@@ -71,3 +71,21 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = 'cpu') 
         raise ValueError(f'{path} is not a depth3dseg training checkpoint (keys: '
                          f'{sorted(state) if isinstance(state, dict) else type(state).__name__})')
     return state
+
+
+def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
+    """Fine-tuning: the model file ``cfg['model']['init']`` (core.modelfile) as a Depth3DSeg on the CPU;
+    its arch, mean and std are written into ``cfg['model']`` (the run trains and exports that network).
+    Raises FileNotFoundError / ModelFileError for a bad file, ValueError when its class names or void id
+    differ from the run's ``classes`` (core.classes.ClassSet; colours may differ), naming both."""
+    from depth3dseg_ros.core.classes import ClassSet
+    from depth3dseg_ros.core.modelfile import load_model
+    path = cfg['model']['init']
+    model, meta = load_model(path, map_location='cpu')
+    have = ClassSet.from_dict(meta['classes'])
+    if have.names != classes.names or have.void_id != classes.void_id:
+        raise ValueError(f'config model.init={str(path)!r} was trained for classes {have.names} '
+                         f'(void {have.void_id}) but data.classes gives {classes.names} (void {classes.void_id})')
+    cfg['model'].update(arch={k: v for k, v in meta['arch'].items() if k != 'num_classes'},
+                        mean=list(meta['mean']), std=list(meta['std']))
+    return model

@@ -10,7 +10,8 @@ Sections (METHOD M1–M6):
             classes ('nyu13' or a classes YAML), input_size [W, H], num_workers.
   augment   hflip probability, scale range (random scale + crop back to input size, K adjusted), colour
             jitter.
-  model     arch (kwargs of core.model.Depth3DSeg), mean/std (RGB normalisation, 0..1 scale).
+  model     arch (kwargs of core.model.Depth3DSeg), mean/std (RGB normalisation, 0..1 scale), init
+            (a model file to start from: fine-tuning; its arch/mean/std replace the config's).
   loss      kwargs of core.train_step.LossConfig (weights and variants, M4/M5).
   optim     AdamW lr/betas/weight_decay, cosine schedule with linear warmup, grad clipping.
   train     batch_size, epochs, seed, device, amp, deterministic, max_steps_per_epoch, time_limit_min.
@@ -50,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
         'arch': {},
         'mean': [0.485, 0.456, 0.406],
         'std': [0.229, 0.224, 0.225],
+        'init': None,
     },
     'loss': LossConfig().to_dict(),
     'optim': {
@@ -213,6 +215,8 @@ def validate(cfg: dict) -> dict:
         raise ValueError(f'config augment.scale={sc!r} must be [min, max] with 1 <= min <= max <= 4 '
                          '(scale up, then crop back to the input size)')
     m = cfg['model']
+    if m['init'] is not None and (not isinstance(m['init'], str) or not m['init']):
+        raise ValueError(f"config model.init={m['init']!r} must be null or the path of a model file")
     if not isinstance(m['arch'], dict):
         raise ValueError(f"config model.arch={m['arch']!r} must be a mapping of Depth3DSeg arguments")
     for key in ('mean', 'std'):

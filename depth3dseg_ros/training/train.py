@@ -37,7 +37,8 @@ from tqdm import tqdm
 from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import save_model
 from depth3dseg_ros.core.train_step import LossConfig, compute_losses, make_weighting
-from depth3dseg_ros.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from depth3dseg_ros.training.checkpoint import (load_checkpoint, load_init_model, rng_state, save_checkpoint,
+                                                 set_rng_state)
 from depth3dseg_ros.training.config import dump_config, load_config, set_key, validate
 from depth3dseg_ros.training.dataset import FrameDataset, load_classes, load_records, split_records
 from depth3dseg_ros.training.evaluate import evaluate_model, sample_grid
@@ -193,6 +194,9 @@ def _run(args: argparse.Namespace) -> int:
         cfg['train']['max_steps_per_epoch'] = args.max_steps_per_epoch
     if args.time_limit_min is not None:
         cfg['train']['time_limit_min'] = args.time_limit_min
+    # fine-tuning: start from a model file's weights, with its arch and normalisation
+    init = load_init_model(cfg, load_classes(cfg['data']['classes'])) if cfg['model']['init'] and ckpt is None \
+        else None
     cfg = validate(cfg)
     tc, oc = cfg['train'], cfg['optim']
     device = pick_device(tc['device'], local_rank)
@@ -214,7 +218,12 @@ def _run(args: argparse.Namespace) -> int:
 
     # ---- model, loss, optimiser, schedule, AMP
     arch = dict(cfg['model']['arch'], num_classes=len(classes))
-    model = Depth3DSeg(**arch).to(device)
+    model = Depth3DSeg(**arch)
+    if init is not None:
+        model.load_state_dict(init.state_dict())
+        if master:
+            print(f"initialised from {cfg['model']['init']} (model.init)")
+    model = model.to(device)
     loss_cfg = LossConfig.from_dict(cfg['loss'])
     if loss_cfg.void_id != classes.void_id:
         raise ValueError(f'config loss.void_id={loss_cfg.void_id} differs from the classes\' '
