@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Build the bundled real-camera rosbag2 (``demo_data/real_camera``) from the real frames in
-``/work/shared/data/real`` (NYU Depth v2, TUM RGB-D, slambook; see each folder's SOURCE.md).
+``../shared/data/real`` beside the repository (NYU Depth v2, TUM RGB-D, slambook; see each folder's SOURCE.md).
 
 Each frame keeps its real intrinsics and depth scale: depth is converted to 16UC1 millimetres with
 core.depth.meters_to_16uc1, NYU 13-class labels go on ``/camera/semantic/labels`` where they exist, and
@@ -9,12 +9,13 @@ core.geometry.resize_intrinsics. Topics/encodings are those of the synthetic bag
 (depth3dseg_ros.synth.bagwrite); one frame every 1/15 s from a fixed epoch, so a rebuild gives
 identical messages. Usage::
 
-    python scripts/build_real_bag.py --out demo_data/real_camera [--real /work/shared/data/real] [--scale 0.5]
+    python scripts/build_real_bag.py --out demo_data/real_camera [--real ../shared/data/real] [--scale 0.5]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tarfile
@@ -30,7 +31,8 @@ from depth3dseg_ros.core.geometry import crop_intrinsics, resize_intrinsics
 from depth3dseg_ros.core.imageops import resize_depth, resize_labels
 from depth3dseg_ros.synth.bagwrite import RgbdBagWriter
 
-DEFAULT_REAL = Path('/work/shared/data/real')
+DEFAULT_REAL = Path(os.environ.get('DEPTH3DSEG_SHARED', Path(__file__).resolve().parents[2] / 'shared')) \
+    / 'data' / 'real'  # ../shared beside the repository, as CI lays it out
 START_NS = 1_751_000_000 * 10**9
 PERIOD_NS = 10**9 // 15
 NYU_K = (518.85790117450188, 519.46961112127485, 325.58244941119034, 253.73616633400465)

@@ -18,9 +18,11 @@ import pytest
 from rosbags.highlevel import AnyReader
 from rosbags.typesys import Stores, get_typestore
 
+from conftest import SHARED
+
 REPO = Path(__file__).resolve().parents[1]
 BAG = REPO / 'demo_data' / 'real_camera'
-REAL = Path('/work/shared/data/real')
+REAL = SHARED / 'data' / 'real'  # ../shared beside the clone, or $DEPTH3DSEG_SHARED (conftest)
 TS = get_typestore(Stores.ROS2_KILTED)
 NYU_K = (518.85790117450188, 519.46961112127485, 325.58244941119034, 253.73616633400465)
 
