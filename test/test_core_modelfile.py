@@ -86,8 +86,13 @@ def test_wrong_format_version_and_missing_keys(tmp_path):
     with pytest.raises(ModelFileError, match='state_dict does not fit'):
         load_model(tmp_path / 'sd.pt')
     (tmp_path / 'junk.pt').write_bytes(b'not a model at all')
-    with pytest.raises(ModelFileError, match='not a loadable'):
+    with pytest.raises(ModelFileError, match='not a depth3dseg model file') as err:
         load_model(tmp_path / 'junk.pt')
+    assert 'weights_only=False' not in str(err.value)       # never advise unpickling arbitrary code
+    # a training checkpoint (what --resume reads) is named as such, with the file to use instead
+    torch.save({'model': good['state_dict'], 'optimizer': {}, 'config': {}}, tmp_path / 'last.pt')
+    with pytest.raises(ModelFileError, match=r"training checkpoint .*use the run's model.pt"):
+        load_model(tmp_path / 'last.pt')
     with pytest.raises(FileNotFoundError):
         load_model(tmp_path / 'nope.pt')
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import pickle
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, Tuple, Union
@@ -155,11 +156,20 @@ def read_model_file(path: Union[str, Path], map_location: Any = 'cpu') -> Dict[s
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # UnpicklingError (unsafe global), RuntimeError (not a torch file), ...
-        raise ModelFileError(f'{path}: not a loadable depth3dseg model file (loaded with '
-                             f'weights_only=True; {type(exc).__name__}: {str(exc)[:300]})') from None
+        # torch's own text advises weights_only=False: wrong here (that would run the file's code)
+        if isinstance(exc, pickle.UnpicklingError):
+            why = 'not a torch file, or it holds objects other than tensors and plain containers'
+        else:
+            why = f'{type(exc).__name__}: {str(exc).splitlines()[0][:200]}'
+        raise ModelFileError(f'{path}: not a depth3dseg model file (the model.pt that depth3dseg-train '
+                             f'exports; read with weights_only=True: {why})') from None
+    if isinstance(data, dict) and {'model', 'optimizer', 'config'} <= set(data):
+        raise ModelFileError(f"{path}: this is a training checkpoint (last.pt/best.pt of a run), not a "
+                             "model file: use the run's model.pt, or continue the run with --resume")
     if not isinstance(data, dict) or data.get('format') != FORMAT:
         fmt = data.get('format') if isinstance(data, dict) else type(data).__name__
-        raise ModelFileError(f"{path}: format={fmt!r}, expected '{FORMAT}'")
+        raise ModelFileError(f"{path}: format={fmt!r}, expected '{FORMAT}' (a model.pt exported by "
+                             'depth3dseg-train)')
     if data.get('version') != VERSION:
         raise ModelFileError(f"{path}: version={data.get('version')!r}, this package reads version {VERSION}")
     for key in ('meta', 'state_dict'):
