@@ -326,6 +326,15 @@ def test_cli_yaml_preset_and_errors(tmp_path, real_dir, capsys):
         load_config(str(tmp_path / 'bad.yaml'))
     with pytest.raises(SystemExit):
         main([str(bag)])  # -o missing
+    capsys.readouterr()
+    # a preset whose depth topic the bag lacks: frames still written, and a warning names the topics
+    plain = write_bag(tmp_path / 'plain', frames, with_labels=False)
+    assert main([str(plain), '-o', str(tmp_path / 'p'), '--preset', 'realsense', '-q',
+                 '--rgb-topic', '/camera/color/image_raw']) == 0
+    err = capsys.readouterr().err
+    assert "no depth topic '/camera/aligned_depth_to_color/image_raw'" in err
+    assert '/camera/depth/image_raw' in err and "--depth-topic ''" in err
+    assert 'labels topic' not in err                # no labels topic is normal for a robot's bag
 
 
 def test_match_nearest_unique_and_shared():

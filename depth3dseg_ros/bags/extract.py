@@ -186,8 +186,8 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
             with BagReader(path, cfg.typestore) as reader:
                 bf = BagFrames(reader, cfg.topics(), int(round(cfg.tolerance_ms * 1e6)),
                                cfg.depth_scale, cfg.use_rectified)
+                images = sorted(t for t, e in reader.topics().items() if 'Image' in e.msgtype)
                 if 'rgb' not in bf.role_topic:
-                    images = sorted(t for t, e in reader.topics().items() if 'Image' in e.msgtype)
                     raise ValueError(f'bag {str(path)!r}: rgb_topic={cfg.rgb_topic!r} is not an image '
                                      f'topic of this bag; image topics: {images}')
                 bf.scan()
@@ -214,6 +214,7 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
                 'frames_present': counted - len(planned),
                 'topics_requested': cfg.topics(),
                 'missing_roles': [r for r, t in cfg.topics().items() if t and r not in bf.role_topic],
+                'image_topics': images,
                 'topics': [s.to_dict() for s in stats.values()],
             }
             sources.append({'bag': str(path), 'name': name, 'format': fmt_text,
@@ -263,6 +264,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.quiet:
         print(format_report(report))
         print(f'config: {asdict(cfg)}')
+    for name, rep in report.items():  # a requested topic the bag lacks: say so, even with --quiet
+        for role in (r for r in rep['missing_roles'] if r != 'labels'):  # unlabelled bags are normal
+            flag = f'--{role.replace("_", "-")}-topic'
+            print(f"depth3dseg-extract: warning: bag {rep['bag']!r} has no {role} topic "
+                  f"{rep['topics_requested'][role]!r}: its frames were written without {role} (image "
+                  f"topics in this bag: {rep['image_topics']}); pass {flag} TOPIC, or {flag} '' if the "
+                  'bag has none', file=sys.stderr)
     return 0
 
 
