@@ -3,6 +3,7 @@ truth (M7/M8; C22 labels, NaN-safe depth), the JSON report and table, PNG grids,
 from __future__ import annotations
 
 import json
+import re
 
 import cv2
 import numpy as np
@@ -83,12 +84,33 @@ def test_bag_input_is_extracted_and_evaluated(real_dir, model_file, tmp_path):
     assert rep['seg2d']['pixels'] > 0 and rep['depth']['pixels'] > 0  # nyu0001 is labelled, all have depth
 
 
-def test_bad_inputs(model_file, tmp_path):
-    with pytest.raises(FileNotFoundError, match='index.jsonl'):
-        evaluate.main(['--model', str(model_file), '--data', str(tmp_path), '--out', str(tmp_path / 'e')])
-    with pytest.raises(ValueError, match='--batch-size=0'):
-        evaluate.main(['--model', str(model_file), '--data', str(tmp_path), '--out', str(tmp_path / 'e'),
-                       '--batch-size', '0'])
+@pytest.mark.parametrize('case', ['no index', 'batch size', 'no model file', 'not a model file', 'no bag'])
+def test_bad_inputs_are_one_line_errors(case, model_file, tmp_path, capsys):
+    """Ordinary mistakes: exit status 2 and one 'depth3dseg-eval: error: <message>' line, no traceback."""
+    junk = tmp_path / 'junk.pt'
+    junk.write_bytes(b'not a model file')
+    out = ['--out', str(tmp_path / 'e')]
+    argv, want = {
+        'no index': (['--model', str(model_file), '--data', str(tmp_path)], r'index.jsonl not found'),
+        'batch size': (['--model', str(model_file), '--data', str(tmp_path), '--batch-size', '0'],
+                       r'--batch-size=0 must be >= 1'),
+        'no model file': (['--model', str(tmp_path / 'm.pt'), '--data', str(tmp_path)],
+                          r'model file not found: .*m.pt'),
+        'not a model file': (['--model', str(junk), '--data', str(tmp_path)], r'junk.pt: not a .*model file'),
+        'no bag': (['--model', str(model_file), '--bag', str(tmp_path / 'nobag')], r'nobag'),
+    }[case]
+    assert evaluate.main(argv + out) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('depth3dseg-eval: error: ') and err.count('\n') == 1, err
+    assert re.search(want, err), err
+
+
+def test_unexpected_eval_errors_keep_their_traceback(ds_dir, model_file, tmp_path, monkeypatch):
+    def broken(*a, **k):
+        raise RuntimeError('a bug, not a user error')
+    monkeypatch.setattr(evaluate, 'evaluate_model', broken)
+    with pytest.raises(RuntimeError, match='a bug'):
+        evaluate.main(['--model', str(model_file), '--data', str(ds_dir), '--out', str(tmp_path / 'e')])
 
 
 def test_eval_preprocessing_matches_the_node_segmenter(ds_dir, model_file):

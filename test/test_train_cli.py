@@ -3,6 +3,7 @@ model file that depth3dseg-eval reads; stopping rules (M6: early stopping, max e
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,13 @@ CKPT_KEYS = {'model', 'optimizer', 'scheduler', 'scaler', 'weighting', 'epoch', 
 @pytest.fixture(scope='module')
 def ds_dir(real_dir, tmp_path_factory):
     return make_dataset_dir(real_dir, tmp_path_factory.mktemp('ds') / 'd', size=(80, 60))
+
+
+def _one_error_line(capsys) -> str:
+    """The CLI's stderr: exactly one 'depth3dseg-train: error: ...' line, no traceback."""
+    err = capsys.readouterr().err
+    assert err.startswith('depth3dseg-train: error: ') and err.count('\n') == 1, err
+    return err
 
 
 def test_shipped_config_lists_the_defaults():
@@ -70,8 +78,9 @@ def test_two_epochs_checkpoint_resume_export_eval(ds_dir, tmp_path, capsys):
     summary = json.loads((out / 'summary.json').read_text())
     assert summary['stop_reason'] == 'max epochs (2)' and summary['epochs_done'] == 2
     steps_2 = ck['global_step']
-    with pytest.raises(FileExistsError, match='pass --resume'):  # never clobber a run by accident
-        train.main(tiny_train_args(ds_dir, out, epochs=2))
+    capsys.readouterr()
+    assert train.main(tiny_train_args(ds_dir, out, epochs=2)) == 2  # never clobber a run by accident
+    assert 'pass --resume' in _one_error_line(capsys)
     assert steps_2 == 2 * 3  # 7 training frames, batch 2, drop_last -> 3 steps/epoch
 
     # resume with a raised epoch cap: continues at epoch 3, keeps the history
@@ -159,7 +168,41 @@ def test_fine_tune_from_a_model_file(ds_dir, tmp_path, capsys):
     from depth3dseg_ros.core.modelfile import save_model
     odd = save_model(tmp_path / 'odd.pt', type(init_model).from_arch(meta['arch'] | {'num_classes': 3}),
                      {'classes': other.to_dict(), 'input_size': [64, 48]})
-    with pytest.raises(ValueError, match=r"model.init=.*odd.pt.*classes \['void', 'a', 'b'\]"):
-        train.main(tiny_train_args(ds_dir, tmp_path / 'ft2', '--set', f'model.init={odd}', epochs=1))
+    capsys.readouterr()
+    assert train.main(tiny_train_args(ds_dir, tmp_path / 'ft2', '--set', f'model.init={odd}', epochs=1)) == 2
+    assert re.search(r"model.init=.*odd.pt.*classes \['void', 'a', 'b'\]", _one_error_line(capsys))
     with pytest.raises(ValueError, match=r'model.init=3 must be null or the path'):
         load_config(None, ['model.init=3'])
+
+
+@pytest.mark.parametrize('case', ['no dataset', 'no data.train', 'no config file', 'resume without run',
+                                  'set without =', 'unknown key', 'bad value', 'missing init file',
+                                  'init not a model file'])
+def test_user_errors_are_one_line(case, ds_dir, tmp_path, capsys):
+    """Ordinary mistakes: exit status 2, one 'depth3dseg-train: error: <message>' line naming the problem,
+    no traceback."""
+    out, junk = tmp_path / 'run', tmp_path / 'junk.pt'
+    junk.write_bytes(b'not a model file')
+    argv, want = {
+        'no dataset': (tiny_train_args(tmp_path / 'nope', out), r'dataset index .*nope.*index.jsonl not found'),
+        'no data.train': (tiny_train_args(ds_dir, out, '--set', 'data.train=[]'), r'data.train=\[\] must name'),
+        'no config file': (['--config', str(tmp_path / 'c.yaml'), '--out', str(out)], r'config file .*c.yaml'),
+        'resume without run': (['--out', str(out), '--resume'], r'checkpoint .*last.pt not found'),
+        'set without =': (tiny_train_args(ds_dir, out, '--set', 'train.epochs'), r"'train.epochs' must look"),
+        'unknown key': (tiny_train_args(ds_dir, out, '--set', 'train.epoch=3'), r"'train.epoch' is unknown"),
+        'bad value': (tiny_train_args(ds_dir, out, '--set', 'optim.lr=-1'), r'config optim.lr=-1 must be'),
+        'missing init file': (tiny_train_args(ds_dir, out, '--set', f'model.init={tmp_path / "m.pt"}'),
+                              r'model file not found: .*m.pt'),
+        'init not a model file': (tiny_train_args(ds_dir, out, '--set', f'model.init={junk}'),
+                                  r'junk.pt: not a .*model file'),
+    }[case]
+    assert train.main(argv) == 2
+    assert re.search(want, _one_error_line(capsys))
+
+
+def test_unexpected_errors_keep_their_traceback(ds_dir, tmp_path, monkeypatch):
+    def broken(*a, **k):
+        raise RuntimeError('a bug, not a user error')
+    monkeypatch.setattr(train, 'build_datasets', broken)
+    with pytest.raises(RuntimeError, match='a bug'):
+        train.main(tiny_train_args(ds_dir, tmp_path / 'run'))

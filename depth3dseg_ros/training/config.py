@@ -28,6 +28,7 @@ from typing import Any, Iterable
 import yaml
 
 from depth3dseg_ros.core.model import check_arch
+from depth3dseg_ros.core.modelfile import ModelFileError
 from depth3dseg_ros.core.train_step import LossConfig
 
 DEFAULTS: dict[str, Any] = {
@@ -89,6 +90,9 @@ DEFAULTS: dict[str, Any] = {
 AMP_MODES = ('none', 'bf16', 'fp16')
 METRIC_KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_fused', 'absrel', 'rmse', 'delta1',
                'val_loss')
+#: The errors a user's input causes (missing path, existing run, bad config / --set / model file): the
+#: depth3dseg-train and depth3dseg-eval CLIs print these as one ``<prog>: error: <message>`` line, exit 2.
+USER_ERRORS = (FileNotFoundError, FileExistsError, ValueError, ModelFileError)
 
 
 def merge(base: dict, override: dict, where: str = '') -> dict:

@@ -171,7 +171,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Console entry point; returns 0, or 2 after printing ``depth3dseg-eval: error: <message>`` to stderr
+    for a user error (training.config.USER_ERRORS: missing model file / dataset / bag, bad model file,
+    bad --batch-size); other exceptions keep their traceback."""
+    from depth3dseg_ros.training.config import USER_ERRORS
     args = parse_args(argv)
+    try:
+        return _run(args)
+    except USER_ERRORS as exc:
+        print(f'depth3dseg-eval: error: {exc}', file=sys.stderr, flush=True)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Evaluate as `main` describes; raises FileNotFoundError / ValueError / ModelFileError for bad inputs."""
     from depth3dseg_ros.core.modelfile import load_model
     if args.batch_size < 1:
         raise ValueError(f'--batch-size={args.batch_size} must be >= 1')

@@ -39,7 +39,7 @@ from depth3dseg_ros.core.modelfile import save_model
 from depth3dseg_ros.core.train_step import LossConfig, compute_losses, make_weighting
 from depth3dseg_ros.training.checkpoint import (load_checkpoint, load_init_model, rng_state, save_checkpoint,
                                                  set_rng_state)
-from depth3dseg_ros.training.config import dump_config, load_config, set_key, validate
+from depth3dseg_ros.training.config import USER_ERRORS, dump_config, load_config, set_key, validate
 from depth3dseg_ros.training.dataset import FrameDataset, load_classes, load_records, split_records
 from depth3dseg_ros.training.evaluate import evaluate_model, sample_grid
 
@@ -163,11 +163,16 @@ def _is_better(value: float, best: float | None, mode: str, min_delta: float) ->
 
 # ------------------------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point; returns 0. The process-wide determinism flag is restored afterwards (the
+    """Console entry point; returns 0, or 2 after printing ``depth3dseg-train: error: <message>`` to stderr
+    for a user error (config.USER_ERRORS: missing path, existing run, bad config/--set/model file); other
+    exceptions keep their traceback. The process-wide determinism flag is restored afterwards (the
     trainer may be called in-process, e.g. by tests)."""
     prev = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
     try:
         return _run(parse_args(argv))
+    except USER_ERRORS as exc:
+        print(f'depth3dseg-train: error: {exc}', file=sys.stderr, flush=True)
+        return 2
     finally:
         torch.use_deterministic_algorithms(prev[0], warn_only=prev[1])
 
