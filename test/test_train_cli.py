@@ -178,9 +178,9 @@ def test_fine_tune_from_a_model_file(ds_dir, tmp_path, capsys):
 @pytest.mark.parametrize('case', ['no dataset', 'no data.train', 'no config file', 'resume without run',
                                   'set without =', 'unknown key', 'bad value', 'missing init file',
                                   'init not a model file'])
-def test_user_errors_are_one_line(case, ds_dir, tmp_path, capsys):
+def test_user_errors_are_one_line_and_leave_no_run_dir(case, ds_dir, tmp_path, capsys):
     """Ordinary mistakes: exit status 2, one 'depth3dseg-train: error: <message>' line naming the problem,
-    no traceback."""
+    no traceback, and no run directory left behind (it is created only once the data is loaded)."""
     out, junk = tmp_path / 'run', tmp_path / 'junk.pt'
     junk.write_bytes(b'not a model file')
     argv, want = {
@@ -198,6 +198,7 @@ def test_user_errors_are_one_line(case, ds_dir, tmp_path, capsys):
     }[case]
     assert train.main(argv) == 2
     assert re.search(want, _one_error_line(capsys))
+    assert not out.exists()
 
 
 def test_unexpected_errors_keep_their_traceback(ds_dir, tmp_path, monkeypatch):

@@ -206,9 +206,6 @@ def _run(args: argparse.Namespace) -> int:
     tc, oc = cfg['train'], cfg['optim']
     device = pick_device(tc['device'], local_rank)
     seed_everything(tc['seed'], tc['deterministic'], device)
-    if master:
-        out.mkdir(parents=True, exist_ok=True)
-        dump_config(cfg, out / 'config.yaml')
 
     # ---- data
     classes = load_classes(cfg['data']['classes'])
@@ -269,6 +266,9 @@ def _run(args: argparse.Namespace) -> int:
             print(f'resumed from {out / "last.pt"}: epoch {start_epoch}, step {start_step}')
     ddp_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == 'cuda' else None) \
         if world > 1 else model
+    if master:  # only now, so that a run failing to start (no data, bad config) leaves no run directory
+        out.mkdir(parents=True, exist_ok=True)
+        dump_config(cfg, out / 'config.yaml')
     writer = None
     if master and cfg['log']['tensorboard']:
         from torch.utils.tensorboard import SummaryWriter
