@@ -227,3 +227,22 @@ def test_cpu_thread_setting():
             Segmenter.from_model(model, {'classes': NYU13}, device='cpu', num_threads=-1)
     finally:
         torch.set_num_threads(before)
+
+
+def test_warmup_without_k_neither_logs_nor_uses_up_the_no_k_warning(nyu0001, caplog):
+    """The node warms up without K at start-up; that must not print the once-only "no K given"
+    warning nor spend it: the first real frame without K warns, exactly once."""
+    rgb, K = nyu0001
+    model = Depth3DSeg(len(NYU13), **SMALL).eval()
+    seg = Segmenter.from_model(model, {'classes': NYU13, 'input_size': [32, 24]}, device='cpu', num_threads=0)
+    no_k = lambda: [r for r in caplog.records if 'no K given' in r.getMessage()]  # noqa: E731
+    with caplog.at_level('WARNING', logger='depth3dseg_ros.core.inference'):
+        seg.warmup(runs=1, with_k=False)
+        seg.warmup(runs=1, with_k=False, label_source='3d', image_size=(64, 48))
+        seg.warmup(runs=1, with_k=True)
+        assert no_k() == []
+        assert seg.infer(rgb, None, 'fused').label_source == '2d'
+        assert len(no_k()) == 1 and "label_source 'fused' -> '2d'" in no_k()[0].getMessage()
+        seg.warmup(runs=1, with_k=False)   # after the real warning: still warned, nothing new
+        seg.infer(rgb, None, '3d')
+        assert len(no_k()) == 1

@@ -229,9 +229,26 @@ class Segmenter:
         return InferenceResult(labels=labels, confidence=conf_np, depth=depth_np, K=Kn, points=points,
                                rgb=rgb_net, timings=timings, label_source=source)
 
-    def warmup(self, runs: int = 2, with_k: bool = True) -> None:
-        """Run `runs` inferences on a grey frame (allocator, cuDNN autotune, lazy init) before real use."""
-        w, h = self.input_size
+    def warmup(self, runs: int = 2, with_k: bool = True, label_source: str = 'fused',
+               image_size: Optional[Tuple[int, int]] = None) -> None:
+        """Run `runs` inferences on a grey frame (allocator, cuDNN autotune, lazy init) before real use.
+
+        Args:
+            runs: number of inferences.
+            with_k: give the frame a K (the 3D branch runs) or not (the 2D-only path runs).
+            label_source: as for `infer`.
+            image_size: (W, H) of the grey frame (default the network input size); a camera-size frame
+                also warms the resize.
+        A warm-up without K neither logs the once-only "no K given" warning nor uses it up: the first
+        real frame without K still warns (the flag is restored afterwards; do not call this while
+        another thread runs `infer`).
+        """
+        w, h = self.input_size if image_size is None else (int(image_size[0]), int(image_size[1]))
         K = np.array([[w, 0, w / 2], [0, w, h / 2], [0, 0, 1]], np.float64) if with_k else None
-        for _ in range(runs):
-            self.infer(np.full((h, w, 3), 128, np.uint8), K)
+        warned = self._warned_no_k
+        self._warned_no_k = True          # warm-up frames are not a camera without CameraInfo
+        try:
+            for _ in range(runs):
+                self.infer(np.full((h, w, 3), 128, np.uint8), K, label_source)
+        finally:
+            self._warned_no_k = warned
