@@ -187,7 +187,7 @@ def test_user_errors_are_one_line_and_leave_no_run_dir(case, ds_dir, tmp_path, c
         'no dataset': (tiny_train_args(tmp_path / 'nope', out), r'dataset index .*nope.*index.jsonl not found'),
         'no data.train': (tiny_train_args(ds_dir, out, '--set', 'data.train=[]'), r'data.train=\[\] must name'),
         'no config file': (['--config', str(tmp_path / 'c.yaml'), '--out', str(out)], r'config file .*c.yaml'),
-        'resume without run': (['--out', str(out), '--resume'], r'checkpoint .*last.pt not found'),
+        'resume without run': (['--out', str(out), '--resume'], r'--resume: checkpoint .*last.pt not found'),
         'set without =': (tiny_train_args(ds_dir, out, '--set', 'train.epochs'), r"'train.epochs' must look"),
         'unknown key': (tiny_train_args(ds_dir, out, '--set', 'train.epoch=3'), r"'train.epoch' is unknown"),
         'bad value': (tiny_train_args(ds_dir, out, '--set', 'optim.lr=-1'), r'config optim.lr=-1 must be'),

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from depth3dseg_ros.training.config import complete_config, set_key, validate
+
 
 def rng_state() -> dict[str, Any]:
     """Capture the RNG states: ``python`` (list), ``numpy`` (dict with a uint32 tensor), ``torch``
@@ -71,6 +73,27 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = 'cpu') 
         raise ValueError(f'{path} is not a depth3dseg training checkpoint (keys: '
                          f'{sorted(state) if isinstance(state, dict) else type(state).__name__})')
     return state
+
+
+def load_resume(path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> tuple[dict[str, Any], dict]:
+    """``--resume``: the checkpoint at ``path`` (a run's ``last.pt``) and its config, completed from the
+    current DEFAULTS (config.complete_config: keys added since the run was written take their default,
+    stored keys keep their values), with the ``--set`` assignments ``sets`` on top; returns
+    ``(checkpoint, validated config)``.
+
+    Raises:
+        FileNotFoundError: no checkpoint at ``path`` (naming it: nothing to resume there).
+        ValueError: not a training checkpoint, or a bad stored/--set key or value (naming the key).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'--resume: checkpoint {path} not found (no run to continue in {path.parent}; '
+                                'start one there without --resume)')
+    ckpt = load_checkpoint(path)
+    cfg = complete_config(ckpt['config'], f'config stored in {path}')
+    for s in sets:
+        set_key(cfg, s)
+    return ckpt, validate(cfg)
 
 
 def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:

@@ -114,6 +114,23 @@ def merge(base: dict, override: dict, where: str = '') -> dict:
     return out
 
 
+def complete_config(stored: Any, source: str) -> dict:
+    """A config stored by a run (a checkpoint's ``config``, possibly written by an older version),
+    completed from DEFAULTS: keys it lacks (added since) take their default, keys it has keep their
+    stored values. Returns a new, not yet validated dict.
+
+    Raises:
+        ValueError: ``stored`` is not a mapping, or holds a key DEFAULTS does not know (as for a YAML
+            file), the message prefixed with ``source`` (e.g. the checkpoint path).
+    """
+    if not isinstance(stored, dict):
+        raise ValueError(f'{source}: config={stored!r:.80} must be a mapping')
+    try:
+        return merge(DEFAULTS, stored)
+    except ValueError as exc:
+        raise ValueError(f'{source}: {exc}') from None
+
+
 def set_key(cfg: dict, assignment: str) -> dict:
     """Apply one ``--set`` assignment ``a.b.c=value`` in place; the value is parsed as YAML.
 

@@ -37,9 +37,9 @@ from tqdm import tqdm
 from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import save_model
 from depth3dseg_ros.core.train_step import LossConfig, compute_losses, make_weighting
-from depth3dseg_ros.training.checkpoint import (load_checkpoint, load_init_model, rng_state, save_checkpoint,
-                                                 set_rng_state)
-from depth3dseg_ros.training.config import USER_ERRORS, dump_config, load_config, set_key, validate
+from depth3dseg_ros.training.checkpoint import (load_checkpoint, load_init_model, load_resume, rng_state,
+                                                 save_checkpoint, set_rng_state)
+from depth3dseg_ros.training.config import USER_ERRORS, dump_config, load_config, validate
 from depth3dseg_ros.training.dataset import FrameDataset, load_classes, load_records, split_records
 from depth3dseg_ros.training.evaluate import evaluate_model, sample_grid
 
@@ -182,14 +182,10 @@ def _run(args: argparse.Namespace) -> int:
     rank, world, local_rank = setup_distributed()
     master = rank == 0
 
-    # ---- config (resume: the run's own config, then this call's --set / chunk flags on top)
+    # ---- config (resume: the run's own config completed from DEFAULTS, then --set / chunk flags on top)
     ckpt = None
     if args.resume:
-        ckpt = load_checkpoint(out / 'last.pt')
-        cfg = ckpt['config']
-        for s in args.set:
-            set_key(cfg, s)
-        cfg = validate(cfg)
+        ckpt, cfg = load_resume(out / 'last.pt', args.set)
     else:
         if (out / 'last.pt').exists():
             raise FileExistsError(f'{out / "last.pt"} exists: pass --resume to continue that run, or choose '
