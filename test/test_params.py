@@ -93,3 +93,65 @@ def test_params_file_applies_under_any_namespace_and_node_name(tmp_path):
     r = subprocess.run(base + ['--params-file', str(REPO / 'config' / 'depth3dseg.yaml'), '-p',
                                'model_file:=/nonexistent.pt'], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "model_file='/nonexistent.pt': no such file" in r.stdout + r.stderr
+
+
+def _node_cmd(*args):
+    return [sys.executable, '-m', 'depth3dseg_ros.node.main', *args]
+
+
+@pytest.mark.parametrize('flag', ['--help', '-h'])
+def test_help_prints_usage_with_every_parameter_and_exits_0_without_rclpy(flag):
+    """`depth3dseg_node --help` used to start the node and run until killed. Now: usage with every
+    parameter of node/params.py and its default, how to pass them, exit 0; rclpy not even imported."""
+    code = ('import sys; from depth3dseg_ros.node.main import main; rc = main(sys.argv); '
+            "print('rclpy imported:', 'rclpy' in sys.modules); sys.exit(rc)")
+    r = subprocess.run([sys.executable, '-c', code, '--ros-args', '-p', 'device:=cpu', '--', flag],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert out.startswith('usage: depth3dseg_node') and 'rclpy imported: False' in out
+    lines = out.splitlines()
+    for spec in SPECS:
+        line = next((ln for ln in lines if ln.split()[:1] == [spec.name]), None)
+        assert line is not None, spec.name
+        assert spec.doc in line
+    assert any(ln.split()[:2] == ['label_source', 'fused'] for ln in lines)
+    assert any(ln.split()[:2] == ['publish_points', 'true'] for ln in lines)
+    for words in ('--ros-args -p', '--params-file config/depth3dseg.yaml', 'docs/node.md', '~/points', 'camera_info'):
+        assert words in out, words
+    # the console entry point (python -m) exits on -h too
+    r = subprocess.run(_node_cmd(flag), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and 'torch_threads' in r.stdout
+
+
+def test_scan_args_help_only_outside_ros_args_and_params_files_only_inside():
+    from depth3dseg_ros.node.main import scan_args
+    assert scan_args(['prog', '--ros-args', '-p', 'a:=1', '--params-file', 'x.yaml', '--', '--params-file',
+                      'y.yaml']) == (False, ['x.yaml'])
+    assert scan_args(['prog', '--ros-args', '--params-file', 'x.yaml', '--ros-args', '--params-file']) == (
+        False, ['x.yaml', None])
+    assert scan_args(['prog', '--ros-args', '-r', '__node:=-h']) == (False, [])
+    assert scan_args(['prog', '-h', '--ros-args']) == (True, [])
+
+
+def test_missing_params_file_is_one_line_and_exit_2(tmp_path):
+    """A missing --params-file used to end in an RCLError traceback from rclpy.init."""
+    missing = tmp_path / 'nope.yaml'
+    r = subprocess.run(_node_cmd('--ros-args', '-p', 'device:=cpu', '--params-file', str(missing)),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip() == f'depth3dseg_node: error: --params-file {missing} does not exist'
+    assert r.stdout == ''
+    r = subprocess.run(_node_cmd('--ros-args', '--params-file', str(tmp_path)), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and r.stderr.strip() == f'depth3dseg_node: error: --params-file {tmp_path} is not a file'
+    r = subprocess.run(_node_cmd('--ros-args', '--params-file'), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and 'error: --params-file needs a path' in r.stderr
+
+
+def test_unparsable_ros_argument_is_one_line_and_exit_2():
+    r = subprocess.run(_node_cmd('--ros-args', '-p', 'device'), capture_output=True, text=True, timeout=60)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2 and 'Traceback' not in out
+    assert "depth3dseg_node: error: bad ROS arguments: " in out and "'-p device'" in out
+

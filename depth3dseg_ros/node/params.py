@@ -10,7 +10,7 @@ This module does not import rclpy; ``declare_and_read(node)`` only calls Node me
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Iterable
 
 RELIABILITY = ('best_effort', 'reliable')
 
@@ -110,6 +110,28 @@ class NodeParams:
 def defaults() -> dict[str, Any]:
     """{name: default} for every parameter."""
     return {s.name: s.default for s in SPECS}
+
+
+def _yaml_value(value: Any) -> str:
+    """A default as written after ``-p name:=`` or in the YAML file (true, 0.5, fused, '')."""
+    if isinstance(value, bool):
+        return 'true' if value else 'false'
+    return "''" if value == '' else str(value)
+
+
+def usage_lines(extra: Iterable[ParamSpec] = ()) -> list[str]:
+    """One line per parameter (``SPECS``, then ``extra``) for ``depth3dseg_node --help``: name,
+    default (allowed values), meaning."""
+    specs = SPECS + tuple(extra)
+    width = max(len(s.name) for s in specs) + 1
+    lines = []
+    for spec in specs:
+        bounds = [f'>= {spec.min:g}' if spec.min is not None else '',
+                  f'<= {spec.max:g}' if spec.max is not None else '']
+        allowed = '|'.join(spec.choices) or ' '.join(b for b in bounds if b)
+        default = _yaml_value(spec.default) + (f' ({allowed})' if allowed else '')
+        lines.append(f'  {spec.name:<{width}} {default:<35} {spec.doc}')
+    return lines
 
 
 def _coerce(spec: ParamSpec, value: Any) -> Any:
