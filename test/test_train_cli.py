@@ -14,10 +14,11 @@ from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.core.modelfile import load_model
 from depth3dseg_ros.training import evaluate, train
 from depth3dseg_ros.training.checkpoint import load_checkpoint
-from depth3dseg_ros.training.config import DEFAULTS, load_config
+from depth3dseg_ros.training.config import DEFAULTS, load_config, update_early_stop
 from trainutil import make_dataset_dir, tiny_train_args
 
 REPO = Path(__file__).resolve().parents[1]
+DEPTH_ONLY = ['nyu0001', 'nyu1407', 'm3d_rgb_00000', 'm3d_rgb_00050', 'm3d_rgb_00100']
 CKPT_KEYS = {'model', 'optimizer', 'scheduler', 'scaler', 'weighting', 'epoch', 'step_in_epoch',
              'global_step', 'early_stop', 'history', 'rng', 'config'}
 
@@ -207,3 +208,39 @@ def test_unexpected_errors_keep_their_traceback(ds_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(train, 'build_datasets', broken)
     with pytest.raises(RuntimeError, match='a bug'):
         train.main(tiny_train_args(ds_dir, tmp_path / 'run'))
+
+
+def test_unlabelled_validation_selects_by_val_loss_and_exports(real_dir, tmp_path, capsys):
+    """No labelled validation frame: miou_fused is undefined, so the best epoch is chosen by val_loss (said
+    once, recorded in summary.json and the checkpoint) and model.pt is written; patience 1 must not stop
+    the run for 'no improvement' of a metric that has no value."""
+    ds = make_dataset_dir(real_dir, tmp_path / 'unlabelled', size=(80, 60), names=DEPTH_ONLY, labels=False)
+    out = tmp_path / 'run'
+    args = tiny_train_args(ds, out, '--set', 'log.tensorboard=false', '--set', 'early_stop.patience=1', epochs=2)
+    assert train.main(args) == 0
+    text = capsys.readouterr().out
+    note = ('early_stop.metric miou_fused unavailable (no labelled validation frames): selecting the best '
+            'epoch by val_loss')
+    assert text.count(note) == 1 and 'stopped: max epochs (2)' in text
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['best_metric'] == 'val_loss' and summary['early_stop_metric'] == 'miou_fused'
+    assert summary['best_epoch'] >= 1 and summary['best_value'] > 0
+    model, meta = load_model(out / 'model.pt')
+    assert meta['training']['best_metric'] == 'val_loss'
+    # the fallback holds for the rest of the run: a resumed chunk does not announce it again
+    assert train.main(['--out', str(out), '--resume', '--set', 'train.epochs=3']) == 0
+    text = capsys.readouterr().out
+    assert note not in text and 'epoch 3:' in text
+    assert json.loads((out / 'summary.json').read_text())['best_metric'] == 'val_loss'
+
+
+def test_early_stop_fallback_rules():
+    cfg = load_config(None, ['early_stop.metric=absrel', 'early_stop.mode=min'])
+    es = {'best': None, 'best_epoch': -1, 'bad_epochs': 0}  # as stored by older checkpoints
+    improved, note = update_early_stop(es, {'absrel': None, 'val_loss': 2.0}, cfg, 1)
+    assert improved and 'absrel unavailable (no validation frames with depth)' in note
+    assert es == {'best': 2.0, 'best_epoch': 1, 'bad_epochs': 0, 'metric': 'val_loss', 'mode': 'min'}
+    # a metric that had a value keeps being the one used: a missing value is an epoch without improvement
+    es = {'best': 0.3, 'best_epoch': 1, 'bad_epochs': 0}
+    assert update_early_stop(es, {'absrel': float('nan'), 'val_loss': 1.0}, cfg, 2) == (False, None)
+    assert es['metric'] == 'absrel' and es['bad_epochs'] == 1 and es['best'] == 0.3

@@ -49,13 +49,15 @@ def test_atomic_checkpoint_replaces_never_tears(tmp_path):
 
 
 def test_resume_completes_a_config_written_before_a_key_existed(ds_dir, tmp_path, capsys):
-    """A last.pt written before model.init existed resumes: missing keys take today's defaults, stored keys
-    keep their values; an unknown stored key is still refused."""
+    """A last.pt written before model.init (and early-stop 'metric'/'mode' state) existed resumes: missing
+    keys take today's defaults, stored keys keep their values; an unknown stored key is still refused."""
     out = tmp_path / 'old'
     assert train.main(tiny_train_args(ds_dir, out, '--set', 'log.tensorboard=false',
                                       '--max-steps-per-epoch', '1', epochs=1)) == 0
     ck = load_checkpoint(out / 'last.pt')
     del ck['config']['model']['init']
+    for key in ('metric', 'mode'):
+        ck['early_stop'].pop(key, None)
     save_checkpoint(out / 'last.pt', ck)
     capsys.readouterr()
     assert train.main(['--out', str(out), '--resume', '--set', 'train.epochs=2']) == 0

@@ -59,9 +59,10 @@ def real_frames(real: Path):
 
 
 def make_dataset_dir(real: Path, out: Path, size: tuple[int, int] = (160, 120),
-                     names: list[str] | None = None) -> Path:
+                     names: list[str] | None = None, labels: bool = True) -> Path:
     """Write a dataset directory at ``out`` with the real frames (those in ``names`` if given),
-    downscaled to ``size`` = (W, H). Returns ``out``."""
+    downscaled to ``size`` = (W, H). ``labels=False``: no label images at all (an unlabelled dataset,
+    e.g. bags without a label topic). Returns ``out``."""
     out = Path(out)
     for sub in ('rgb', 'depth', 'labels'):
         (out / sub).mkdir(parents=True, exist_ok=True)
@@ -80,7 +81,7 @@ def make_dataset_dir(real: Path, out: Path, size: tuple[int, int] = (160, 120),
         if depth is not None:
             cv2.imwrite(str(out / 'depth' / f'{fid}.png'), meters_to_16uc1(resize_depth(depth, size)))
             rec['depth'] = f'depth/{fid}.png'
-        if lab is not None:
+        if lab is not None and labels:
             cv2.imwrite(str(out / 'labels' / f'{fid}.png'), resize_labels(lab, size))
             rec['labels'] = f'labels/{fid}.png'
         lines.append(json.dumps(rec))

@@ -39,7 +39,8 @@ from depth3dseg_ros.core.modelfile import save_model
 from depth3dseg_ros.core.train_step import LossConfig, compute_losses, make_weighting
 from depth3dseg_ros.training.checkpoint import (load_checkpoint, load_init_model, load_resume, rng_state,
                                                  save_checkpoint, set_rng_state)
-from depth3dseg_ros.training.config import USER_ERRORS, dump_config, load_config, validate
+from depth3dseg_ros.training.config import (USER_ERRORS, dump_config, early_stop_reason, load_config,
+                                             update_early_stop, validate)
 from depth3dseg_ros.training.dataset import FrameDataset, load_classes, load_records, split_records
 from depth3dseg_ros.training.evaluate import evaluate_model, sample_grid
 
@@ -151,14 +152,6 @@ def _agree(flag: bool, world: int, device: torch.device) -> bool:
     t = torch.tensor([1.0 if flag else 0.0], device=device)
     dist.broadcast(t, src=0)
     return bool(t.item())
-
-
-def _is_better(value: float, best: float | None, mode: str, min_delta: float) -> bool:
-    if value is None or not math.isfinite(value):
-        return False
-    if best is None:
-        return True
-    return value > best + min_delta if mode == 'max' else value < best - min_delta
 
 
 # ------------------------------------------------------------------------------------------- main
@@ -283,7 +276,7 @@ def _run(args: argparse.Namespace) -> int:
     stop_reason = f"max epochs ({tc['epochs']})"
     if es['bad_epochs'] >= cfg['early_stop']['patience']:  # resuming a run that had already converged
         start_epoch = tc['epochs']
-        stop_reason = _early_stop_reason(cfg, es)
+        stop_reason = early_stop_reason(cfg, es)
     for epoch in range(start_epoch, tc['epochs']):
         train_ds.set_epoch(epoch)
         sampler.set_epoch(epoch)
@@ -340,12 +333,9 @@ def _run(args: argparse.Namespace) -> int:
                                      weighting=weighting, amp_ctx=amp_ctx)
             metrics['epoch'] = epoch + 1
             history.append(metrics)
-            value = metrics.get(cfg['early_stop']['metric'])
-            improved = _is_better(value, es['best'], cfg['early_stop']['mode'], cfg['early_stop']['min_delta'])
-            if improved:
-                es.update(best=value, best_epoch=epoch + 1, bad_epochs=0)
-            else:
-                es['bad_epochs'] += 1
+            improved, note = update_early_stop(es, metrics, cfg, epoch + 1)  # may fall back to val_loss
+            if note:
+                print(note, flush=True)
             print(f"epoch {epoch + 1}: " + ' '.join(f'{k}={v:.4f}' for k, v in metrics.items()
                                                    if isinstance(v, float)) + (' *' if improved else ''),
                   flush=True)
@@ -364,13 +354,14 @@ def _run(args: argparse.Namespace) -> int:
             save_checkpoint(out / 'last.pt', state)
             stop = es['bad_epochs'] >= cfg['early_stop']['patience']
         if _agree(stop, world, device):
-            stop_reason = _early_stop_reason(cfg, es)
+            stop_reason = early_stop_reason(cfg, es)
             break
 
     # ---- summary and export (rank 0)
     if master:
         summary = {'stop_reason': stop_reason, 'epochs_done': len(history), 'global_step': global_step,
-                   'best_metric': cfg['early_stop']['metric'], 'best_value': es['best'],
+                   'best_metric': es.get('metric', cfg['early_stop']['metric']), 'best_value': es['best'],
+                   'early_stop_metric': cfg['early_stop']['metric'],
                    'best_epoch': es['best_epoch'], 'history': history,
                    'chunk_seconds': round(time.monotonic() - t0, 1)}
         best = out / 'best.pt'
@@ -386,12 +377,6 @@ def _run(args: argparse.Namespace) -> int:
         dist.barrier()
         dist.destroy_process_group()
     return 0
-
-
-def _early_stop_reason(cfg: dict, es: dict) -> str:
-    e = cfg['early_stop']
-    return (f"early stopping: {e['metric']} did not improve for {e['patience']} epochs "
-            f"(best {es['best']} at epoch {es['best_epoch']})")
 
 
 def export_meta(cfg: dict, classes, model: Depth3DSeg, summary: dict) -> dict[str, Any]:
