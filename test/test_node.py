@@ -226,8 +226,9 @@ def test_c04_malformed_images_survived_and_node_keeps_publishing(node_a):
 
 @pytest.fixture(scope='module')
 def node_b(ros, model_file, tmp_path_factory):
+    """Node B also gets a misspelt parameter (lable_source): it warns and starts normally."""
     proc, h = _start(tmp_path_factory.mktemp('b'), model_file, 'd3s_b', with_info=False, output_resolution='camera',
-                     depth_encoding='16UC1', cloud_stride=2, cloud_organized=False)
+                     depth_encoding='16UC1', cloud_stride=2, cloud_organized=False, lable_source='2d')
     yield proc, h
     h.node.destroy_node()
     assert proc.stop() == 0, proc.log()
@@ -245,6 +246,9 @@ def test_no_camera_info_publishes_images_but_no_cloud_then_camera_resolution(nod
     assert 'no CameraInfo' in log
     # the Segmenter's once-only "no K given" warning is for this real frame, not the start-up warm-up
     assert log.count('no K given') == 1 and log.index('no K given') > log.index('warm-up'), log
+    # a misspelt parameter is named with the closest known one; the node runs with the default
+    assert "unknown parameter 'lable_source' is ignored; did you mean 'label_source'?" in log
+    assert 'label_source=fused' in log
     for k in ('labels', 'overlay', 'depth'):
         assert (h.got[k][t0].width, h.got[k][t0].height) == (W, H)      # camera resolution
     h.pub_info = h.node.create_publisher(CameraInfo, h.info_topic, RELIABLE)     # the CameraInfo starts

@@ -99,6 +99,14 @@ def _node_cmd(*args):
     return [sys.executable, '-m', 'depth3dseg_ros.node.main', *args]
 
 
+def test_unknown_names_get_the_closest_known_name():
+    from depth3dseg_ros.node.params import unknown_names
+    known = [s.name for s in SPECS] + ['use_sim_time']
+    assert unknown_names(['lable_source', 'device', 'use_sim_time', 'cloud_strid', 'xyzzy'], known) == [
+        ('cloud_strid', 'cloud_stride'), ('lable_source', 'label_source'), ('xyzzy', None)]
+    assert unknown_names(known, known) == []
+
+
 @pytest.mark.parametrize('flag', ['--help', '-h'])
 def test_help_prints_usage_with_every_parameter_and_exits_0_without_rclpy(flag):
     """`depth3dseg_node --help` used to start the node and run until killed. Now: usage with every
@@ -155,3 +163,17 @@ def test_unparsable_ros_argument_is_one_line_and_exit_2():
     assert r.returncode == 2 and 'Traceback' not in out
     assert "depth3dseg_node: error: bad ROS arguments: " in out and "'-p device'" in out
 
+
+def test_misspelt_parameter_warns_with_closest_name_before_validation():
+    """`-p lable_source:=2d` was silently ignored. Now a warning names it and the closest known name
+    (real rclpy start-up; the missing model then stops it, so the warning comes before any check);
+    parameters rclpy declares itself (use_sim_time) and the shipped YAML give no warning."""
+    r = subprocess.run(_node_cmd('--ros-args', '--params-file', str(REPO / 'config' / 'depth3dseg.yaml'),
+                                 '-p', 'lable_source:=2d', '-p', 'use_sim_time:=true', '-p', 'xyzzy:=3',
+                                 '-p', 'model_file:=/nonexistent.pt'),
+                       capture_output=True, text=True, timeout=60)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2 and "model_file='/nonexistent.pt': no such file" in out
+    assert "unknown parameter 'lable_source' is ignored; did you mean 'label_source'?" in out
+    assert "unknown parameter 'xyzzy' is ignored (" in out
+    assert out.count('unknown parameter') == 2, out

@@ -43,6 +43,7 @@ Pass parameters as ROS arguments, one -p per parameter or a YAML file:
   depth3dseg_node --ros-args -p device:=cpu -p label_source:=2d
   depth3dseg_node --ros-args --params-file config/depth3dseg.yaml \\
       -r image:=/camera/color/image_raw -r camera_info:=/camera/color/camera_info
+An unknown parameter name is ignored with a warning naming the closest known one.
 More: docs/node.md (topics, parameters, launch, RViz, bag replay)."""
 
 

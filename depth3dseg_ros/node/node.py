@@ -40,7 +40,7 @@ from std_msgs.msg import String
 
 from depth3dseg_ros.core.depth import meters_to_16uc1
 from depth3dseg_ros.core.imageops import overlay, resize_depth, resize_labels
-from depth3dseg_ros.node.params import NodeParams, declare_and_read
+from depth3dseg_ros.node.params import SPECS, NodeParams, declare_and_read, unknown_names
 from depth3dseg_ros.node.worker import LatestSlot, StageStats, Worker
 from depth3dseg_ros.paths import share_file
 from depth3dseg_ros.ros.camera_info import camera_info_for_output, intrinsics_from_camera_info, make_camera_info
@@ -96,6 +96,7 @@ class Depth3DSegNode(Node):
     def __init__(self, segmenter_factory: Callable[[NodeParams, str], Any] | None = None,
                  node_name: str = 'depth3dseg', **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
+        self._warn_unknown_parameters()
         self.p = p = declare_and_read(self)
         model_file = resolve_model_file(p.model_file)
         self.seg = (segmenter_factory or default_segmenter)(p, model_file)
@@ -137,6 +138,23 @@ class Depth3DSegNode(Node):
             f'input {self.resolve_topic_name("image")}{"/compressed" if p.use_compressed else ""} '
             f'({p.input_reliability}), '
             f'outputs {sorted(self.pubs)} ({p.output_reliability}), output_resolution={p.output_resolution}')
+
+    def _warn_unknown_parameters(self) -> None:
+        """Log a warning for each parameter given to this node (``-p``, ``--params-file``) that it does
+        not have, naming the closest known name: rclpy ignores such overrides silently, so a misspelt
+        ``-p lable_source:=2d`` would otherwise start with the default. Known: node/params.py and the
+        parameters rclpy declares itself (use_sim_time, ...). Runs before the values are validated.
+        """
+        # rclpy (9.x) keeps the overrides that apply to this node, -p and params files, in this dict
+        given = getattr(self, '_parameter_overrides', None)
+        if not isinstance(given, dict):
+            self.get_logger().debug('this rclpy has no Node._parameter_overrides: unknown names not checked')
+            return
+        known = {s.name for s in SPECS} | set(self.list_parameters([], 0).names)
+        for name, close in unknown_names(given, known):
+            hint = f"; did you mean '{close}'?" if close else ''
+            self.get_logger().warning(f"unknown parameter '{name}' is ignored{hint} "
+                                      f'(depth3dseg_node --help lists the parameters)')
 
     def _warm_up(self) -> float:
         """One inference with and one without K on a grey 640x480 image, before any topic exists.

@@ -9,6 +9,7 @@ This module does not import rclpy; ``declare_and_read(node)`` only calls Node me
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, fields
 from typing import Any, Iterable
 
@@ -132,6 +133,14 @@ def usage_lines(extra: Iterable[ParamSpec] = ()) -> list[str]:
         default = _yaml_value(spec.default) + (f' ({allowed})' if allowed else '')
         lines.append(f'  {spec.name:<{width}} {default:<35} {spec.doc}')
     return lines
+
+
+def unknown_names(given: Iterable[str], known: Iterable[str]) -> list[tuple[str, str | None]]:
+    """The names in ``given`` that are not in ``known``, sorted, each with the closest known name
+    (difflib, similarity >= 0.6) or None, e.g. ``[('lable_source', 'label_source')]``."""
+    known = sorted(set(known))
+    return [(name, next(iter(difflib.get_close_matches(name, known, n=1, cutoff=0.6)), None))
+            for name in sorted(set(given) - set(known))]
 
 
 def _coerce(spec: ParamSpec, value: Any) -> Any:
