@@ -167,16 +167,16 @@ class EdgeConv(nn.Module):
         caller computed it already (PointSegNet does, for all layers at once); default computed here."""
         b, n, _ = f.shape
         a = self.wn(f).reshape(b * n, -1)
+        c = self.wc(f)
         if g is None:
             g = self.wg(geo)                    # B×k×N×C_out, one matmul for all neighbour ranks
-        cg = g + self.wc(f).unsqueeze(1)        # W_c f_i + W_g g_ij for every rank j at once
         off = (torch.arange(b, device=f.device) * n).view(b, 1)
         out = None
         # One neighbour rank at a time: B×N×C tensors stay cache-sized (no B×N×k×C temporaries).
         for j in range(idx.shape[1]):
             # in place on fresh tensors (autograd-safe: index_select/add keep no outputs for backward)
             e = a.index_select(0, (idx[:, j] + off).reshape(-1)).view(b, n, -1)
-            e.add_(cg[:, j])
+            e.add_(c).add_(g[:, j])
             if mask is not None:
                 e.masked_fill_(~mask[:, j].unsqueeze(-1), 0.0)  # masked 0 never beats ReLU >= 0
             e.relu_()
