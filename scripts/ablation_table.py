@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Markdown table of a loss-term ablation (scripts/ablation.sh, one OUT_DIR per seed): per seed and
 per configuration the last validation epoch's figures, then the mean ± sample standard deviation over
-the seeds and the per-seed paired difference of each configuration against '2D + depth'.
+the seeds and the per-seed paired difference of each configuration against '2D + depth'. When every run
+directory also holds ``eval_real/report.json`` (``depth3dseg-eval --model RUN/model.pt --bag
+demo_data/real_camera --out RUN/eval_real``), a second table gives the same for the real-camera bag.
 
 Usage: python scripts/ablation_table.py RUN_DIR [RUN_DIR ...]   (each RUN_DIR holds 2d_depth/, plus_3d/,
 plus_consistency/ with summary.json from depth3dseg-train)
@@ -29,29 +31,37 @@ def fmt(values: list) -> str:
     return f'{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}'
 
 
+def table(dirs: list, figs: dict) -> None:
+    """Print the per-seed rows, mean ± sd and paired differences of ``figs`` (run -> per-seed dicts)."""
+    print('| run | seed | ' + ' | '.join(KEYS) + ' |')
+    print('|' + '---|' * (len(KEYS) + 2))
+    for r, name in RUNS:
+        for d, h in zip(dirs, figs[r]):
+            print(f'| {name} | {d.name} | ' + ' | '.join(f'{h[k]:.3f}' for k in KEYS) + ' |')
+    print(f'| **mean ± sd over {len(dirs)} seeds** |' + ' |' * (len(KEYS) + 1))
+    for r, name in RUNS:
+        print(f'| {name} | all | ' + ' | '.join(fmt([h[k] for h in figs[r]]) for k in KEYS) + ' |')
+    print('| **paired difference (same seed)** |' + ' |' * (len(KEYS) + 1))
+    for r, base, name in (('plus_3d', '2d_depth', '+ 3D loss − 2D + depth'),
+                          ('plus_consistency', '2d_depth', '+ consistency − 2D + depth'),
+                          ('plus_consistency', 'plus_3d', '+ consistency − + 3D loss')):
+        diffs = {k: [a[k] - b[k] for a, b in zip(figs[r], figs[base])] for k in KEYS}
+        print(f'| {name} | all | ' + ' | '.join(fmt(diffs[k]) for k in KEYS) + ' |')
+
+
 def main(argv: list) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
     dirs = [Path(a) for a in argv]
-    figs = {r: [last_epoch(d / r) for d in dirs] for r, _ in RUNS}
-    head = '| run | seed | ' + ' | '.join(KEYS) + ' | steps |'
-    print(head)
-    print('|' + '---|' * (len(KEYS) + 3))
-    for r, name in RUNS:
-        for d, h in zip(dirs, figs[r]):
-            steps = json.loads((d / r / 'summary.json').read_text()).get('global_step', '')
-            print(f'| {name} | {d.name} | ' + ' | '.join(f'{h[k]:.3f}' for k in KEYS) + f' | {steps} |')
-    print(f'| **mean ± sd over {len(dirs)} seeds** | | | | | | | |')
-    for r, name in RUNS:
-        print(f'| {name} | all | ' + ' | '.join(fmt([h[k] for h in figs[r]]) for k in KEYS) + ' | |')
-    print(f'| **paired difference vs 2D + depth (same seed)** | | | | | | | |')
-    for r, name in RUNS[1:]:
-        diffs = {k: [a[k] - b[k] for a, b in zip(figs[r], figs['2d_depth'])] for k in KEYS}
-        print(f'| {name} − 2D + depth | all | ' + ' | '.join(fmt(diffs[k]) for k in KEYS) + ' | |')
-    r, name = RUNS[2]
-    diffs = {k: [a[k] - b[k] for a, b in zip(figs['plus_consistency'], figs['plus_3d'])] for k in KEYS}
-    print('| + consistency − + 3D loss | all | ' + ' | '.join(fmt(diffs[k]) for k in KEYS) + ' | |')
+    steps = {json.loads((d / r / 'summary.json').read_text()).get('global_step') for d in dirs for r, _ in RUNS}
+    print(f'Held-out synthetic validation, last epoch ({", ".join(map(str, sorted(steps)))} steps):\n')
+    table(dirs, {r: [last_epoch(d / r) for d in dirs] for r, _ in RUNS})
+    reports = [d / r / 'eval_real' / 'report.json' for d in dirs for r, _ in RUNS]
+    if all(p.is_file() for p in reports):
+        print('\nReal-camera bag demo_data/real_camera (7 labelled frames, 13 with depth):\n')
+        table(dirs, {r: [json.loads((d / r / 'eval_real' / 'report.json').read_text()) for d in dirs]
+                     for r, _ in RUNS})
     return 0
 
 
