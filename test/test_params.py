@@ -142,6 +142,17 @@ def test_scan_args_help_only_outside_ros_args_and_params_files_only_inside():
     assert scan_args(['prog', '-h', '--ros-args']) == (True, [])
 
 
+def test_arguments_outside_ros_args_are_refused(capsys):
+    """`depth3dseg_node -p device:=cpu` (no --ros-args) used to start with the -p silently ignored."""
+    from depth3dseg_ros.node.main import main, stray_args
+    assert stray_args(['prog', '-p', 'device:=cpu']) == ['-p', 'device:=cpu']
+    assert stray_args(['prog', '--ros-args', '-p', 'a:=1', '--', 'extra', '-h']) == ['extra']
+    assert stray_args(['prog', '--help', '--ros-args', '-r', '__node:=x']) == []
+    assert main(['prog', '-p', 'device:=cpu']) == 2                # refused before rclpy.init
+    err = capsys.readouterr().err
+    assert "unexpected arguments ['-p', 'device:=cpu']" in err and 'go after --ros-args' in err
+
+
 def test_missing_params_file_is_one_line_and_exit_2(tmp_path):
     """A missing --params-file used to end in an RCLError traceback from rclpy.init."""
     missing = tmp_path / 'nope.yaml'

@@ -77,6 +77,20 @@ def scan_args(argv: list[str]) -> tuple[bool, list[str | None]]:
     return help_asked, files
 
 
+def stray_args(argv: list[str]) -> list[str]:
+    """Arguments of ``argv`` (after the program name) outside ``--ros-args ... [--]``, other than -h/--help:
+    the node takes none, so e.g. ``-p device:=cpu`` typed without ``--ros-args`` would be ignored by rcl."""
+    out, in_ros = [], False
+    for arg in argv[1:]:
+        if arg == '--ros-args':
+            in_ros = True
+        elif in_ros and arg == '--':
+            in_ros = False
+        elif not in_ros and arg not in ('-h', '--help'):
+            out.append(arg)
+    return out
+
+
 def check_params_files(files: list[str | None]) -> str | None:
     """The error line for the first ``--params-file`` that is missing or not a file, else None."""
     for path in files:
@@ -103,6 +117,10 @@ def main(argv: list[str] | None = None, segmenter_factory: Callable[..., Any] | 
         print(usage())
         return 0
     error = check_params_files(params_files)
+    stray = stray_args(list(argv))
+    if stray and not error:
+        error = (f'{PROG}: error: unexpected arguments {stray}: ROS parameters and remappings go after '
+                 f'--ros-args ({PROG} --ros-args -p name:=value; {PROG} --help lists the parameters)')
     if error:
         print(error, file=sys.stderr)
         return 2
