@@ -84,6 +84,15 @@ def test_bag_input_is_extracted_and_evaluated(real_dir, model_file, tmp_path):
     assert rep['seg2d']['pixels'] > 0 and rep['depth']['pixels'] > 0  # nyu0001 is labelled, all have depth
 
 
+def test_a_preset_naming_absent_topics_is_warned_about(real_dir, model_file, tmp_path, capsys):
+    """--preset realsense on a bag recorded with other depth/labels topics: nothing to score, said so."""
+    bag = write_bag(tmp_path / 'bag', make_frames(real_dir, 2))
+    rep = _run(model_file, tmp_path / 'e', '--bag', str(bag), '--preset', 'realsense')
+    err = capsys.readouterr().err
+    assert rep['frames'] == 2 and rep['depth']['pixels'] == 0
+    assert 'none of the 2 frames has depth' in err and 'none of the 2 frames has labels' in err
+
+
 @pytest.mark.parametrize('case', ['no index', 'batch size', 'no model file', 'not a model file', 'no bag'])
 def test_bad_inputs_are_one_line_errors(case, model_file, tmp_path, capsys):
     """Ordinary mistakes: exit status 2 and one 'depth3dseg-eval: error: <message>' line, no traceback."""

@@ -198,7 +198,12 @@ def _run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix='depth3dseg_eval_') as tmp:
         dirs = args.data or [str(extract_bags_to(args.bag, Path(tmp) / 'ds', args.extract_config,
                                                  args.preset))]
-        ds = FrameDataset(records=load_records(dirs, classes), input_size=meta['input_size'], classes=classes,
+        records = load_records(dirs, classes)
+        for key, what in (('labels', 'segmentation (mIoU)'), ('depth', 'depth (AbsRel, RMSE, δ1)')):
+            if records and not any(r.get(key) for r in records):  # e.g. a --preset naming absent topics
+                print(f'depth3dseg-eval: warning: none of the {len(records)} frames has {key}: no '
+                      f'{what} metrics (check the topics: --preset / --extract-config)', file=sys.stderr)
+        ds = FrameDataset(records=records, input_size=meta['input_size'], classes=classes,
                           mean=meta['mean'], std=meta['std'], augment=None)
         t0 = time.perf_counter()
         report = evaluate_model(model, ds, classes, device, batch_size=args.batch_size, full=True)
