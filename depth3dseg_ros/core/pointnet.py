@@ -41,7 +41,9 @@ _INT32_MIN = -2 ** 31
 
 def _window_index(h: int, w: int, window: int, device: torch.device
                   ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Flat indices (window²×h·w long) of the window candidates of each pixel, and an in-image mask."""
+    """Flat indices (window²×h·w long each) of every pixel's window candidates: into the h×w grid
+    (clamped at the border; those candidates are never chosen, see knn_window) and into the grid padded
+    by window//2 on every side (never clamped)."""
     key = ('win', h, w, window, str(device))
     if key not in _IDX_CACHE:
         r = window // 2
@@ -49,23 +51,9 @@ def _window_index(h: int, w: int, window: int, device: torch.device
         dy, dx = torch.meshgrid(d, d, indexing='ij')
         y = torch.arange(h, device=device).view(1, h, 1) + dy.reshape(-1, 1, 1)
         x = torch.arange(w, device=device).view(1, 1, w) + dx.reshape(-1, 1, 1)
-        inside = (y >= 0) & (y < h) & (x >= 0) & (x < w)
         idx = (y.clamp(0, h - 1) * w + x.clamp(0, w - 1)).reshape(window * window, h * w)
-        _IDX_CACHE[key] = (idx, inside.reshape(window * window, h * w))
-    return _IDX_CACHE[key]
-
-
-def _padded_window_index(h: int, w: int, window: int, device: torch.device) -> torch.Tensor:
-    """Flat indices (window²×h·w long) of each pixel's window candidates in the grid padded by
-    window//2 on every side (so no candidate is clamped or outside)."""
-    key = ('pwin', h, w, window, str(device))
-    if key not in _IDX_CACHE:
-        r = window // 2
-        d = torch.arange(-r, r + 1, device=device)
-        dy, dx = torch.meshgrid(d, d, indexing='ij')
-        y = torch.arange(h, device=device).view(1, h, 1) + dy.reshape(-1, 1, 1) + r
-        x = torch.arange(w, device=device).view(1, 1, w) + dx.reshape(-1, 1, 1) + r
-        _IDX_CACHE[key] = (y * (w + 2 * r) + x).reshape(window * window, h * w)
+        padded = ((y + r) * (w + 2 * r) + x + r).reshape(window * window, h * w)
+        _IDX_CACHE[key] = (idx, padded)
     return _IDX_CACHE[key]
 
 
@@ -110,8 +98,7 @@ def knn_window(xyz: torch.Tensor, valid: torch.Tensor, k: int, window: int
         raise ValueError(f'need odd window and 1 <= k <= window², got window={window} k={k}')
     b, _, h, w = xyz.shape
     n, r = h * w, window // 2
-    cand, _ = _window_index(h, w, window, xyz.device)              # win²×N, flat into h·w
-    pcand = _padded_window_index(h, w, window, xyz.device)         # win²×N, flat into (h+2r)·(w+2r)
+    cand, pcand = _window_index(h, w, window, xyz.device)  # win²×N, flat into h·w / into (h+2r)·(w+2r)
     inf = float('inf')
     with torch.no_grad():
         # Invalid and outside-the-image neighbours sit at +inf, invalid centres at -inf: every distance
