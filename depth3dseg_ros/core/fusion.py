@@ -15,13 +15,14 @@ softmax is ~6x and argmax ~4x slower on channels-last tensors than on NCHW (benc
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 
 from .keys import float_keys, key_bits
 
-__all__ = ['LABEL_SOURCES', 'class_probs', 'source_probs', 'labels_confidence', 'source_labels']
+__all__ = ['LABEL_SOURCES', 'class_probs', 'source_probs', 'labels_confidence', 'source_labels',
+           'all_source_labels']
 
 LABEL_SOURCES = ('2d', '3d', 'fused')
 
@@ -54,11 +55,19 @@ def source_probs(logits2d: torch.Tensor, logits3d: Optional[torch.Tensor] = None
     p2 = class_probs(logits2d, void_id, inplace)
     if source == '2d' or logits3d is None:
         return p2
-    if logits3d.shape != logits2d.shape:
-        raise ValueError(f'logits3d shape {tuple(logits3d.shape)} != logits2d shape {tuple(logits2d.shape)}')
-    p = class_probs(logits3d, void_id, inplace)
+    return _combine(p2, class_probs(logits3d, void_id, inplace), valid, source, overwrite_p3=True)
+
+
+def _combine(p2: torch.Tensor, p3: torch.Tensor, valid: Optional[torch.Tensor], source: str,
+             overwrite_p3: bool) -> torch.Tensor:
+    """The '3d' or 'fused' distribution from the S2D and S3D distributions (module docstring);
+    ``overwrite_p3``: p3 may be reused as the output buffer. ValueError when the shapes differ."""
+    if p3.shape != p2.shape:
+        raise ValueError(f'logits3d shape {tuple(p3.shape)} != logits2d shape {tuple(p2.shape)}')
+    p = p3
     if source == 'fused':
-        p.add_(p2).mul_(0.5)
+        p = p3.add_(p2) if overwrite_p3 else p3 + p2
+        p.mul_(0.5)
     if valid is not None and not bool(valid.all()):
         p = torch.where(valid.bool(), p, p2)
     return p
@@ -86,3 +95,13 @@ def source_labels(logits2d: torch.Tensor, logits3d: Optional[torch.Tensor] = Non
     what Segmenter.infer returns for the same model outputs (evaluation uses this, so the figures it
     reports are those of the labels the node publishes). Arguments as source_probs."""
     return labels_confidence(source_probs(logits2d, logits3d, valid, source, void_id), inplace=True)[0]
+
+
+def all_source_labels(logits2d: torch.Tensor, logits3d: torch.Tensor, valid: Optional[torch.Tensor] = None,
+                      void_id: Optional[int] = 0) -> Dict[str, torch.Tensor]:
+    """``{source: source_labels(logits2d, logits3d, valid, source, void_id)}`` for every label source,
+    with each head's softmax computed once (evaluation scores all three per batch)."""
+    p2, p3 = class_probs(logits2d, void_id), class_probs(logits3d, void_id)
+    return {'2d': labels_confidence(p2)[0],
+            '3d': labels_confidence(_combine(p2, p3, valid, '3d', overwrite_p3=False))[0],
+            'fused': labels_confidence(_combine(p2, p3, valid, 'fused', overwrite_p3=False), inplace=True)[0]}

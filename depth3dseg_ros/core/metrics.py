@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from .fusion import source_labels, source_probs
+from .fusion import all_source_labels, source_labels, source_probs
 
 __all__ = ['ConfusionMatrix', 'DepthMetrics', 'SegDepthEvaluator', 'fuse_probs', 'predict_labels']
 
@@ -224,13 +224,13 @@ class SegDepthEvaluator:
         if labels is not None:
             valid = out.get('valid')
             # labels by core.fusion, the rule of Segmenter.infer: the figures are the node's labels'
-            self.cm['2d'].update(source_labels(out['seg2d'], None, None, '2d', self.void_id), labels)
-            if 'seg3d' in out:
-                v3 = None if valid is None else valid[:, 0]
-                self.cm['3d'].update(source_labels(out['seg2d'], out['seg3d'], valid, '3d', self.void_id),
-                                     labels, v3)
-                self.cm['fused'].update(source_labels(out['seg2d'], out['seg3d'], valid, 'fused',
-                                                      self.void_id), labels)
+            if 'seg3d' not in out:
+                self.cm['2d'].update(source_labels(out['seg2d'], None, None, '2d', self.void_id), labels)
+            else:
+                pred = all_source_labels(out['seg2d'], out['seg3d'], valid, self.void_id)
+                self.cm['2d'].update(pred['2d'], labels)
+                self.cm['3d'].update(pred['3d'], labels, None if valid is None else valid[:, 0])
+                self.cm['fused'].update(pred['fused'], labels)
         if depth_gt is not None:
             self.depth.update(out['depth'], depth_gt)
 
