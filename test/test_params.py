@@ -135,19 +135,19 @@ def test_help_prints_usage_with_every_parameter_and_exits_0_without_rclpy(flag):
 def test_scan_args_help_only_outside_ros_args_and_params_files_only_inside():
     from depth3dseg_ros.node.main import scan_args
     assert scan_args(['prog', '--ros-args', '-p', 'a:=1', '--params-file', 'x.yaml', '--', '--params-file',
-                      'y.yaml']) == (False, ['x.yaml'])
+                      'y.yaml']) == (False, ['x.yaml'], ['--params-file', 'y.yaml'])
     assert scan_args(['prog', '--ros-args', '--params-file', 'x.yaml', '--ros-args', '--params-file']) == (
-        False, ['x.yaml', None])
-    assert scan_args(['prog', '--ros-args', '-r', '__node:=-h']) == (False, [])
-    assert scan_args(['prog', '-h', '--ros-args']) == (True, [])
+        False, ['x.yaml', None], [])
+    assert scan_args(['prog', '--ros-args', '-r', '__node:=-h']) == (False, [], [])
+    assert scan_args(['prog', '-h', '--ros-args']) == (True, [], [])
 
 
 def test_arguments_outside_ros_args_are_refused(capsys):
     """`depth3dseg_node -p device:=cpu` (no --ros-args) used to start with the -p silently ignored."""
-    from depth3dseg_ros.node.main import main, stray_args
-    assert stray_args(['prog', '-p', 'device:=cpu']) == ['-p', 'device:=cpu']
-    assert stray_args(['prog', '--ros-args', '-p', 'a:=1', '--', 'extra', '-h']) == ['extra']
-    assert stray_args(['prog', '--help', '--ros-args', '-r', '__node:=x']) == []
+    from depth3dseg_ros.node.main import main, scan_args
+    assert scan_args(['prog', '-p', 'device:=cpu'])[2] == ['-p', 'device:=cpu']
+    assert scan_args(['prog', '--ros-args', '-p', 'a:=1', '--', 'extra', '-h'])[2] == ['extra']
+    assert scan_args(['prog', '--help', '--ros-args', '-r', '__node:=x'])[2] == []
     assert main(['prog', '-p', 'device:=cpu']) == 2                # refused before rclpy.init
     err = capsys.readouterr().err
     assert "unexpected arguments ['-p', 'device:=cpu']" in err and 'go after --ros-args' in err

@@ -54,14 +54,16 @@ def usage() -> str:
     return USAGE.format(params='\n'.join(usage_lines(extra=[sim_time])))
 
 
-def scan_args(argv: list[str]) -> tuple[bool, list[str | None]]:
-    """(help asked, ``--params-file`` paths) in ``argv``.
+def scan_args(argv: list[str]) -> tuple[bool, list[str | None], list[str]]:
+    """(help asked, ``--params-file`` paths, stray arguments) in ``argv`` (program name first).
 
     Help is ``-h``/``--help`` outside ``--ros-args ... [--]`` (inside, tokens belong to rcl).
     The paths are those after ``--params-file`` inside ``--ros-args``; None where the path is missing.
+    Stray arguments are the others outside ``--ros-args``: the node takes none, so e.g. ``-p
+    device:=cpu`` typed without ``--ros-args`` would be ignored by rcl.
     """
-    help_asked, files, in_ros = False, [], False
-    i = 0
+    help_asked, files, stray, in_ros = False, [], [], False
+    i = 1
     while i < len(argv):
         arg = argv[i]
         if arg == '--ros-args':
@@ -73,22 +75,10 @@ def scan_args(argv: list[str]) -> tuple[bool, list[str | None]]:
             i += 1
         elif not in_ros and arg in ('-h', '--help'):
             help_asked = True
+        elif not in_ros:
+            stray.append(arg)
         i += 1
-    return help_asked, files
-
-
-def stray_args(argv: list[str]) -> list[str]:
-    """Arguments of ``argv`` (after the program name) outside ``--ros-args ... [--]``, other than -h/--help:
-    the node takes none, so e.g. ``-p device:=cpu`` typed without ``--ros-args`` would be ignored by rcl."""
-    out, in_ros = [], False
-    for arg in argv[1:]:
-        if arg == '--ros-args':
-            in_ros = True
-        elif in_ros and arg == '--':
-            in_ros = False
-        elif not in_ros and arg not in ('-h', '--help'):
-            out.append(arg)
-    return out
+    return help_asked, files, stray
 
 
 def check_params_files(files: list[str | None]) -> str | None:
@@ -112,12 +102,11 @@ def main(argv: list[str] | None = None, segmenter_factory: Callable[..., Any] | 
             tests use it to wrap the real Segmenter.
     """
     argv = sys.argv if argv is None else argv
-    help_asked, params_files = scan_args(list(argv))
+    help_asked, params_files, stray = scan_args(list(argv))
     if help_asked:
         print(usage())
         return 0
     error = check_params_files(params_files)
-    stray = stray_args(list(argv))
     if stray and not error:
         error = (f'{PROG}: error: unexpected arguments {stray}: ROS parameters and remappings go after '
                  f'--ros-args ({PROG} --ros-args -p name:=value; {PROG} --help lists the parameters)')
