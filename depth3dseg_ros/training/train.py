@@ -188,16 +188,17 @@ def _run(args: argparse.Namespace) -> int:
         cfg['train']['max_steps_per_epoch'] = args.max_steps_per_epoch
     if args.time_limit_min is not None:
         cfg['train']['time_limit_min'] = args.time_limit_min
-    # fine-tuning: start from a model file's weights, with its arch and normalisation
-    init = load_init_model(cfg, load_classes(cfg['data']['classes'])) if cfg['model']['init'] and ckpt is None \
-        else None
     cfg = validate(cfg)
+    classes = load_classes(cfg['data']['classes'])
+    init = None  # fine-tuning: start from a model file's weights, with its arch and normalisation
+    if cfg['model']['init'] and ckpt is None:
+        init = load_init_model(cfg, classes)
+        cfg = validate(cfg)
     tc, oc = cfg['train'], cfg['optim']
     device = pick_device(tc['device'], local_rank)
     seed_everything(tc['seed'], tc['deterministic'], device)
 
     # ---- data
-    classes = load_classes(cfg['data']['classes'])
     train_ds, val_ds = build_datasets(cfg, classes)
     bs = tc['batch_size']
     sampler = DistributedSampler(train_ds, num_replicas=world, rank=rank, shuffle=True, seed=tc['seed'])
