@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from depth3dseg_ros.core.pointnet import PointSegNet, knn_window, subsample
+from depth3dseg_ros.core.pointnet import EdgeConv, PointSegNet, knn_window, subsample
 
 
 def _cloud(h, w, seed=0, invalid_frac=0.0):
@@ -80,6 +80,35 @@ def test_invalid_points_never_influence_valid_outputs(stride):
     assert torch.allclose(out3, out2, atol=1e-6)
     assert (out1[~vm] == 0).all() and (out2[~vm] == 0).all() and torch.isfinite(out2).all()
     assert out1[vm].abs().sum() > 0
+
+
+@pytest.mark.parametrize('masked', [False, True])
+def test_edgeconv_equals_the_dgcnn_formula(masked):
+    """EdgeConv (M3) = post(max over valid j of ReLU(W_n f_j + W_c f_i + W_g g_ij)), 0 when no neighbour is
+    valid, computed edge by edge (the layer computes ReLU once after the max, and masked edges as -inf)."""
+    torch.manual_seed(0)
+    b, n, k, cin, cg, cout = 2, 30, 4, 5, 7, 6
+    layer = EdgeConv(cin, cg, cout)
+    f, geo = torch.randn(b, n, cin), torch.randn(b, k, n, cg)
+    idx = torch.randint(0, n, (b, k, n))
+    mask = torch.rand(b, k, n) > 0.4 if masked else None
+    if masked:
+        mask[0, :, 3] = False  # a point with no valid neighbour
+    out = layer(f, geo, idx, mask)
+    ref = torch.zeros(b, n, cout)
+    for bi in range(b):
+        for i in range(n):
+            h = torch.zeros(cout)  # max over an empty set of ReLU outputs: 0
+            for j in range(k):
+                if mask is None or mask[bi, j, i]:
+                    e = layer.wn(f[bi, idx[bi, j, i]]) + layer.wc(f[bi, i]) + layer.wg(geo[bi, j, i])
+                    h = torch.maximum(h, e.relu())
+            ref[bi, i] = layer.post(h).relu()
+    assert torch.allclose(out, ref, atol=1e-5)
+    with torch.inference_mode():  # the in-place inference path
+        assert torch.allclose(layer(f, geo, idx, mask), ref, atol=1e-5)
+    out.sum().backward()  # the grad path (torch.maximum, not in place) runs and is finite
+    assert all(torch.isfinite(p.grad).all() for p in layer.parameters())
 
 
 def test_all_invalid_frame_gives_zero_logits():

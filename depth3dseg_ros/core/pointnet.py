@@ -154,25 +154,26 @@ class EdgeConv(nn.Module):
         caller computed it already (PointSegNet does, for all layers at once); default computed here."""
         b, n, _ = f.shape
         a = self.wn(f).reshape(b * n, -1)
-        c = self.wc(f)
         if g is None:
             g = self.wg(geo)                    # B×k×N×C_out, one matmul for all neighbour ranks
         off = (torch.arange(b, device=f.device) * n).view(b, 1)
         out = None
-        # One neighbour rank at a time: B×N×C tensors stay cache-sized (no B×N×k×C temporaries).
+        # max_j ReLU(a_j + c_i + g_ij) = ReLU(c_i + max_j (a_j + g_ij)) (ReLU is monotonic, c_i does not
+        # depend on j): three ops per neighbour rank, the centre term and ReLU once. Masked neighbours
+        # get -inf, so a point with none valid ends at ReLU(-inf) = 0. One rank at a time keeps the B×N×C
+        # tensors cache-sized (no B×N×k×C temporaries).
         for j in range(idx.shape[1]):
             # in place on fresh tensors (autograd-safe: index_select/add keep no outputs for backward)
-            e = a.index_select(0, (idx[:, j] + off).reshape(-1)).view(b, n, -1)
-            e.add_(c).add_(g[:, j])
+            e = a.index_select(0, (idx[:, j] + off).reshape(-1)).view(b, n, -1).add_(g[:, j])
             if mask is not None:
-                e.masked_fill_(~mask[:, j].unsqueeze(-1), 0.0)  # masked 0 never beats ReLU >= 0
-            e.relu_()
+                e.masked_fill_(~mask[:, j].unsqueeze(-1), float('-inf'))
             if out is None:
                 out = e
             elif torch.is_grad_enabled() and (out.requires_grad or e.requires_grad):
                 out = torch.maximum(out, e)
             else:
                 torch.maximum(out, e, out=out)
+        out = (self.wc(f) + out).relu_()
         return self.post(out).relu_()
 
 
