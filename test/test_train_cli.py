@@ -148,22 +148,29 @@ def test_time_limit_chunk_saves_and_resumes(ds_dir, tmp_path, capsys):
 
 
 def test_fine_tune_from_a_model_file(ds_dir, tmp_path, capsys):
-    """model.init: the run starts from the file's weights with the file's arch and normalisation (the
-    config's arch is replaced), and refuses a file trained for other classes."""
+    """model.init: the run starts from the file's weights with the file's arch and normalisation; a
+    model.arch key that sizes no tensor (p_stride) overrides the file's, one that does (width) is refused
+    naming it; a file trained for other classes is refused."""
     base = tmp_path / 'base'
     assert train.main(tiny_train_args(ds_dir, base, epochs=1)) == 0
     init_model, init_meta = load_model(base / 'model.pt')
     ft = tmp_path / 'ft'
     # lr 0: the parameters cannot move, so the exported model must carry the file's parameters exactly
     assert train.main(tiny_train_args(ds_dir, ft, '--set', f'model.init={base / "model.pt"}',
-                                      '--set', 'model.arch={width: 0.5}', '--set', 'optim.lr=0.0',
+                                      '--set', 'model.arch={p_stride: 2}', '--set', 'optim.lr=0.0',
                                       epochs=1)) == 0
     assert f'initialised from {base / "model.pt"}' in capsys.readouterr().out
     cfg = yaml.safe_load((ft / 'config.yaml').read_text())
     assert cfg['model']['arch']['width'] == init_meta['arch']['width'] == 0.25
+    assert init_meta['arch']['p_stride'] != 2
     model, meta = load_model(ft / 'model.pt')
+    assert meta['arch']['p_stride'] == cfg['model']['arch']['p_stride'] == 2
     for name, p in init_model.named_parameters():
         assert torch.equal(model.state_dict()[name], p), name
+    assert train.main(tiny_train_args(ds_dir, tmp_path / 'ft1', '--set', f'model.init={base / "model.pt"}',
+                                      '--set', 'model.arch={width: 0.5}', epochs=1)) == 2
+    assert re.search(r"model.arch \{'width': 0.5\} changes the shape .*'width': 0.25", _one_error_line(capsys))
+    assert not (tmp_path / 'ft1').exists()
     # a model file for another class set is refused, naming both
     other = ClassSet(['void', 'a', 'b'], [[0, 0, 0], [255, 0, 0], [0, 255, 0]], void_id=0)
     from depth3dseg_ros.core.modelfile import save_model

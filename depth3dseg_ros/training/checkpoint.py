@@ -99,9 +99,14 @@ def load_resume(path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> tup
 def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
     """Fine-tuning: the model file ``cfg['model']['init']`` (core.modelfile) as a Depth3DSeg on the CPU;
     its arch, mean and std are written into ``cfg['model']`` (the run trains and exports that network).
-    Raises FileNotFoundError / ModelFileError for a bad file, ValueError when its class names or void id
-    differ from the run's ``classes`` (core.classes.ClassSet; colours may differ), naming both."""
+    Keys set in the run's ``model.arch`` override the file's when the weights still fit (those that size
+    no tensor: ``p_stride``, ``p_window``, ``p_k``, the depth range), e.g. fine-tuning the 3D net at
+    another subsampling stride.
+    Raises FileNotFoundError / ModelFileError for a bad file; ValueError when its class names or void id
+    differ from the run's ``classes`` (core.classes.ClassSet; colours may differ), naming both, or when a
+    ``model.arch`` key changes the shape of the file's weights, naming the key and both values."""
     from depth3dseg_ros.core.classes import ClassSet
+    from depth3dseg_ros.core.model import Depth3DSeg
     from depth3dseg_ros.core.modelfile import load_model
     path = cfg['model']['init']
     model, meta = load_model(path, map_location='cpu')
@@ -109,6 +114,17 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
     if have.names != classes.names or have.void_id != classes.void_id:
         raise ValueError(f'config model.init={str(path)!r} was trained for classes {have.names} '
                          f'(void {have.void_id}) but data.classes gives {classes.names} (void {classes.void_id})')
-    cfg['model'].update(arch={k: v for k, v in meta['arch'].items() if k != 'num_classes'},
-                        mean=list(meta['mean']), std=list(meta['std']))
+    arch = {k: v for k, v in meta['arch'].items() if k != 'num_classes'}
+    changed = {k: v for k, v in cfg['model']['arch'].items() if arch.get(k) != v}
+    if changed:
+        arch.update(changed)
+        other = Depth3DSeg(**arch, num_classes=meta['arch']['num_classes'])
+        want = {k: tuple(v.shape) for k, v in other.state_dict().items()}
+        if want != {k: tuple(v.shape) for k, v in model.state_dict().items()}:
+            was = {k: meta['arch'].get(k) for k in changed}
+            raise ValueError(f'config model.arch {changed} changes the shape of the weights of model.init='
+                             f'{str(path)!r} (its arch has {was}): only keys that size no tensor can differ')
+        other.load_state_dict(model.state_dict())
+        model = other.eval()
+    cfg['model'].update(arch=arch, mean=list(meta['mean']), std=list(meta['std']))
     return model
