@@ -275,15 +275,21 @@ class PointSegNet(nn.Module):
             # each candidate map is a slice (a view), no gathers at full resolution.
             # as in knn_window: invalid subsampled points at +inf, invalid full-res points at -inf
             inf = float('inf')
-            up_p = F.interpolate(F.pad(torch.where(v, p, inf), (1, 1, 1, 1), mode='replicate'),
-                                 scale_factor=st, mode='nearest')
-            full = torch.where(valid, xyz, -inf)
+            all_valid = bool(valid.all()) and bool(v.all())  # then every pixel finds its own block centre
+            up_p = F.interpolate(F.pad(p if all_valid else torch.where(v, p, inf), (1, 1, 1, 1),
+                                       mode='replicate'), scale_factor=st, mode='nearest')
+            full = xyz if all_valid else torch.where(valid, xyz, -inf)
             dist = torch.empty((4, B, H, W), dtype=torch.float32, device=xyz.device)
-            for c in range(4):
+            e = torch.empty((B, H, W), dtype=torch.float32, device=xyz.device)
+            for c in range(4):  # squared distance, one channel at a time (no B×3×H×W temporaries)
                 y, x = st * (c // 2 + 1) - o, st * (c % 2 + 1) - o
-                torch.sum((up_p[:, :, y:y + H, x:x + W] - full).square_(), 1, out=dist[c])  # B×H×W
+                u, dc = up_p[:, :, y:y + H, x:x + W], dist[c]
+                torch.sub(u[:, 0], full[:, 0], out=e)
+                torch.mul(e, e, out=dc)
+                for ch in (1, 2):
+                    dc.addcmul_(torch.sub(u[:, ch], full[:, ch], out=e), e)
             kmin = float_keys(dist, 0).amin(0).view(B, H * W)   # nearest valid candidate (lowest c on ties)
-            found = kmin < INF_KEY
+            found = None if all_valid else kmin < INF_KEY
             src = _upsample_index(H, W, h, w, st, xyz.device).gather(0, (kmin & 3).long())  # B×HW
         # Contiguous B×C×H×W output: channel softmax/argmax downstream are 5-15x slower on channels-last.
         lcf = logits.transpose(1, 2).contiguous()                          # B×C×N (small)
@@ -291,6 +297,6 @@ class PointSegNet(nn.Module):
             out = lcf[0].index_select(1, src[0]).unsqueeze(0)
         else:
             out = lcf.gather(2, src.unsqueeze(1).expand(B, C, H * W))
-        if not bool(found.all()):
+        if found is not None and not bool(found.all()):
             out.masked_fill_(~found.view(B, 1, H * W), 0.0)
         return out.view(B, C, H, W)
