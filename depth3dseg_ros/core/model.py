@@ -37,7 +37,7 @@ _TAPS = (0, 1, 2, 4, 6)  # stage indices whose outputs feed the decoder (strides
 DEFAULT_ARCH: Dict[str, Any] = {
     'num_classes': 14, 'width': 0.75, 'depth_mult': 1.0, 'dec_ch': 64, 'head_ch': 32,
     'min_depth': 0.1, 'max_depth': 10.0, 'init_depth': 3.0,
-    'p_stride': 4, 'p_window': 5, 'p_k': 6, 'p_channels': [32, 32], 'p_head': 32, 'p_normals': True,
+    'p_stride': 5, 'p_window': 5, 'p_k': 4, 'p_channels': [32, 32], 'p_head': 32, 'p_normals': True,
 }
 
 
