@@ -3,6 +3,7 @@ uninterrupted run (CPU, deterministic), and the checkpoint on disk is never torn
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -75,6 +76,30 @@ def test_resume_completes_a_config_written_before_a_key_existed(ds_dir, tmp_path
     err = capsys.readouterr().err
     assert err.startswith(f'depth3dseg-train: error: config stored in {out / "last.pt"}: ')
     assert "config key 'train.old_knob' is unknown" in err
+
+
+def test_a_run_records_every_arch_key_and_old_runs_resume_with_a_warning(ds_dir, tmp_path, capsys):
+    """config.yaml and last.pt hold the complete arch (core.model.DEFAULT_ARCH filled in), so a resume
+    rebuilds the same network after a default changes; a checkpoint stored without some arch keys resumes
+    with the current defaults and a warning naming them (none for keys given by --set)."""
+    from depth3dseg_ros.core.model import DEFAULT_ARCH
+    out = tmp_path / 'run'
+    assert train.main(tiny_train_args(ds_dir, out, '--set', 'log.tensorboard=false',
+                                      '--max-steps-per-epoch', '1', epochs=1)) == 0
+    want = {k for k in DEFAULT_ARCH if k != 'num_classes'}
+    assert set(yaml.safe_load((out / 'config.yaml').read_text())['model']['arch']) == want
+    ck = load_checkpoint(out / 'last.pt')
+    assert set(ck['config']['model']['arch']) == want
+    for key in ('p_stride', 'p_k'):
+        del ck['config']['model']['arch'][key]
+    save_checkpoint(out / 'last.pt', ck)
+    capsys.readouterr()
+    assert train.main(['--out', str(out), '--resume', '--set', 'train.epochs=2',
+                       '--set', 'model.arch.p_stride=2']) == 0
+    err = capsys.readouterr().err
+    assert re.search(rf"warning: .*records no model.arch \{{'p_k': {DEFAULT_ARCH['p_k']}\}}", err), err
+    got = load_checkpoint(out / 'last.pt')['config']['model']['arch']
+    assert got['p_stride'] == 2 and got['p_k'] == DEFAULT_ARCH['p_k'] and set(got) == want
 
 
 @pytest.mark.timeout(600)

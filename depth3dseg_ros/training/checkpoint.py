@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,21 @@ def load_resume(path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> tup
     cfg = complete_config(ckpt['config'], f'config stored in {path}')
     for s in sets:
         set_key(cfg, s)
+    missing = arch_keys_not_stored(ckpt['config'], cfg)
+    if missing:
+        print(f'depth3dseg-train: warning: the config stored in {path} records no model.arch {missing}: '
+              'resuming with these current defaults (a run from before every arch key was recorded); '
+              'if it was started with other values, resume with --set model.arch.KEY=VALUE',
+              file=sys.stderr, flush=True)
     return ckpt, validate(cfg)
+
+
+def arch_keys_not_stored(stored: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
+    """The arch keys (core.model.DEFAULT_ARCH, but num_classes) that neither a checkpoint's stored
+    ``config`` nor ``cfg['model']['arch']`` (its --set overrides) gives, with the defaults they will take."""
+    from depth3dseg_ros.core.model import DEFAULT_ARCH
+    have = set((stored.get('model') or {}).get('arch') or {}) | set(cfg['model']['arch'])
+    return {k: v for k, v in DEFAULT_ARCH.items() if k != 'num_classes' and k not in have}
 
 
 def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:

@@ -34,7 +34,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, Sampler
 from tqdm import tqdm
 
-from depth3dseg_ros.core.model import Depth3DSeg
+from depth3dseg_ros.core.model import Depth3DSeg, check_arch
 from depth3dseg_ros.core.modelfile import save_model
 from depth3dseg_ros.core.train_step import LossConfig, compute_losses, make_weighting
 from depth3dseg_ros.training.checkpoint import (load_checkpoint, load_init_model, load_resume, rng_state,
@@ -194,6 +194,10 @@ def _run(args: argparse.Namespace) -> int:
     if cfg['model']['init'] and ckpt is None:
         init = load_init_model(cfg, classes)
         cfg = validate(cfg)
+    # every arch key goes into config.yaml and the checkpoints, so --resume rebuilds this network even
+    # after core.model.DEFAULT_ARCH changes (a resumed run stored without them: checkpoint.load_resume warns)
+    cfg['model']['arch'] = {k: v for k, v in check_arch(dict(cfg['model']['arch'])).items()
+                            if k != 'num_classes'}
     tc, oc = cfg['train'], cfg['optim']
     device = pick_device(tc['device'], local_rank)
     seed_everything(tc['seed'], tc['deterministic'], device)
