@@ -168,8 +168,10 @@ def test_fine_tune_from_a_model_file(ds_dir, tmp_path, capsys):
     for name, p in init_model.named_parameters():
         assert torch.equal(model.state_dict()[name], p), name
     assert train.main(tiny_train_args(ds_dir, tmp_path / 'ft1', '--set', f'model.init={base / "model.pt"}',
-                                      '--set', 'model.arch={width: 0.5}', epochs=1)) == 2
-    assert re.search(r"model.arch \{'width': 0.5\} changes the shape .*'width': 0.25", _one_error_line(capsys))
+                                      '--set', 'model.arch={p_stride: 2, width: 0.5}', epochs=1)) == 2
+    # names the shape-changing key only
+    assert re.search(r"model.arch \{'width': 0.5\} changes the shape .*has \{'width': 0.25\}\)",
+                     _one_error_line(capsys))
     assert not (tmp_path / 'ft1').exists()
     # a model file for another class set is refused, naming both
     other = ClassSet(['void', 'a', 'b'], [[0, 0, 0], [255, 0, 0], [0, 255, 0]], void_id=0)

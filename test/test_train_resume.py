@@ -2,6 +2,7 @@
 uninterrupted run (CPU, deterministic), and the checkpoint on disk is never torn (atomic replace)."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -13,6 +14,7 @@ import pytest
 import torch
 import yaml
 
+from depth3dseg_ros.core.modelfile import load_model
 from depth3dseg_ros.training import train
 from depth3dseg_ros.training.checkpoint import load_checkpoint, save_checkpoint
 from trainutil import make_dataset_dir, tiny_train_args
@@ -80,8 +82,9 @@ def test_resume_completes_a_config_written_before_a_key_existed(ds_dir, tmp_path
 
 def test_a_run_records_every_arch_key_and_old_runs_resume_with_a_warning(ds_dir, tmp_path, capsys):
     """config.yaml and last.pt hold the complete arch (core.model.DEFAULT_ARCH filled in), so a resume
-    rebuilds the same network after a default changes; a checkpoint stored without some arch keys resumes
-    with the current defaults and a warning naming them (none for keys given by --set)."""
+    rebuilds the same network after a default changes; a checkpoint stored without arch keys whose
+    default changed resumes with the new defaults and a warning naming them with their old values (none
+    for keys given by --set, none when nothing is missing)."""
     from depth3dseg_ros.core.model import DEFAULT_ARCH
     out = tmp_path / 'run'
     assert train.main(tiny_train_args(ds_dir, out, '--set', 'log.tensorboard=false',
@@ -97,9 +100,37 @@ def test_a_run_records_every_arch_key_and_old_runs_resume_with_a_warning(ds_dir,
     assert train.main(['--out', str(out), '--resume', '--set', 'train.epochs=2',
                        '--set', 'model.arch.p_stride=2']) == 0
     err = capsys.readouterr().err
-    assert re.search(rf"warning: .*records no model.arch \{{'p_k': {DEFAULT_ARCH['p_k']}\}}", err), err
+    assert re.search(rf"warning: .*does not record model.arch p_k, whose defaults changed on 2026-11-30 "
+                     rf"\(p_k 6 -> {DEFAULT_ARCH['p_k']}\).*resume it with --set model.arch.p_k=6", err), err
     got = load_checkpoint(out / 'last.pt')['config']['model']['arch']
     assert got['p_stride'] == 2 and got['p_k'] == DEFAULT_ARCH['p_k'] and set(got) == want
+    assert train.main(['--out', str(out), '--resume', '--set', 'train.epochs=3']) == 0  # all stored now
+    assert 'warning' not in capsys.readouterr().err
+
+
+def test_a_last_pt_resumed_in_a_new_directory_still_exports_a_model(ds_dir, tmp_path, capsys):
+    """models/README.md's "train longer" path: only last.pt is copied to a new run directory; if no
+    epoch since beats the stored best, there is no best.pt there, so the last state is exported (said
+    so), never nothing."""
+    base = tmp_path / 'base'
+    assert train.main(tiny_train_args(ds_dir, base, '--set', 'log.tensorboard=false',
+                                      '--max-steps-per-epoch', '1', epochs=1)) == 0
+    new = tmp_path / 'new'
+    new.mkdir()
+    (new / 'last.pt').write_bytes((base / 'last.pt').read_bytes())
+    capsys.readouterr()
+    # min_delta 10: no epoch can count as an improvement, so no best.pt is written in `new`
+    assert train.main(['--out', str(new), '--resume', '--set', 'train.epochs=2',
+                       '--set', 'early_stop.min_delta=10']) == 0
+    text = capsys.readouterr().out
+    assert not (new / 'best.pt').exists()
+    assert f'no best.pt in {new} (best epoch 1 was not saved here): exporting the last state (epoch 2)' in text
+    summary = json.loads((new / 'summary.json').read_text())
+    assert summary['exported'] == 'last state, epoch 2' and summary['model_file'] == str(new / 'model.pt')
+    model, meta = load_model(new / 'model.pt')
+    last = load_checkpoint(new / 'last.pt')['model']
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in last.items())
+    assert meta['training']['exported'] == 'last state, epoch 2'
 
 
 @pytest.mark.timeout(600)

@@ -96,19 +96,32 @@ def load_resume(path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> tup
         set_key(cfg, s)
     missing = arch_keys_not_stored(ckpt['config'], cfg)
     if missing:
-        print(f'depth3dseg-train: warning: the config stored in {path} records no model.arch {missing}: '
-              'resuming with these current defaults (a run from before every arch key was recorded); '
-              'if it was started with other values, resume with --set model.arch.KEY=VALUE',
+        from depth3dseg_ros.core.model import DEFAULT_ARCH
+        change = ', '.join(f'{k} {old} -> {DEFAULT_ARCH[k]}' for k, (old, _) in missing.items())
+        when = sorted({day for _, day in missing.values()})
+        old = ' '.join(f'--set model.arch.{k}={v}' for k, (v, _) in missing.items())
+        print(f'depth3dseg-train: warning: the config stored in {path} does not record model.arch '
+              f'{", ".join(missing)}, whose defaults changed on {", ".join(when)} ({change}): resuming with '
+              f'the new defaults; a run started before then used the old ones: resume it with {old}',
               file=sys.stderr, flush=True)
     return ckpt, validate(cfg)
 
 
-def arch_keys_not_stored(stored: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
-    """The arch keys (core.model.DEFAULT_ARCH, but num_classes) that neither a checkpoint's stored
-    ``config`` nor ``cfg['model']['arch']`` (its --set overrides) gives, with the defaults they will take."""
-    from depth3dseg_ros.core.model import DEFAULT_ARCH
+#: Arch keys whose default changed (core.model.DEFAULT_ARCH), with the value runs started before the
+#: change used and its date. They size no tensor, so a checkpoint that does not store them (runs from
+#: before every arch key was recorded) would resume silently with the new value: load_resume warns.
+CHANGED_ARCH_DEFAULTS: dict[str, tuple[Any, str]] = {'p_stride': (4, '2026-11-30'), 'p_k': (6, '2026-11-30')}
+
+
+def _shapes(model: Any) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def arch_keys_not_stored(stored: dict[str, Any], cfg: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    """The CHANGED_ARCH_DEFAULTS entries that neither a checkpoint's stored ``config`` nor
+    ``cfg['model']['arch']`` (its --set overrides) gives."""
     have = set((stored.get('model') or {}).get('arch') or {}) | set(cfg['model']['arch'])
-    return {k: v for k, v in DEFAULT_ARCH.items() if k != 'num_classes' and k not in have}
+    return {k: v for k, v in CHANGED_ARCH_DEFAULTS.items() if k not in have}
 
 
 def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
@@ -132,13 +145,16 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
     arch = {k: v for k, v in meta['arch'].items() if k != 'num_classes'}
     changed = {k: v for k, v in cfg['model']['arch'].items() if arch.get(k) != v}
     if changed:
-        arch.update(changed)
-        other = Depth3DSeg(**arch, num_classes=meta['arch']['num_classes'])
-        want = {k: tuple(v.shape) for k, v in other.state_dict().items()}
-        if want != {k: tuple(v.shape) for k, v in model.state_dict().items()}:
-            was = {k: meta['arch'].get(k) for k in changed}
-            raise ValueError(f'config model.arch {changed} changes the shape of the weights of model.init='
+        shapes = _shapes(model)
+        n = meta['arch']['num_classes']
+        bad = {k: v for k, v in changed.items()
+               if _shapes(Depth3DSeg(**dict(arch, **{k: v}), num_classes=n)) != shapes}
+        if bad:
+            was = {k: arch.get(k) for k in bad}
+            raise ValueError(f'config model.arch {bad} changes the shape of the weights of model.init='
                              f'{str(path)!r} (its arch has {was}): only keys that size no tensor can differ')
+        arch.update(changed)
+        other = Depth3DSeg(**arch, num_classes=n)
         other.load_state_dict(model.state_dict())
         model = other.eval()
     cfg['model'].update(arch=arch, mean=list(meta['mean']), std=list(meta['std']))

@@ -8,7 +8,8 @@ runs the same script as DDP (nccl on CUDA, gloo on CPU); only rank 0 validates, 
                      [--max-steps-per-epoch N] [--time-limit-min M]
 
 Files in ``--out``: ``config.yaml`` (resolved), ``last.pt`` / ``best.pt`` (training checkpoints,
-checkpoint.py), ``model.pt`` (model file of the best epoch, core.modelfile), ``summary.json`` (why it
+checkpoint.py), ``model.pt`` (model file of the best epoch, or of the last state when the
+directory has no best.pt, e.g. a copied last.pt resumed there; core.modelfile), ``summary.json`` (why it
 stopped, best metric, history), ``tb/`` (TensorBoard). Stopping (M6): early stopping on
 ``early_stop.metric`` with ``patience``, the ``train.epochs`` cap, or the time limit of a resumable chunk.
 """
@@ -372,6 +373,14 @@ def _run(args: argparse.Namespace) -> int:
         best = out / 'best.pt'
         if best.is_file():
             model.load_state_dict(load_checkpoint(best)['model'])
+            summary['exported'] = f"best epoch {es['best_epoch']}"
+        elif history:  # e.g. a last.pt resumed in a new directory, and no epoch since beat its best
+            summary['exported'] = f'last state, epoch {len(history)}'
+            print(f"no best.pt in {out} (best epoch {es['best_epoch']} was not saved here): exporting the "
+                  f'last state (epoch {len(history)})', flush=True)
+        else:
+            print('no model exported: no validation has run yet (continue with --resume)', flush=True)
+        if history:
             save_model(out / cfg['export'], model, export_meta(cfg, classes, model, summary))
             summary['model_file'] = str(out / cfg['export'])
         (out / 'summary.json').write_text(json.dumps(summary, indent=1))
