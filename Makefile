@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SETUP_STAMP := $(VENV)/.depth3dseg-setup
 
-.PHONY: setup demo test bench clean-venv
+.PHONY: setup demo test bench bench-gpu clean-venv
 
 setup: $(SETUP_STAMP)
 
@@ -24,6 +24,9 @@ test: setup
 
 bench: setup
 	set -e; for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f; done
+
+bench-gpu: setup
+	bench/bench_gpu.sh bench_gpu_out
 
 clean-venv:
 	rm -rf $(VENV)
