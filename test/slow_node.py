@@ -11,7 +11,8 @@ from depth3dseg_ros.node.node import default_segmenter
 
 
 class SlowedSegmenter:
-    """Wraps a real Segmenter: ``infer`` sleeps ``delay`` seconds, then runs the real inference."""
+    """Wraps a real Segmenter: ``infer`` sleeps ``delay`` seconds, then runs the real inference;
+    ``warmup`` (before any topic exists) is the real one."""
 
     def __init__(self, seg, delay: float) -> None:
         self.seg, self.delay, self.classes = seg, delay, seg.classes
@@ -19,6 +20,9 @@ class SlowedSegmenter:
     def infer(self, *args, **kwargs):
         time.sleep(self.delay)
         return self.seg.infer(*args, **kwargs)
+
+    def warmup(self, *args, **kwargs):
+        return self.seg.warmup(*args, **kwargs)
 
 
 if __name__ == '__main__':

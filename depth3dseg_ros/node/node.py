@@ -86,7 +86,8 @@ def default_segmenter(p: NodeParams, model_file: str) -> Any:
 
 
 class Depth3DSegNode(Node):
-    """The rclpy node. ``segmenter_factory(params, model_file)`` builds the model (default: Segmenter).
+    """The rclpy node. ``segmenter_factory(params, model_file)`` builds the model (default: Segmenter;
+    another object needs its ``classes``, ``infer`` and ``warmup``).
 
     Raises (from the constructor, start-up stops):
         ValueError: a bad parameter value (named, with the allowed values).
@@ -162,18 +163,11 @@ class Depth3DSegNode(Node):
         The first torch call of a process is slow (thread pools, kernel selection: seconds on a small
         CPU); doing it here keeps it out of the first camera frame's latency (C26). Returns ms.
         ``Segmenter.warmup`` runs the no-K path without logging or using up its once-only "no K given"
-        warning, which is kept for a camera that really sends no CameraInfo. A segmenter from a
-        ``segmenter_factory`` that only has ``infer`` is warmed with K only (no warning either).
+        warning, which is kept for a camera that really sends no CameraInfo.
         """
         t0 = time.perf_counter()
-        warmup = getattr(self.seg, 'warmup', None)
-        if callable(warmup):
-            for with_k in (True, False):
-                warmup(runs=1, with_k=with_k, label_source=self.p.label_source, image_size=(640, 480))
-        else:
-            rgb = np.full((480, 640, 3), 128, np.uint8)
-            K = np.array([[525.0, 0, 319.5], [0, 525.0, 239.5], [0, 0, 1]])
-            self.seg.infer(rgb, K, self.p.label_source)
+        for with_k in (True, False):
+            self.seg.warmup(runs=1, with_k=with_k, label_source=self.p.label_source, image_size=(640, 480))
         return (time.perf_counter() - t0) * 1e3
 
     # -- callbacks: cheap, never raise --------------------------------------------------------
