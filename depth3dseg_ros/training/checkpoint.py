@@ -125,8 +125,9 @@ def arch_keys_not_stored(stored: dict[str, Any], cfg: dict[str, Any]) -> dict[st
 
 
 def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
-    """Fine-tuning: the model file ``cfg['model']['init']`` (core.modelfile) as a Depth3DSeg on the CPU;
-    its arch, mean and std are written into ``cfg['model']`` (the run trains and exports that network).
+    """Fine-tuning: the model file ``cfg['model']['init']`` (core.modelfile) as a Depth3DSeg on the CPU,
+    whose state_dict the run starts from; its arch, mean and std are written into ``cfg['model']`` (the
+    run trains and exports that network).
     Keys set in the run's ``model.arch`` override the file's when the weights still fit (those that size
     no tensor: ``p_stride``, ``p_window``, ``p_k``, the depth range), e.g. fine-tuning the 3D net at
     another subsampling stride.
@@ -153,9 +154,6 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
             was = {k: arch.get(k) for k in bad}
             raise ValueError(f'config model.arch {bad} changes the shape of the weights of model.init='
                              f'{str(path)!r} (its arch has {was}): only keys that size no tensor can differ')
-        arch.update(changed)
-        other = Depth3DSeg(**arch, num_classes=n)
-        other.load_state_dict(model.state_dict())
-        model = other.eval()
+        arch.update(changed)  # the run builds this arch and loads the file's weights into it (same shapes)
     cfg['model'].update(arch=arch, mean=list(meta['mean']), std=list(meta['std']))
     return model
