@@ -36,20 +36,22 @@ CAMERA_PERIOD_MS = 1000.0 / 30.0
 NYU_K = np.array([[518.8579, 0, 325.5824], [0, 519.4696, 253.7362], [0, 0, 1]])
 
 
+def _once(fn, device: torch.device) -> float:
+    """Wall milliseconds of one fn() call (CUDA: synchronised before and after)."""
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    fn()
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+    return (time.perf_counter() - t0) * 1e3
+
+
 def _time(fn, device: torch.device, runs: int, warmup: int) -> float:
     """Median wall milliseconds of fn() over `runs` calls after `warmup` calls."""
     for _ in range(warmup):
         fn()
-    if device.type == 'cuda':
-        torch.cuda.synchronize(device)
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        if device.type == 'cuda':
-            torch.cuda.synchronize(device)
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    return statistics.median(_once(fn, device) for _ in range(runs))
 
 
 def _ratio(fn_a, fn_b, device: torch.device, runs: int, warmup: int) -> tuple:
@@ -58,18 +60,9 @@ def _ratio(fn_a, fn_b, device: torch.device, runs: int, warmup: int) -> tuple:
     load): the ratio is steadier than the ratio of two separately timed medians."""
     for _ in range(warmup):
         fn_a(), fn_b()
-    ta, tb = [], []
-    for _ in range(runs):
-        for fn, acc in ((fn_a, ta), (fn_b, tb)):
-            if device.type == 'cuda':
-                torch.cuda.synchronize(device)
-            t0 = time.perf_counter()
-            fn()
-            if device.type == 'cuda':
-                torch.cuda.synchronize(device)
-            acc.append((time.perf_counter() - t0) * 1e3)
-    return (statistics.median(ta), statistics.median(tb),
-            statistics.median([a / b for a, b in zip(ta, tb)]))
+    pairs = [(_once(fn_a, device), _once(fn_b, device)) for _ in range(runs)]
+    return (statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs),
+            statistics.median(a / b for a, b in pairs))
 
 
 def bench_size(model: Depth3DSeg, fast: Depth3DSeg, w: int, h: int, device: torch.device,
