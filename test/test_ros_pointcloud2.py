@@ -240,3 +240,70 @@ def test_binary_ply_labelled_cloud(tmp_path):
     assert write_ply(tmp_path / 'all.ply', xyz, drop_invalid=False) == 4
     with pytest.raises(ValueError, match='labels'):
         write_ply(tmp_path / 'bad.ply', xyz, labels=np.array([-1, 0, 1, 2]))
+
+
+# ---------------------------------------------------------------- is_dense: every x, y, z finite (REP 118)
+@pytest.mark.parametrize('bad', [np.nan, np.inf, -np.inf])
+def test_is_dense_false_for_nan_and_inf_in_every_builder(bad):
+    xyz = np.ones((2, 3, 3), np.float32)
+    xyz[1, 2, 1] = bad  # one y coordinate
+    org = create_cloud(None, xyz)
+    assert (org.height, org.width, org.is_dense) == (2, 3, False)
+    assert np.isnan(xyz_of(read_points(org, organized=True))[1, 2]).all()  # stored as NaN, NaN, NaN
+    un = create_cloud(None, xyz, organized=False)
+    assert (un.height, un.width, un.is_dense) == (1, 5, True)  # the bad point is dropped
+    pts = np.zeros((2, 3), cloud_dtype(rgb=False, labels=True))
+    pts['z'] = 1.0
+    pts['z'][0, 1] = bad
+    ready = create_cloud_from_array(None, pts)
+    assert ready.is_dense is False
+    assert create_cloud_from_array(None, pts, is_dense=False).is_dense is False
+    with pytest.raises(ValueError, match=r'is_dense=True but 1 of 6 points have a non-finite'):
+        create_cloud_from_array(None, pts, is_dense=True)
+    assert read_points(ready, skip_nans=True).shape == (5,)
+    pts['z'][0, 1] = 1.0
+    assert create_cloud_from_array(None, pts).is_dense is True
+    assert create_cloud_from_array(None, pts, is_dense=True).is_dense is True
+    d = np.ones((2, 2), np.float32)
+    d[0, 0] = bad
+    assert create_cloud_from_depth(None, d, K9).is_dense is False
+
+
+def test_is_dense_ignores_nan_outside_xyz_and_integer_xyz():
+    pts = np.zeros(3, [('x', '<f4'), ('y', '<f4'), ('z', '<f4'), ('confidence', '<f4')])
+    pts['confidence'] = np.nan
+    assert create_cloud_from_array(None, pts).is_dense is True
+    ints = np.zeros(2, [('x', '<i4'), ('y', '<i4'), ('z', '<i4')])
+    assert create_cloud_from_array(None, ints).is_dense is True
+
+
+# ---------------------------------------------------------------- plain N×k reads (sensor_msgs_py read_points_numpy)
+def test_read_points_numpy_subset_of_one_datatype():
+    from depth3dseg_ros.ros.pointcloud2 import read_points_numpy
+    xyz = np.arange(18, dtype=np.float32).reshape(2, 3, 3)
+    xyz[0, 0, 2] = np.inf
+    rgb = np.full((2, 3, 3), 7, np.uint8)
+    lab = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    msg = create_cloud(None, xyz, rgb=rgb, labels=lab, confidence=np.full((2, 3), 0.5, np.float32))
+    got = read_points_numpy(msg, ['x', 'y', 'z'])
+    assert got.shape == (6, 3) and got.dtype == np.float32
+    assert got[1:].tolist() == xyz.reshape(-1, 3)[1:].tolist() and np.isnan(got[0]).all()
+    assert read_points_numpy(msg, ['z', 'x'], organized=True).shape == (2, 3, 2)
+    assert read_points_numpy(msg, ['x', 'y', 'z'], skip_nans=True).tolist() == xyz.reshape(-1, 3)[1:].tolist()
+    assert read_points_numpy(msg, ['x', 'confidence'])[:, 1].tolist() == [0.5] * 6
+    assert read_points_numpy(msg, ['label']).tolist() == [[0], [1], [2], [3], [4], [5]]
+    assert read_points_numpy(msg, ['label']).dtype == np.uint32
+    with pytest.raises(ValueError, match=r'different datatypes.*x FLOAT32, label UINT32'):
+        read_points_numpy(msg, ['x', 'label'])
+    with pytest.raises(ValueError, match=r'different datatypes.*label UINT32'):
+        read_points_numpy(msg)  # all fields: x, y, z, rgb, confidence FLOAT32 + label UINT32
+
+
+def test_read_points_numpy_big_endian_padding_and_rosbags():
+    from depth3dseg_ros.ros.pointcloud2 import read_points_numpy
+    fields = [field('x', 0, FLOAT32), field('y', 4, FLOAT32), field('z', 8, FLOAT32), field('i', 12, UINT16)]
+    row = struct.pack('>3fH2x', 1, 2, 3, 9) + struct.pack('>3fH2x', 4, 5, 6, 10) + bytes(4)
+    got = read_points_numpy(raw_cloud(fields, 16, 2, 1, row, row_step=36, is_bigendian=True), ['x', 'y', 'z'])
+    assert got.dtype == np.dtype('=f4') and got.tolist() == [[1, 2, 3], [4, 5, 6]]
+    rb = create_cloud(None, np.ones((2, 2, 3), np.float32), labels=np.ones((2, 2), np.uint8), msg_cls=RB_CLOUD)
+    assert read_points_numpy(rb, ['x', 'y', 'z']).shape == (4, 3)

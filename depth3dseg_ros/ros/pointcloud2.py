@@ -6,6 +6,18 @@ cut at ``row_step``, and the writer sets point_step/row_step explicitly. The lab
 has fields x, y, z FLOAT32, rgb FLOAT32 holding packed 0x00RRGGBB bits (built as uint32 and bit-viewed,
 never through a Python float: C14, C15), label UINT32 or UINT16, optional confidence FLOAT32. Every
 operation is vectorised numpy (no per-point Python loop).
+
+Rules every writer and reader here follows:
+
+* ``is_dense`` is True only when every x, y and z of the cloud is finite: a NaN or a ±inf coordinate
+  makes the cloud non-dense (REP 118 / sensor_msgs/PointCloud2: "True if there are no invalid points").
+  That holds for the clouds built from images (:func:`create_cloud`, :func:`create_cloud_from_depth`)
+  and from a ready structured array (:func:`create_cloud_from_array`, which refuses ``is_dense=True``
+  for a cloud with a non-finite point). ``skip_nans`` drops the same points (NaN or ±inf in x, y, z).
+* :func:`read_points` returns a structured array; :func:`read_points_numpy` returns a plain N×k array
+  of the asked fields when they share one datatype, whatever other fields the cloud has (as
+  ``sensor_msgs_py.point_cloud2.read_points_numpy``), and raises ValueError naming the fields and their
+  datatypes otherwise.
 """
 from __future__ import annotations
 
@@ -76,13 +88,70 @@ def read_points(msg: Any, field_names: Sequence[str] | None = None, skip_nans: b
     Args:
         msg: PointCloud2 (rclpy or rosbags): fields, point_step, row_step, height, width, is_bigendian, data.
         field_names: fields to keep (default all, in the message's field order).
-        skip_nans: drop points where any of x, y, z is NaN (result is flat).
+        skip_nans: drop points where any of x, y, z is non-finite (NaN or ±inf; result is flat).
         organized: return height×width instead of flat (ignored with skip_nans).
     Returns:
         structured ndarray (N,) or (height, width); a copy, safe to modify.
     Raises:
         ValueError: len(data) != height*row_step, row_step < width*point_step, bad fields, unknown names.
     """
+    view, dt = _cloud_view(msg)
+    names = _check_names(dt, field_names)
+    h, w = view.shape
+    out_dt = np.dtype([(n, dt.fields[n][0].newbyteorder('=')) for n in names])
+    out = np.empty((h, w), dtype=out_dt)
+    for n in names:
+        out[n] = view[n]
+    if skip_nans and {'x', 'y', 'z'} <= set(dt.names):
+        return out[_finite_xyz(view)]
+    return out if organized else out.reshape(-1)
+
+
+def read_points_numpy(msg: Any, field_names: Sequence[str] | None = None, skip_nans: bool = False,
+                      organized: bool = False) -> np.ndarray:
+    """PointCloud2 -> plain array of the asked fields, one column per field (``sensor_msgs_py``'s
+    ``read_points_numpy``).
+
+    The asked fields must share one PointField datatype; the cloud's *other* fields may be anything
+    (e.g. ``field_names=['x', 'y', 'z']`` of a cloud x, y, z FLOAT32 + rgb FLOAT32 + label UINT32 gives
+    N×3 float32). A field with count > 1 contributes count columns.
+
+    Args:
+        msg: PointCloud2 (rclpy or rosbags), as for :func:`read_points`.
+        field_names: fields in the wanted column order (default all the cloud's fields).
+        skip_nans: drop points with a non-finite x, y or z (NaN or ±inf); the result is flat.
+        organized: return height×width×k instead of N×k (ignored with skip_nans).
+    Returns:
+        ndarray (N, k) or (height, width, k), N = height*width (fewer with skip_nans), of the fields'
+        common dtype in native byte order (e.g. float32 for FLOAT32); a copy, safe to modify.
+    Raises:
+        ValueError: the asked fields have different datatypes (message names each field and its
+            datatype, e.g. ``x FLOAT32, label UINT32``), unknown names, or a malformed cloud (as
+            :func:`read_points`).
+    """
+    view, dt = _cloud_view(msg)
+    names = _check_names(dt, field_names)
+    bases = {n: (dt.fields[n][0].base if dt.fields[n][0].shape else dt.fields[n][0]) for n in names}
+    if len({b.newbyteorder('<') for b in bases.values()}) > 1:
+        desc = ', '.join(f'{n} {_DATATYPE_NAMES[_FROM_NP[b.newbyteorder("<").str[1:]]]}' for n, b in bases.items())
+        raise ValueError(f'PointCloud2 fields of different datatypes cannot form one plain array: {desc}; '
+                         'ask for fields of one datatype or use read_points (structured array)')
+    h, w = view.shape
+    base = next(iter(bases.values())).newbyteorder('=') if names else np.dtype(np.float32)
+    cols = [np.asarray(view[n]).reshape(h, w, -1) for n in names]
+    out = np.concatenate(cols, axis=2).astype(base, copy=False) if cols else np.zeros((h, w, 0), base)
+    out = np.ascontiguousarray(out, dtype=base)
+    if skip_nans and {'x', 'y', 'z'} <= set(dt.names):
+        return out[_finite_xyz(view)]
+    return out if organized else out.reshape(h * w, -1)
+
+
+_DATATYPE_NAMES = {INT8: 'INT8', UINT8: 'UINT8', INT16: 'INT16', UINT16: 'UINT16', INT32: 'INT32',
+                   UINT32: 'UINT32', FLOAT32: 'FLOAT32', FLOAT64: 'FLOAT64'}
+
+
+def _cloud_view(msg: Any) -> tuple[np.ndarray, np.dtype]:
+    """(height×width structured view of the message's points in its own byte order, that dtype)."""
     h, w, ps, rs = int(msg.height), int(msg.width), int(msg.point_step), int(msg.row_step)
     dt = dtype_from_fields(msg.fields, ps, bool(msg.is_bigendian))
     buf = as_uint8(msg.data)
@@ -90,20 +159,28 @@ def read_points(msg: Any, field_names: Sequence[str] | None = None, skip_nans: b
         raise ValueError(f'PointCloud2.row_step={rs} < width*point_step={w * ps}')
     if buf.size != h * rs:
         raise ValueError(f'PointCloud2 len(data)={buf.size} != height*row_step={h * rs}')
+    rows = np.ascontiguousarray(buf.reshape(h, rs)[:, :w * ps]) if h * w else np.zeros((h, 0), np.uint8)
+    return rows.view(dt).reshape(h, w), dt
+
+
+def _check_names(dt: np.dtype, field_names: Sequence[str] | None) -> list[str]:
     names = list(dt.names) if field_names is None else list(field_names)
     missing = [n for n in names if n not in dt.names]
     if missing:
         raise ValueError(f'PointCloud2 has no field(s) {missing}; fields are {list(dt.names)}')
-    rows = np.ascontiguousarray(buf.reshape(h, rs)[:, :w * ps]) if h * w else np.zeros((h, 0), np.uint8)
-    view = rows.view(dt).reshape(h, w)
-    out_dt = np.dtype([(n, dt.fields[n][0].newbyteorder('=')) for n in names])
-    out = np.empty((h, w), dtype=out_dt)
-    for n in names:
-        out[n] = view[n]
-    if skip_nans and {'x', 'y', 'z'} <= set(dt.names):
-        keep = ~(np.isnan(view['x']) | np.isnan(view['y']) | np.isnan(view['z']))
-        return out[keep]
-    return out if organized else out.reshape(-1)
+    return names
+
+
+def _finite_xyz(points: np.ndarray) -> np.ndarray:
+    """Bool mask (points' shape): x, y and z all finite (NaN and ±inf are invalid; integer fields are finite)."""
+    keep = np.ones(points.shape, bool)
+    for n in ('x', 'y', 'z'):
+        if points.dtype.names and n in points.dtype.names:
+            v = np.asarray(points[n])
+            if v.dtype.kind == 'f':
+                fin = np.isfinite(v)
+                keep &= fin if fin.ndim == keep.ndim else fin.reshape(*keep.shape, -1).all(axis=-1)
+    return keep
 
 
 def cloud_dtype(rgb: bool = True, labels: bool = True, confidence: bool = False,
@@ -154,7 +231,15 @@ def create_cloud_from_array(header: Any, points: np.ndarray, is_dense: bool | No
     """Structured array (H×W organized or N unorganized) -> PointCloud2 (sensor_msgs_py ``create_cloud``).
 
     point_step = ``points.dtype.itemsize`` (trailing padding kept), row_step = width*point_step,
-    little-endian. ``is_dense`` defaults to "no NaN in x, y, z".
+    little-endian.
+
+    ``is_dense``: None (default) = True exactly when every x, y, z is finite (no NaN, no ±inf; a cloud
+    without x, y, z fields or with integer ones is dense); False is kept as given; True for a cloud
+    with a non-finite x, y or z raises ValueError naming how many points are invalid (REP 118: dense
+    means no invalid points).
+    Raises:
+        ValueError: points not a 1-D/2-D structured array, a field dtype with no PointField datatype,
+            or ``is_dense=True`` with non-finite coordinates.
     """
     pts = np.asarray(points)
     if pts.dtype.names is None or pts.ndim not in (1, 2):
@@ -164,9 +249,12 @@ def create_cloud_from_array(header: Any, points: np.ndarray, is_dense: bool | No
     h, w = pts.shape
     le = pts.dtype.newbyteorder('<') if pts.dtype.byteorder == '>' else pts.dtype
     pts = np.ascontiguousarray(pts, dtype=le)
+    n_bad = int(pts.size - np.count_nonzero(_finite_xyz(pts)))
     if is_dense is None:
-        xyz = [n for n in ('x', 'y', 'z') if n in pts.dtype.names]
-        is_dense = not any(np.isnan(pts[n]).any() for n in xyz if pts.dtype.fields[n][0].kind == 'f')
+        is_dense = n_bad == 0
+    elif is_dense and n_bad:
+        raise ValueError(f'is_dense=True but {n_bad} of {pts.size} points have a non-finite x, y or z '
+                         '(NaN or inf); pass is_dense=None to compute it')
     cls = msg_cls or rclpy_cls('sensor_msgs/msg/PointCloud2')
     return build(cls, header=convert_header(header, cls), height=h, width=w,
                  fields=fields_from_dtype(pts.dtype, cls), is_bigendian=False,
@@ -189,7 +277,9 @@ def pack_cloud(xyz: np.ndarray, rgb: np.ndarray | None = None, labels: np.ndarra
         alloc: optional ``nbytes -> writable 1-D uint8 array`` giving the memory to fill (e.g. the
             message's own data buffer); default a new numpy array.
     Returns:
-        (points structured array (h, w) or (1, N), is_dense).
+        (points structured array (h, w) or (1, N), is_dense): is_dense True only when every kept
+        x, y, z is finite (organized: no input point had a NaN/±inf coordinate; unorganized: always,
+        the non-finite points are dropped).
     """
     if int(stride) < 1:
         raise ValueError(f'stride={stride} must be >= 1')
@@ -242,7 +332,8 @@ def create_cloud(header: Any, xyz: np.ndarray, rgb: np.ndarray | None = None, la
 
     Fields x, y, z FLOAT32 (offsets 0/4/8), rgb FLOAT32 (12, packed 0x00RRGGBB bits), label UINT32 or
     UINT16, confidence FLOAT32; point_step = packed size (20 for x,y,z,rgb,label); row_step =
-    width*point_step; is_dense False when an organized cloud holds a NaN point. See :func:`pack_cloud`
+    width*point_step; is_dense True only when every x, y, z is finite (an organized cloud stores a point
+    with a NaN or ±inf coordinate as NaN, NaN, NaN and is not dense; an unorganized one drops it). See :func:`pack_cloud`
     for the arguments (C09 invalid never (0,0,0); C14/C15 rgb; C20 sizes; C25 stride/unorganized).
     msg_cls None = rclpy sensor_msgs.msg.PointCloud2, or a rosbags typestore class.
     """
