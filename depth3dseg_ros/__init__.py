@@ -1,7 +1,7 @@
 """depth3dseg_ros: RGB -> depth + 2D semantic segmentation -> labelled 3D cloud, for ROS 2.
 
 Layout (see docs/ARCHITECTURE.md):
-  core/      pure PyTorch/numpy method (METHOD.md M1-M9); imports neither rclpy nor rosbags
+  core/      pure PyTorch/numpy method (docs/method.md M1-M9); imports neither rclpy nor rosbags
   ros/       message adapters (Image, CompressedImage, CameraInfo, PointCloud2), duck-typed
   node/      the rclpy node, its parameters, the demo
   bags/      rosbags-based extraction and replay

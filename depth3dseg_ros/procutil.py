@@ -1,6 +1,6 @@
 """Child processes that die with their parent (the demo, benchmarks and tests start nodes this way).
 
-DDS discovery between processes can rarely hang (shared/docs/PIP_ROS_STACK.md section 1); when the
+DDS discovery between processes can rarely hang (docs/pip_ros_stack.md §1); when the
 parent is then killed by a timeout, a node or replay child left running would keep publishing on the
 same ROS_DOMAIN_ID and corrupt whatever runs next. On Linux ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` makes
 the kernel send the child SIGTERM when its parent dies, however the parent ends (even SIGKILL).

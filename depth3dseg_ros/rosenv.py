@@ -1,7 +1,7 @@
 """The one place that sets the DDS environment for nodes, tools and tests.
 
 ``FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA``: without it FastDDS loses large best-effort messages
-(images, clouds) between processes; measured in shared/docs/PIP_ROS_STACK.md section 1.
+(images, clouds) between processes; measured in docs/pip_ros_stack.md §1.
 ``ROS_DOMAIN_ID``: tests pick one per run so parallel runs never cross-talk.
 Do not combine LARGE_DATA with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST (it drops the large-data
 transport); ROS_LOCALHOST_ONLY=1 is fine.

@@ -1,6 +1,6 @@
 """core.depth (16UC1 mm <-> 32FC1 m) and core.imageops (nearest resize, colour maps, overlay).
 
-Cases C08, C10, C22 (shared/cases/CASES.md); the C09 resize rule; C20's separate-scale resample.
+Cases C08, C10, C22 (docs/cases.md); the C09 resize rule; C20's separate-scale resample.
 """
 import cv2
 import numpy as np

@@ -17,7 +17,7 @@ def _demo(args, timeout=240):
                           text=True, timeout=timeout, cwd=REPO)
 
 
-@pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (PIP_ROS_STACK.md s.1)
+@pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(300)
 def test_demo_on_bundled_real_bag_writes_report(tmp_path):
     model = make_tiny_model(tmp_path / 'tiny.pt')

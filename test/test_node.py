@@ -99,7 +99,7 @@ def ros():
 def _start(tmp, model_file, name, with_info=True, **params):
     """Start node ``name`` and a harness; ready when the harness has the node's ~/classes and both
     sides' topics are matched. FastDDS discovery between two fresh processes occasionally never
-    completes (shared/docs/PIP_ROS_STACK.md section 1: 1 in ~40 runs), so a node that is not
+    completes (docs/pip_ros_stack.md §1: 1 in ~40 runs), so a node that is not
     discovered within 40 s is restarted once (a new participant); a second failure fails the test."""
     base = dict(model_file=str(model_file), device='cpu', input_width=NW, input_height=NH, torch_threads=1,
                 diagnostics_period=0.5)

@@ -31,7 +31,7 @@ def node_counts(diag) -> dict[str, int]:
     return {k: int(values[k]) for k in ('received', 'processed', 'dropped')}
 
 
-@pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (PIP_ROS_STACK.md s.1)
+@pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(240)
 def test_c26_bounded_frame_age_and_counted_drops_under_slow_model(tmp_path):
     model = make_tiny_model(tmp_path / 'tiny.pt')

@@ -57,7 +57,7 @@ def test_select_topics_and_classes():
     assert 'sensor_msgs/msg/CompressedImage' in CAMERA_TYPES
 
 
-@pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (PIP_ROS_STACK.md s.1)
+@pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(120)
 def test_replay_publishes_every_camera_message_with_clock(tmp_path):
     bag = tmp_path / 'bag'
@@ -123,7 +123,7 @@ def write_ros1_bag(path):
             w.write(c, t, ts1.serialize_ros1(img, 'sensor_msgs/msg/Image'))
 
 
-@pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (PIP_ROS_STACK.md s.1)
+@pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(120)
 def test_replay_ros1_bag_converted_to_cdr_and_loop(tmp_path):
     """A ROS 1 bag is republished as ROS 2 messages (ros1_to_cdr); --loop starts over at the end."""

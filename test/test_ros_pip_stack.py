@@ -2,7 +2,7 @@
 
 Environment comes from depth3dseg_ros.rosenv via conftest (LARGE_DATA transport, per-run
 ROS_DOMAIN_ID). Every child process has a timeout: DDS discovery can rarely hang
-(shared/docs/PIP_ROS_STACK.md section 1).
+(docs/pip_ros_stack.md §1).
 """
 import os
 import subprocess
@@ -27,7 +27,7 @@ def _run_pair(extra, domain):
     return sub
 
 
-@pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (PIP_ROS_STACK.md s.1)
+@pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize('qos', ['reliable', 'best_effort'])
 def test_two_processes_exchange_image_over_dds(qos):

@@ -1,4 +1,4 @@
-"""StampSync: image/CameraInfo pairing by header stamp (message_filters stand-in, PIP_ROS_STACK.md s.3)."""
+"""StampSync: image/CameraInfo pairing by header stamp (message_filters stand-in, docs/pip_ros_stack.md §3)."""
 from types import SimpleNamespace
 
 import pytest

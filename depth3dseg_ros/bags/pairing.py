@@ -1,7 +1,7 @@
 """Header-stamp pairing of an anchor stream (RGB) with partner streams (depth, labels, CameraInfo).
 
 Pure python, no ROS imports. Offline counterpart of message_filters' ApproximateTime for a recorded bag
-(ROS_CONVENTIONS "Images, intrinsics, depth"; the live node uses ``ros.sync``): for every anchor stamp
+(docs/ros_conventions.md "Images, intrinsics, depth"; the live node uses ``ros.sync``): for every anchor stamp
 the partner with the nearest header stamp within ``tolerance_ns`` is chosen.
 
 * ``unique=True`` (images: depth, labels): a partner message is used by at most one anchor. Candidate

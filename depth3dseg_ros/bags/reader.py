@@ -1,6 +1,6 @@
 """Open any ROS bag through rosbags' AnyReader: format sniffing, typestores, compression (C28, C29).
 
-Formats (detected from file contents, never from the extension — ROS_CONVENTIONS "Bags"):
+Formats (detected from file contents, never from the extension — docs/ros_conventions.md "Bags"):
 
 * rosbag2 directory (``metadata.yaml`` + ``.db3``/``.mcap`` files), plain or compressed with
   rosbag2's generic compression (``compression_mode`` FILE -> ``*_0.db3.zstd``, or MESSAGE);

@@ -1,6 +1,6 @@
 """``depth3dseg-replay BAG``: publish a bag's camera topics in real (or scaled) time, with ``/clock``.
 
-A stand-in for ``ros2 bag play`` (rosbag2 is not on pip: shared/docs/PIP_ROS_STACK.md section 2/5).
+A stand-in for ``ros2 bag play`` (rosbag2 is not on pip: docs/pip_ros_stack.md §2, §5).
 Any bag bags.reader.BagReader opens (rosbag2 sqlite3/MCAP, compressed, ROS 1) is replayed:
 
 * by default the topics of type sensor_msgs/msg/Image, CompressedImage and CameraInfo

@@ -1,4 +1,4 @@
-"""Class sets: names, RGB display colours and the void id of a label image (METHOD.md terms).
+"""Class sets: names, RGB display colours and the void id of a label image (docs/method.md terms).
 
 A label image holds one integer class id per pixel, 0..C-1; ``void_id`` marks "void/unlabelled" and is
 the ignore index of the segmentation losses (M5). The network predicts C channels aligned with the ids.

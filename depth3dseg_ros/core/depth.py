@@ -2,7 +2,7 @@
 
 Core convention: depth is float32 metres with NaN for "no data". 16UC1 (and mono16) depth is unsigned
 millimetres with 0 for "no data"; 32FC1 is metres where NaN, ±inf, 0 and negative values are "no data"
-(a 0.0 float depth is never a point at the origin: CASES.md C09). Converting metres to 16UC1 rounds like
+(a 0.0 float depth is never a point at the origin: docs/cases.md C09). Converting metres to 16UC1 rounds like
 depth_image_proc (``mm = m * 1000 + 0.5``, truncated) and maps NaN, negative and out-of-range values to 0,
 never wrapping (C08: 70 m must not become 4464 mm). Pure numpy; no ROS imports.
 """

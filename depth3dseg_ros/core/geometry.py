@@ -2,7 +2,7 @@
 
 The one implementation of back-projection in the package (training, inference, node, tools).
 
-Convention (METHOD.md M2, REP 103 optical frame: z forward, x right, y down; depth_image_proc):
+Convention (docs/method.md M2, REP 103 optical frame: z forward, x right, y down; depth_image_proc):
 pixel (u, v) = (column, row), 0-based, pixel centres at integer coordinates, and
 
     X = (u - cx) * d / fx,   Y = (v - cy) * d / fy,   Z = d.

@@ -3,7 +3,7 @@
 Nearest resize maps destination pixel ``u'`` to source pixel ``floor(u' * W0 / W1)`` (OpenCV's
 INTER_NEAREST, no half-pixel shift), the same convention as K scaling in core.geometry
 (docs/ARCHITECTURE.md), so a resized label image, a resized depth image and the scaled K stay aligned.
-Labels and depth are never interpolated: bilinear invents class ids (CASES.md C22) and blends valid with
+Labels and depth are never interpolated: bilinear invents class ids (docs/cases.md C22) and blends valid with
 invalid depth (C09). Colour maps use the range of finite values only (C10). Pure numpy + OpenCV.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ Usage (pip-only: no ``ros2 run``; arguments are the usual ``--ros-args``)::
 
 Sets ``FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA`` unless the environment already chose a transport
 (depth3dseg_ros.rosenv; without it FastDDS loses large best-effort images between processes,
-shared/docs/PIP_ROS_STACK.md section 1). It must be set before rclpy initialises the middleware,
+docs/pip_ros_stack.md §1). It must be set before rclpy initialises the middleware,
 which is why ``main`` does it first. A bad parameter or a missing model stops start-up with exit
 code 2 and one line naming the problem.
 

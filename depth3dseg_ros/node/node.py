@@ -18,7 +18,7 @@ describes that image's size (K scaled, C18). Pipeline per frame (METHOD M7-M9): 
 ros.compressed) -> ``Segmenter.infer`` -> max_depth cut, optional nearest resize to the camera size
 -> cloud from the *published* depth and K (core.geometry via ros.pointcloud2) -> publish.
 
-Robustness (CASES.md): malformed images are dropped with a throttled error naming the field, 0x0
+Robustness (docs/cases.md): malformed images are dropped with a throttled error naming the field, 0x0
 images skipped with a warning (C04); callbacks and the worker never let an exception out; QoS from
 parameters, best-effort subscriptions and reliable publishers by default (C24); ``RCLError`` from
 ``publish`` is caught and counted (C25); subscriptions keep only the newest frame and a worker

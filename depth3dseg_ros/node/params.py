@@ -3,7 +3,7 @@
 ``config/depth3dseg.yaml`` carries the same defaults under ``/**:`` (test_params checks they agree,
 and that docs/node.md documents each one). ``validate()`` turns raw values into a typed
 ``NodeParams``; a bad value raises ``ValueError`` naming the parameter, the value and what is allowed,
-and the node stops start-up with that message (docs/ROS_CONVENTIONS.md "Parameters and launch").
+and the node stops start-up with that message (docs/ros_conventions.md "Parameters and launch").
 
 This module does not import rclpy; ``declare_and_read(node)`` only calls Node methods.
 """

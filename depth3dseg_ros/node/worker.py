@@ -1,4 +1,4 @@
-"""Newest-frame slot, worker thread and per-stage timing statistics (CASES.md C26).
+"""Newest-frame slot, worker thread and per-stage timing statistics (docs/cases.md C26).
 
 A camera at 30 Hz and a model at 10 Hz must not build a backlog: the subscription callback only
 puts the frame into a one-element slot (replacing, and counting as dropped, a frame the worker has

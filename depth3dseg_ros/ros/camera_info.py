@@ -1,7 +1,7 @@
 """sensor_msgs/CameraInfo -> intrinsics of the image actually received, and CameraInfo for outputs.
 
 Follows image_geometry's PinholeCameraModel and REP 104: K (with D) describes the raw image, P's left
-3×3 block the rectified image (CASES.md C17); binning_x/y (0 or 1 = none) divide the first/second row;
+3×3 block the rectified image (docs/cases.md C17); binning_x/y (0 or 1 = none) divide the first/second row;
 a ROI (x_offset, y_offset in full-resolution pixels) shifts cx, cy before binning. An all-zero P falls
 back to K with a one-time warning (drivers that publish P = 0). Scaling and cropping to the network
 resolution use core.geometry (fx, cx by sx; fy, cy by sy; no half-pixel shift; crop: cx -= x0, cy -= y0;

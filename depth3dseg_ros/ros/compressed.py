@@ -1,6 +1,6 @@
 """sensor_msgs/CompressedImage: jpeg/png (8- and 16-bit) and ``compressedDepth`` decoding and encoding.
 
-Format strings have no fixed grammar (image_transport_plugins #63, CASES.md C07): ``"jpeg"``, ``"png"``,
+Format strings have no fixed grammar (image_transport_plugins #63, docs/cases.md C07): ``"jpeg"``, ``"png"``,
 ``"rgb8; jpeg compressed bgr8"``, ``"16UC1; compressedDepth"``, ``"32FC1; compressedDepth png"``. The parser
 splits on ``;``, takes the first token as the source encoding when it is one, and looks for the word
 ``compressedDepth`` and a codec word anywhere. compressedDepth payloads are a 12-byte ConfigHeader

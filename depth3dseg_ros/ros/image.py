@@ -1,7 +1,7 @@
 """sensor_msgs/Image <-> numpy, in cv_bridge's vocabulary (``imgmsg_to_cv2``, ``cv2_to_imgmsg``).
 
 Why the package's own code: cv_bridge for ROS 2 is not on pip; PyPI's ``cv-bridge`` decodes 16UC1 as
-8-bit (CASES.md C03); rosbags-image ignores row padding (C01). This module is numpy-only, duck-typed
+8-bit (docs/cases.md C03); rosbags-image ignores row padding (C01). This module is numpy-only, duck-typed
 (rclpy messages give ``data`` as array('B'), rosbags messages as a numpy uint8 array, anything with the
 buffer protocol works) and honours ``step`` and ``is_bigendian``. dtype and channel count come from one
 table (:data:`ENCODINGS`) plus the OpenCV type names (``8UC3``, ``16SC1``, ``32FC1``, ...).

@@ -1,8 +1,8 @@
 """sensor_msgs/PointCloud2 <-> numpy structured arrays, in sensor_msgs_py's vocabulary, plus a PLY writer.
 
-sensor_msgs_py is not on pip (PIP_ROS_STACK.md section 4), and its reader once ignored trailing padding
-(CASES.md C12). Here the dtype always carries explicit ``offsets`` and ``itemsize = point_step``, rows are
-cut at ``row_step``, and the writer sets point_step/row_step explicitly. The labelled cloud (METHOD.md M9)
+sensor_msgs_py is not on pip (docs/pip_ros_stack.md §4), and its reader once ignored trailing padding
+(docs/cases.md C12). Here the dtype always carries explicit ``offsets`` and ``itemsize = point_step``, rows are
+cut at ``row_step``, and the writer sets point_step/row_step explicitly. The labelled cloud (docs/method.md M9)
 has fields x, y, z FLOAT32, rgb FLOAT32 holding packed 0x00RRGGBB bits (built as uint32 and bit-viewed,
 never through a Python float: C14, C15), label UINT32 or UINT16, optional confidence FLOAT32. Every
 operation is vectorised numpy (no per-point Python loop).

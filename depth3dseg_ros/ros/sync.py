@@ -1,11 +1,11 @@
 """Header-stamp synchroniser for an image and its CameraInfo (message_filters stand-in).
 
-message_filters is not installable with pip (shared/docs/PIP_ROS_STACK.md section 3), so this module
+message_filters is not installable with pip (docs/pip_ros_stack.md §3), so this module
 pairs an ``Image`` (the *reference*) with the ``CameraInfo`` of the same ``header.stamp``, within a
 slop, like ``message_filters.ApproximateTimeSynchronizer`` with two inputs (``slop = 0`` means
 ``TimeSynchronizer``, exact stamps). It keeps a bounded deque per input.
 
-On top of the pairing it implements the policy of docs/ROS_CONVENTIONS.md ("Pair each image with the
+On top of the pairing it implements the policy of docs/ros_conventions.md ("Pair each image with the
 CameraInfo of the same stamp; when only an older CameraInfo exists, use the latest one and warn once;
 missing CameraInfo: publish no cloud, keep running"):
 
