@@ -24,7 +24,7 @@ FORBIDDEN = (
     'CASES' + '.md',
     'METHOD' + '.md',
     'PIP_ROS' + '_STACK',
-    'ROS_CONVENTIONS' + '.md',
+    'ROS_CONV' + 'ENTIONS.md',
 )
 
 CASE_HEADING = re.compile(r'^###\s+(C\d{2})\b', re.MULTILINE)
