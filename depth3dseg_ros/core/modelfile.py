@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import pickle
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, Tuple, Union
@@ -28,7 +29,7 @@ import torch
 from .classes import ClassSet
 from .model import Depth3DSeg, check_arch
 
-__all__ = ['FORMAT', 'VERSION', 'ModelFileError', 'save_model', 'load_model', 'make_meta',
+__all__ = ['FORMAT', 'VERSION', 'ModelFileError', 'save_model', 'load_model', 'load_plain', 'make_meta',
            'IMAGENET_MEAN', 'IMAGENET_STD', 'DEFAULT_INPUT_SIZE']
 
 FORMAT = 'depth3dseg-model'
@@ -143,26 +144,56 @@ def save_model(path: Union[str, Path], model: Depth3DSeg, meta: Dict[str, Any]) 
     return path
 
 
+def _load_failure(exc: BaseException) -> str:
+    """Why ``torch.load(weights_only=True)`` failed, as one short line.
+
+    Never torch's own advice to retry with weights_only off (that would run the file's code): only the
+    refused global's name is kept from an UnpicklingError.
+    """
+    text = str(exc)
+    if isinstance(exc, pickle.UnpicklingError) or 'Weights only load failed' in text:
+        m = re.search(r'(?:unsupported|Unsupported global:) GLOBAL ([\w.]+)', text)
+        what = f' ({m.group(1)})' if m else ''
+        return ('it holds an object other than tensors and plain containers' + what +
+                ', refused by the safe loader (weights_only=True) and never run; or it is not a torch file')
+    if isinstance(exc, EOFError) or 'central directory' in text or 'PytorchStreamReader' in text:
+        return 'truncated or corrupt (not a complete torch zip archive)'
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and 'weights_only' not in ln]
+    return f'{type(exc).__name__}: {lines[0][:200]}' if lines else type(exc).__name__
+
+
+def load_plain(path: Union[str, Path], map_location: Any = 'cpu', what: str = 'depth3dseg model file') -> Any:
+    """``torch.load(path, weights_only=True)`` with one-line errors naming the file (model files and
+    training checkpoints alike; the node, depth3dseg-train --resume / model.init and depth3dseg-eval).
+
+    Returns the loaded object (tensors and plain containers only). Raises FileNotFoundError (no file);
+    ModelFileError (a ValueError), one line, ``<path>: not a <what> (<reason>)``, for an empty file
+    (0 bytes), a truncated or corrupt file, or a pickle that needs any other global (refused by PyTorch's
+    restricted unpickler, never run; the message never advises weights_only=False).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'{what} not found: {path}')
+    size = path.stat().st_size
+    if size == 0:
+        raise ModelFileError(f'{path}: not a {what} (empty file, 0 bytes)')
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # UnpicklingError (unsafe global), RuntimeError (not a zip), EOFError, KeyError ...
+        raise ModelFileError(f'{path}: not a {what} ({size} bytes; {_load_failure(exc)})') from None
+
+
 def read_model_file(path: Union[str, Path], map_location: Any = 'cpu') -> Dict[str, Any]:
     """Load and check the raw model-file dict (format, version, keys) without building the model.
 
-    Raises FileNotFoundError; ModelFileError for a file that is not a depth3dseg model file (including any
-    pickle that needs more than tensors and plain containers: refused by weights_only=True, never run),
-    for another version, or for missing keys.
+    Raises FileNotFoundError; ModelFileError (one line naming the file) for a file that is not a
+    depth3dseg model file: empty, truncated, any pickle that needs more than tensors and plain containers
+    (refused by weights_only=True, never run: `load_plain`), another version, or missing keys.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'model file not found: {path}')
-    try:
-        data = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:  # UnpicklingError (unsafe global), RuntimeError (not a torch file), ...
-        # torch's own text advises weights_only=False: wrong here (that would run the file's code)
-        if isinstance(exc, pickle.UnpicklingError):
-            why = 'not a torch file, or it holds objects other than tensors and plain containers'
-        else:
-            why = f'{type(exc).__name__}: {str(exc).splitlines()[0][:200]}'
-        raise ModelFileError(f'{path}: not a depth3dseg model file (the model.pt that depth3dseg-train '
-                             f'exports; read with weights_only=True: {why})') from None
+    data = load_plain(path, map_location, 'depth3dseg model file (the model.pt that depth3dseg-train exports)')
     if isinstance(data, dict) and {'model', 'optimizer', 'config'} <= set(data):
         raise ModelFileError(f"{path}: this is a training checkpoint (last.pt/best.pt of a run), not a "
                              "model file: use the run's model.pt, or continue the run with --resume")
@@ -197,6 +228,7 @@ def load_model(path: Union[str, Path], map_location: Any = 'cpu') -> Tuple[Depth
     try:
         model.load_state_dict(data['state_dict'], strict=True)
     except RuntimeError as exc:
-        raise ModelFileError(f'{path}: state_dict does not fit the arch: {str(exc)[:400]}') from None
+        why = ' '.join(str(exc).split())  # torch's text spans lines (tab-indented key lists): one line
+        raise ModelFileError(f'{path}: state_dict does not fit the arch: {why[:400]}') from None
     model.to(map_location).eval()
     return model, meta

@@ -64,12 +64,16 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = 'cpu') 
 
     Raises:
         FileNotFoundError: no file at ``path``.
-        ValueError: the file is not a training checkpoint (missing ``model``/``epoch`` keys).
+        ValueError (core.modelfile.ModelFileError): one line naming the file, for an empty (0 bytes),
+            truncated or corrupt file, a pickle payload (any global beyond tensors and plain containers:
+            refused by the safe loader, never run; torch's advice to retry with weights_only off is never
+            passed on), or a file that is not a training checkpoint (missing ``model``/``epoch`` keys).
     """
+    from depth3dseg_ros.core.modelfile import load_plain
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'checkpoint {path} not found')
-    state = torch.load(path, map_location=map_location, weights_only=True)
+    state = load_plain(path, map_location, 'depth3dseg training checkpoint')
     if not isinstance(state, dict) or 'model' not in state or 'epoch' not in state:
         raise ValueError(f'{path} is not a depth3dseg training checkpoint (keys: '
                          f'{sorted(state) if isinstance(state, dict) else type(state).__name__})')
@@ -84,13 +88,16 @@ def load_resume(path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> tup
 
     Raises:
         FileNotFoundError: no checkpoint at ``path`` (naming it: nothing to resume there).
-        ValueError: not a training checkpoint, or a bad stored/--set key or value (naming the key).
+        ValueError: an empty, truncated, corrupt or unsafe (pickle payload) file, not a training
+            checkpoint (see `load_checkpoint`), or a bad stored/--set key or value (naming the key).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'--resume: checkpoint {path} not found (no run to continue in {path.parent}; '
                                 'start one there without --resume)')
     ckpt = load_checkpoint(path)
+    if not isinstance(ckpt.get('config'), dict):
+        raise ValueError(f'{path} is not a depth3dseg training checkpoint: it stores no config')
     cfg = complete_config(ckpt['config'], f'config stored in {path}')
     for s in sets:
         set_key(cfg, s)

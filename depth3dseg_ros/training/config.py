@@ -138,13 +138,23 @@ def set_key(cfg: dict, assignment: str) -> dict:
     ``--set train.epochs=3``, ``--set data.train=[d1,d2]``, ``--set train.time_limit_min=null``.
 
     Raises:
-        ValueError: no ``=``, or a dotted key not present in the config (except under model.arch).
+        ValueError: no ``=``, an empty key, a value that is not valid YAML (one line naming the
+            assignment and the parser's reason with its column, e.g. ``--set 'train.epochs=[1,'``), or
+            a dotted key not present in the config (except under model.arch).
     """
     if '=' not in assignment:
         raise ValueError(f'--set {assignment!r} must look like key=value')
     key, text = assignment.split('=', 1)
+    if not key.strip():
+        raise ValueError(f'--set {assignment!r} has no key before "="')
     parts = key.strip().split('.')
-    value = yaml.safe_load(text) if text.strip() else None
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, 'problem', None) or getattr(exc, 'context', None) or type(exc).__name__
+        mark = getattr(exc, 'problem_mark', None) or getattr(exc, 'context_mark', None)
+        where = f' at column {mark.column + 1}' if mark is not None else ''
+        raise ValueError(f'--set {assignment!r}: the value {text!r} is not valid YAML ({problem}{where})') from None
     node = cfg
     for i, part in enumerate(parts[:-1]):
         if not isinstance(node.get(part), dict):

@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args)
     except USER_ERRORS as exc:
-        print(f'depth3dseg-eval: error: {exc}', file=sys.stderr, flush=True)
+        print(f'depth3dseg-eval: error: {" ".join(str(exc).split())}', file=sys.stderr, flush=True)  # one line
         return 2
 
 

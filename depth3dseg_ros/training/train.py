@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(parse_args(argv))
     except USER_ERRORS as exc:
-        print(f'depth3dseg-train: error: {exc}', file=sys.stderr, flush=True)
+        print(f'depth3dseg-train: error: {" ".join(str(exc).split())}', file=sys.stderr, flush=True)  # one line
         return 2
     finally:
         torch.use_deterministic_algorithms(prev[0], warn_only=prev[1])
