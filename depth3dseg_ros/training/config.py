@@ -9,7 +9,8 @@ Sections (METHOD M1–M6):
   data      train/val dataset dirs (format: docs/ARCHITECTURE.md "Dataset directory"), val_split,
             classes ('nyu13' or a classes YAML), input_size [W, H], num_workers.
   augment   hflip probability, scale range (random scale + crop back to input size, K adjusted), colour
-            jitter.
+            jitter; camera (camera-true photometric + depth-sensor ops, training.camera_aug; off by default,
+            preset 'real_camera').
   model     arch (kwargs of core.model.Depth3DSeg), mean/std (RGB normalisation, 0..1 scale), init
             (a model file to start from: fine-tuning; its arch/mean/std replace the config's).
   loss      kwargs of core.train_step.LossConfig (weights and variants, M4/M5).
@@ -31,6 +32,7 @@ import yaml
 from depth3dseg_ros.core.model import check_arch
 from depth3dseg_ros.core.modelfile import ModelFileError
 from depth3dseg_ros.core.train_step import LossConfig
+from depth3dseg_ros.training.camera_aug import resolve_camera
 
 DEFAULTS: dict[str, Any] = {
     'data': {
@@ -48,6 +50,9 @@ DEFAULTS: dict[str, Any] = {
         'brightness': 0.2,
         'contrast': 0.2,
         'saturation': 0.2,
+        # camera-true augmentation (training.camera_aug): null = off, a preset name ('real_camera': all
+        # ops on) or {preset?: NAME, OP: {p: ..., ...}} (ops: camera_aug.OP_DEFAULTS)
+        'camera': None,
     },
     'model': {
         'arch': {},
@@ -241,6 +246,7 @@ def validate(cfg: dict) -> dict:
     _num(cfg, 'augment.hflip', 0.0, 1.0)
     for key in ('brightness', 'contrast', 'saturation'):
         _num(cfg, f'augment.{key}', 0.0, 1.0)
+    resolve_camera(a.get('camera'))  # raises ValueError naming augment.camera.<op>.<field>
     sc = a['scale']
     if (not isinstance(sc, (list, tuple)) or len(sc) != 2 or not all(isinstance(x, (int, float)) for x in sc)
             or not (1.0 <= sc[0] <= sc[1] <= 4.0)):

@@ -1,5 +1,9 @@
 """torch Dataset over extracted dataset directories, with geometric/colour augmentation and K kept exact.
 
+Optional camera-true augmentation (``augment.camera``, training.camera_aug: white balance, exposure and
+gamma, vignetting, shot/read noise, motion blur, JPEG, colour casts, depth-sensor noise and holes) runs
+after the geometric transform and before the colour jitter; it never touches labels or K.
+
 Reads the format of docs/ARCHITECTURE.md "Dataset directory" (manifest.json, index.jsonl, rgb/depth/labels
 PNGs). Every sample is resized to the network input size; label and depth images are resized with
 nearest neighbour (core.imageops, C22/C09: no invented ids, no blended depth), and K is adjusted for
@@ -27,6 +31,7 @@ from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.core.depth import depth_to_meters
 from depth3dseg_ros.core.geometry import crop_intrinsics, resize_intrinsics
 from depth3dseg_ros.core.imageops import resize_depth, resize_labels
+from depth3dseg_ros.training.camera_aug import augment_depth, augment_rgb, resolve_camera
 
 INDEX_KEYS = ('id', 'rgb', 'depth', 'labels', 'K', 'width', 'height')
 
@@ -226,6 +231,8 @@ class FrameDataset(Dataset):
         self.mean = np.asarray(mean, dtype=np.float32)
         self.std = np.asarray(std, dtype=np.float32)
         self.augment = augment if (augment and augment.get('enabled', True)) else None
+        #: camera-true photometric/depth-sensor ops (training.camera_aug; None = off)
+        self.camera = resolve_camera(self.augment.get('camera')) if self.augment else None
         self.seed = int(seed)
         self.epoch = 0
 
@@ -281,6 +288,9 @@ class FrameDataset(Dataset):
             p = sample_params(rng, self.augment, (w, h))
             rgb, depth, labels, K = geometric_transform(rgb, depth, labels, K, p.scaled_wh, (p.x0, p.y0),
                                                         (w, h), p.flip)
+            if self.camera is not None:  # drawn after the geometric params: those stay as without it
+                rgb = augment_rgb(rgb, rng, self.camera)
+                depth = augment_depth(depth, rng, self.camera)
             x = color_jitter(rgb, p.brightness, p.contrast, p.saturation)
         x = (x - self.mean) / self.std
         void = self.classes.void_id
