@@ -9,6 +9,12 @@
     <dir>/depth/<id>.png  16-bit PNG, millimetres, 0 = no data
     <dir>/labels/<id>.png 8-bit (or 16-bit) PNG of class ids
 
+Label ids: a label image may only hold ids of the class set (0..len(classes)-1). The writer refuses any
+other id (ValueError: ``bags.extract`` applies the out-of-range policy before writing, case C43) and
+records each frame's largest id as ``label_max`` in its index line, and the dataset's in manifest.json
+under ``labels`` (``max_id``, ``num_classes``, ``frames``), so a training run checks the label range from
+the index without decoding a PNG (:func:`check_label_range`).
+
 Crash safety: each frame's files are written to ``.<name>.tmp`` names and moved in place with
 ``os.replace``; only then is its index line appended, flushed and fsync'ed. A frame is part of the
 dataset iff its line is in index.jsonl, so an interrupted run never leaves a half-written frame in the
@@ -136,11 +142,13 @@ class DatasetWriter:
         Args:
             frame_id: unique id, characters [A-Za-z0-9_.-] (used as file name).
             rgb: H×W×3 uint8 RGB. depth_mm: H×W uint16 millimetres (0 = no data) or None.
-            labels: H×W uint8/uint16 class ids or None. K: 3×3 intrinsics of this H×W image.
+            labels: H×W uint8/uint16 class ids in 0..len(classes)-1, or None (its max goes to the
+                entry's ``label_max``). K: 3×3 intrinsics of this H×W image.
             stamp_ns: header stamp of the RGB message. bag: source bag name/path.
             topics: role -> topic actually used (None for a missing role).
         Raises:
-            ValueError: bad id, dtype or shape (field and value named); a duplicate id.
+            ValueError: bad id, dtype or shape (field and value named); a duplicate id; a label id
+                outside the class set (naming the frame, the ids and the range; C43).
             OSError: a file could not be written (the frame is then not indexed).
         """
         entry, images = self._prepare(frame_id, rgb, K, stamp_ns, bag, topics, depth_mm, labels)
@@ -182,7 +190,15 @@ class DatasetWriter:
             entry['depth'] = f'depth/{frame_id}.png'
             images.append((entry['depth'], depth_mm))
         if labels is not None:
+            n = len(self.classes)
+            top = int(labels.max()) if labels.size else 0
+            if top >= n:
+                ids = np.unique(labels[labels >= n])
+                raise ValueError(f'frame {frame_id}: label ids {ids[:8].tolist()} are outside the class set '
+                                 f'0..{n - 1} ({n} classes); depth3dseg-extract maps them to void or refuses '
+                                 'the frame (--out-of-range-labels, C43)')
             entry['labels'] = f'labels/{frame_id}.png'
+            entry['label_max'] = top
             images.append((entry['labels'], labels))
         return entry, images
 
@@ -218,16 +234,27 @@ class DatasetWriter:
         return {'frames': len(vals), 'with_depth': sum(e['depth'] is not None for e in vals),
                 'with_labels': sum(e['labels'] is not None for e in vals)}
 
+    def label_stats(self) -> Dict[str, Any]:
+        """Label-id statistics of the whole dataset (manifest.json ``labels``): ``max_id`` (largest id of
+        any label image, None without labels), ``num_classes``, ``frames`` (frames with labels) and
+        ``frames_without_max`` (labelled frames indexed by an older writer, without ``label_max``)."""
+        labelled = [e for e in self.entries.values() if e.get('labels')]
+        known = [int(e['label_max']) for e in labelled if e.get('label_max') is not None]
+        return {'max_id': max(known) if known else None, 'num_classes': len(self.classes),
+                'frames': len(labelled), 'frames_without_max': len(labelled) - len(known)}
+
     def write_manifest(self, sources: Sequence[Dict[str, Any]], report: Dict[str, Any]) -> None:
-        """Flush pending frames, then rewrite manifest.json atomically with current counts; ``sources``/``report`` entries
-        replace earlier ones of the same bag (keyed by ``source['bag']``)."""
+        """Flush pending frames, then rewrite manifest.json atomically with current counts and label
+        stats (:meth:`label_stats`); ``sources``/``report`` entries replace earlier ones of the same bag
+        (keyed by ``source['bag']``)."""
         self.flush()
         by_bag: Dict[str, Dict[str, Any]] = {s['bag']: s for s in self.manifest.get('sources', [])}
         by_bag.update({s['bag']: s for s in sources})
         merged_report = dict(self.manifest.get('report', {}))
         merged_report.update(report)
         self.manifest.update({'version': FORMAT_VERSION, 'classes': self.classes.to_dict(),
-                              'counts': self.counts(), 'sources': list(by_bag.values()),
+                              'counts': self.counts(), 'labels': self.label_stats(),
+                              'sources': list(by_bag.values()),
                               'report': merged_report})
         tmp = self.manifest_path.with_name('.manifest.json.tmp')
         tmp.write_text(json.dumps(self.manifest, indent=1) + '\n', encoding='utf-8')
@@ -267,3 +294,50 @@ def read_index(root: Path | str) -> List[Dict[str, Any]]:
     data = path.read_bytes() if path.is_file() else b''
     data = data[:data.rfind(b'\n') + 1]
     return [json.loads(line) for line in data.splitlines() if line.strip()]
+
+
+def check_label_range(records: Sequence[Mapping[str, Any]], classes: ClassSet, workers: int = 4) -> Dict[str, Any]:
+    """Check, before training or evaluation starts, that every label image holds only ids of ``classes``
+    (0..len(classes)-1; case C43: e.g. 255 = ignore written by another tool), so a bad id stops the run
+    up front instead of mid-epoch in a DataLoader worker.
+
+    Args:
+        records: frame records as ``training.dataset.read_index`` returns them (index entries plus
+            ``dir``, the dataset directory). Entries written by this writer carry ``label_max`` (the
+            frame's largest id): those are checked from the index alone. Labelled entries without it
+            (datasets extracted before it was recorded) are decoded (cv2, ``workers`` threads).
+        classes: the run's class set.
+    Returns:
+        {'frames': labelled frames checked, 'from_index': checked by label_max, 'decoded': PNGs read,
+         'max_id': largest id found (None without labels)}.
+    Raises:
+        ValueError: one line naming how many label images hold ids >= len(classes), the largest id, the
+            first such file and what to do (re-extract: ids outside the class set are mapped to void by
+            default); or a label PNG that cannot be read.
+    """
+    n = len(classes)
+    labelled = [r for r in records if r.get('labels')]
+    need = [r for r in labelled if r.get('label_max') is None]
+
+    def top(r: Mapping[str, Any]) -> int:
+        path = Path(r.get('dir', '.')) / r['labels']
+        img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+        if img is None:
+            raise ValueError(f'label image {path} is missing or unreadable')
+        return int(img.max()) if img.size else 0
+
+    tops: Dict[int, int] = {id(r): int(r['label_max']) for r in labelled if r.get('label_max') is not None}
+    if need:
+        with ThreadPoolExecutor(max(1, int(workers))) as pool:  # cv2 decodes without the GIL
+            for r, t in zip(need, pool.map(top, need)):
+                tops[id(r)] = t
+    bad = [r for r in labelled if tops[id(r)] >= n]
+    if bad:
+        worst = max(tops[id(r)] for r in bad)
+        first = Path(bad[0].get('dir', '.')) / bad[0]['labels']
+        raise ValueError(f'{len(bad)} of {len(labelled)} label images hold ids outside the class set 0..{n - 1} '
+                         f'({n} classes; largest id {worst}, first {first}): re-extract the bags with '
+                         'depth3dseg-extract, which maps such ids to void (--out-of-range-labels void, the '
+                         'default) or refuses the frame (refuse); or use a class set that has these ids (C43)')
+    return {'frames': len(labelled), 'from_index': len(labelled) - len(need), 'decoded': len(need),
+            'max_id': max(tops.values()) if tops else None}

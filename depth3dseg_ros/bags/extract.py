@@ -6,13 +6,15 @@ Usage::
         [--rgb-topic T] [--depth-topic T] [--camera-info-topic T] [--labels-topic T]   ('' disables)
         [--tolerance-ms 20] [--typestore ros2_kilted] [--every N] [--max-frames N] [--png-level 1]
         [--png-strategy rle] [--workers N]
-        [--classes classes.yaml] [--depth-scale 0.001] [--use-rectified]
+        [--classes classes.yaml] [--depth-scale 0.001] [--use-rectified] [--out-of-range-labels void|refuse]
 
 RGB frames are paired with depth, labels and CameraInfo by header stamp (nearest within the tolerance,
 bags.pairing); each frame is written as PNGs plus one index.jsonl line (bags.dataset_writer, format in
 docs/ARCHITECTURE.md). A per-topic table (read / used / skipped with reasons) is printed at the end and
 stored in manifest.json. Every bag is opened and checked (format, compression) before any frame is
-written, so an unsupported variant fails up front (C29). See docs/extraction.md.
+written, so an unsupported variant fails up front (C29). Label ids outside the class set (e.g. 255 =
+ignore) are mapped to void and counted, or the frame is refused (``--out-of-range-labels``, C43). See
+docs/extraction.md.
 """
 from __future__ import annotations
 
@@ -25,10 +27,11 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+import numpy as np
 import yaml
 
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES, DatasetWriter
-from depth3dseg_ros.bags.frames import ROLES, BagFrames, TopicStats
+from depth3dseg_ros.bags.frames import NOT_EXTRACTED, ROLES, BagFrames, FrameData, TopicStats
 from depth3dseg_ros.bags.pairing import DEFAULT_TOLERANCE_NS
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, BagReader, detect_format, resolve_typestore
 from depth3dseg_ros.core.classes import NYU13, ClassSet
@@ -49,6 +52,62 @@ PRESETS: Dict[str, Dict[str, Optional[str]]] = {
 }
 
 
+#: Policies for label ids outside the class set (C43): map to void and count (default), or refuse the frame.
+LABEL_POLICIES = ('void', 'refuse')
+
+
+def refused_reason(num_classes: int) -> str:
+    """Skip reason of a frame refused for out-of-range label ids (``--out-of-range-labels refuse``)."""
+    return f'label ids outside 0..{num_classes - 1} (refused)'
+
+
+class LabelRange:
+    """Applies the out-of-range label policy (C43) to the frames of one bag and counts what it did.
+
+    ``apply(frame)`` returns the frame to write (labels with out-of-range pixels set to ``void_id`` under
+    'void'; unchanged when all ids are in range) or None under 'refuse'. ``to_dict()``: policy,
+    num_classes, void_id, ``frames`` (frames with out-of-range ids), ``pixels`` (their count), ``ids``
+    (the distinct out-of-range ids, sorted).
+    """
+
+    def __init__(self, classes: ClassSet, policy: str) -> None:
+        self.n, self.void, self.policy = len(classes), int(classes.void_id), policy
+        self.frames = self.pixels = 0
+        self.ids: set = set()
+
+    def apply(self, fr: FrameData) -> Optional[FrameData]:
+        lab = fr.labels
+        if lab is None or not lab.size or int(lab.max()) < self.n:
+            return fr
+        bad = lab >= self.n
+        self.frames += 1
+        self.pixels += int(np.count_nonzero(bad))
+        self.ids.update(int(i) for i in np.unique(lab[bad]))
+        if self.policy == 'refuse':
+            return None
+        fixed = lab.copy()
+        fixed[bad] = self.void
+        fr.labels = fixed
+        return fr
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {'policy': self.policy, 'num_classes': self.n, 'void_id': self.void, 'frames': self.frames,
+                'pixels': self.pixels, 'ids': sorted(self.ids)}
+
+
+def _refuse(bf: BagFrames, fr: FrameData, parts: Dict[str, Optional[int]], reason: str, info_used: set) -> None:
+    """Mark a refused frame's messages: rgb and labels with ``reason``, depth 'frame not extracted';
+    its CameraInfo too unless a written frame used it (a later one that does marks it used again)."""
+    bf.status['rgb'][fr.index] = reason
+    if parts.get('labels') is not None:
+        bf.status['labels'][parts['labels']] = reason
+    if parts.get('depth') is not None and 'depth' in bf.status:
+        bf.status['depth'][parts['depth']] = NOT_EXTRACTED
+    j = parts.get('camera_info')
+    if j is not None and j not in info_used:
+        bf.status['camera_info'][j] = NOT_EXTRACTED
+
+
 @dataclass
 class ExtractConfig:
     """Extraction settings (CLI flags override the YAML file, which overrides these defaults).
@@ -60,6 +119,10 @@ class ExtractConfig:
         png_level: cv2 PNG compression 0..9. classes: ClassSet YAML path (None = NYU13).
         depth_scale: metres per unit of integer depth (None = mm). use_rectified: K from P.
         workers: PNG encoding/writing threads (default min(4, CPUs)). png_strategy: zlib strategy.
+        out_of_range_labels: what to do with label ids outside the class set (>= len(classes), e.g.
+            255 = ignore; C43): 'void' (default) maps those pixels to the void id and counts them;
+            'refuse' skips the whole frame, counted in the per-topic table as
+            ``label ids outside 0..C-1 (refused)``.
     """
 
     rgb_topic: Optional[str] = PRESETS['depth3dseg']['rgb']
@@ -76,6 +139,7 @@ class ExtractConfig:
     depth_scale: Optional[float] = None
     use_rectified: bool = False
     workers: int = min(4, os.cpu_count() or 1)
+    out_of_range_labels: str = 'void'
 
     def topics(self) -> Dict[str, Optional[str]]:
         """role -> topic (None when disabled)."""
@@ -97,6 +161,8 @@ class ExtractConfig:
             raise ValueError(f'png_strategy={self.png_strategy!r} is not one of {sorted(PNG_STRATEGIES)}')
         if int(self.workers) < 1:
             raise ValueError(f'workers={self.workers} must be >= 1')
+        if self.out_of_range_labels not in LABEL_POLICIES:
+            raise ValueError(f'out_of_range_labels={self.out_of_range_labels!r} is not one of {list(LABEL_POLICIES)}')
         resolve_typestore(self.typestore)
 
 
@@ -162,6 +228,12 @@ def format_report(report: Dict[str, Any]) -> str:
                          f'{t["used"]:>6} {t["skipped"]:>7}  {reasons}')
         for role in rec.get('missing_roles', []):
             lines.append(f'  (no {role} topic {rec["topics_requested"][role]!r} in this bag)')
+        oor = rec.get('labels_out_of_range') or {}
+        if oor.get('frames'):
+            what = (f'mapped to void {oor["void_id"]}' if oor['policy'] == 'void' else 'frames refused')
+            lines.append(f'  label ids outside the class set 0..{oor["num_classes"] - 1}: ids {oor["ids"]}, '
+                         f'{oor["pixels"]} px in {oor["frames"]} frames, {what} (--out-of-range-labels '
+                         f'{oor["policy"]})')
     return '\n'.join(lines)
 
 
@@ -201,7 +273,13 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
                     budget -= counted
                 written = 0
                 used_topics = {r: bf.role_topic.get(r) for r in ROLES}
+                label_range = LabelRange(classes, cfg.out_of_range_labels)
+                info_used: set = set()
                 for fr in bf.frames(planned):
+                    if label_range.apply(fr) is None:  # refused (C43): counted in the per-topic table
+                        _refuse(bf, fr, planned[fr.index], refused_reason(len(classes)), info_used)
+                        continue
+                    info_used.add(planned[fr.index]['camera_info'])
                     topics = {r: (used_topics[r] if (r != 'depth' or fr.depth_mm is not None) and
                                   (r != 'labels' or fr.labels is not None) else None) for r in ROLES}
                     writer.write_frame(frame_id(fr.index), fr.rgb, fr.K, fr.stamp_ns, str(path), topics,
@@ -216,6 +294,7 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
                 'missing_roles': [r for r, t in cfg.topics().items() if t and r not in bf.role_topic],
                 'image_topics': images,
                 'topics': [s.to_dict() for s in stats.values()],
+                'labels_out_of_range': label_range.to_dict(),
             }
             sources.append({'bag': str(path), 'name': name, 'format': fmt_text,
                             'topics': {r: bf.role_topic.get(r) for r in ROLES},
@@ -245,6 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--classes', help='class set YAML (default NYU13)')
     p.add_argument('--depth-scale', type=float, help='metres per unit of 16UC1 depth (default 0.001)')
     p.add_argument('--use-rectified', action='store_true', default=None, help='K from CameraInfo.P')
+    p.add_argument('--out-of-range-labels', choices=LABEL_POLICIES,
+                   help='label ids outside the class set (e.g. 255 = ignore): void = map to the void id and '
+                        'count them (default), refuse = skip the frame (C43)')
     p.add_argument('-q', '--quiet', action='store_true', help='no report on stdout')
     return p
 
@@ -271,6 +353,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   f"{rep['topics_requested'][role]!r}: its frames were written without {role} (image "
                   f"topics in this bag: {rep['image_topics']}); pass {flag} TOPIC, or {flag} '' if the "
                   'bag has none', file=sys.stderr)
+        oor = rep.get('labels_out_of_range') or {}
+        if oor.get('frames'):  # data changed or dropped (C43): say so even with --quiet
+            what = (f"{oor['pixels']} pixels mapped to void {oor['void_id']}" if oor['policy'] == 'void'
+                    else 'those frames refused (not written)')
+            print(f"depth3dseg-extract: warning: bag {rep['bag']!r}: {oor['frames']} label images hold ids "
+                  f"{oor['ids']} outside the class set 0..{oor['num_classes'] - 1}: {what} "
+                  f"(--out-of-range-labels {oor['policy']})", file=sys.stderr)
     return 0
 
 

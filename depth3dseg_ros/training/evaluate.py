@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from depth3dseg_ros.bags.dataset_writer import check_label_range
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.fusion import source_labels
 from depth3dseg_ros.core.imageops import colorize_depth, colorize_labels
@@ -199,6 +200,7 @@ def _run(args: argparse.Namespace) -> int:
         dirs = args.data or [str(extract_bags_to(args.bag, Path(tmp) / 'ds', args.extract_config,
                                                  args.preset))]
         records = load_records(dirs, classes)
+        check_label_range(records, classes)  # ids outside the class set: one error line before any frame (C43)
         for key, what in (('labels', 'segmentation (mIoU)'), ('depth', 'depth (AbsRel, RMSE, δ1)')):
             if records and not any(r.get(key) for r in records):  # e.g. a --preset naming absent topics
                 print(f'depth3dseg-eval: warning: none of the {len(records)} frames has {key}: no '

@@ -35,6 +35,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, Sampler
 from tqdm import tqdm
 
+from depth3dseg_ros.bags.dataset_writer import check_label_range
 from depth3dseg_ros.core.model import Depth3DSeg, check_arch
 from depth3dseg_ros.core.modelfile import save_model
 from depth3dseg_ros.core.train_step import LossConfig, compute_losses, make_weighting
@@ -140,6 +141,9 @@ def build_datasets(cfg: dict, classes) -> tuple[FrameDataset, FrameDataset]:
         train_recs, val_recs = split_records(records, d['val_split'], cfg['train']['seed'])
         if not val_recs:  # nothing held out: validate on the (un-augmented) training frames
             val_recs = train_recs
+    # label ids outside the class set stop the run here, before the first step, never mid-epoch (C43):
+    # from the index's label_max, decoding only label PNGs of datasets extracted before it was recorded
+    check_label_range(records if not d['val'] else records + val_recs, classes)
     common = dict(input_size=d['input_size'], classes=classes, mean=m['mean'], std=m['std'])
     train_ds = FrameDataset(records=train_recs, augment=cfg['augment'], seed=cfg['train']['seed'], **common)
     return train_ds, FrameDataset(records=val_recs, augment=None, **common)
