@@ -1,4 +1,4 @@
-"""Build small test bags from REAL frames (/work/shared/data/real) with the rosbags writers.
+"""Build small test bags from REAL frames (the real_dir fixture: depth3dseg_ros.samples) with the rosbags writers.
 
 Reusable by every test that needs a bag::
 

@@ -80,10 +80,10 @@ def test_rviz_config_shows_overlay_depth_and_labelled_cloud():
     assert vm['Global Options']['Fixed Frame'] == 'camera_color_optical_frame'
 
 
-def test_rviz_fixed_frame_is_the_bundled_bags_optical_frame():
+def test_rviz_fixed_frame_is_the_sample_bags_optical_frame(real_bag):
     from depth3dseg_ros.bags.reader import BagReader
     cfg = yaml.safe_load((REPO / 'config' / 'depth3dseg.rviz').read_text())
-    with BagReader(REPO / 'demo_data' / 'real_camera') as bag:
+    with BagReader(real_bag) as bag:
         topic, msgtype, _, raw = next(bag.messages(['/camera/color/image_raw']))
         frame = bag.deserialize(raw, msgtype).header.frame_id
     assert cfg['Visualization Manager']['Global Options']['Fixed Frame'] == frame

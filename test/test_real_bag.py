@@ -1,14 +1,12 @@
-"""The bundled real-camera bag (demo_data/real_camera, built by scripts/build_real_bag.py).
+"""The real-camera bag (depth3dseg_ros.samples.realbag, built at run time from the fetched sample files).
 
 Checks: readable with rosbags AnyReader; topics, counts, encodings, frame ids and 15 Hz stamps; K equals
 the source K scaled to the stored size (core.geometry.resize_intrinsics, C18 convention); depth and label
 pixels equal the source files' pixels (read here independently, with each source's depth scale); a rebuild
-with the script gives identical message bytes; the bag stays ≤ 5 MB.
+gives identical message bytes; the bag stays ≤ 6 MB.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tarfile
 from pathlib import Path
 
@@ -18,21 +16,10 @@ import pytest
 from rosbags.highlevel import AnyReader
 from rosbags.typesys import Stores, get_typestore
 
-from conftest import SHARED
+from depth3dseg_ros.samples.realbag import build
 
-REPO = Path(__file__).resolve().parents[1]
-BAG = REPO / 'demo_data' / 'real_camera'
-REAL = SHARED / 'data' / 'real'  # ../shared beside the clone, or $DEPTH3DSEG_SHARED (conftest)
 TS = get_typestore(Stores.ROS2_KILTED)
 NYU_K = (518.85790117450188, 519.46961112127485, 325.58244941119034, 253.73616633400465)
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location('build_real_bag', REPO / 'scripts' / 'build_real_bag.py')
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod          # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _read(path: Path):
@@ -45,8 +32,8 @@ def _read(path: Path):
 
 
 @pytest.fixture(scope='module')
-def bag():
-    return _read(BAG)
+def bag(real_bag):
+    return _read(real_bag)
 
 
 def _frame_index(bag):
@@ -54,12 +41,12 @@ def _frame_index(bag):
     return {t: i for i, (t, _, _) in enumerate(bag['/camera/color/image_raw'])}
 
 
-def test_bag_layout_topics_counts_encodings(bag):
-    assert (BAG / 'metadata.yaml').is_file() and len(list(BAG.glob('*.mcap'))) == 1
-    assert sum(p.stat().st_size for p in BAG.iterdir()) <= 5_000_000
+def test_bag_layout_topics_counts_encodings(bag, real_bag):
+    assert (real_bag / 'metadata.yaml').is_file() and len(list(real_bag.glob('*.mcap'))) == 1
+    assert sum(p.stat().st_size for p in real_bag.iterdir()) <= 6_000_000
     counts = {k: len(v) for k, v in bag.items()}
-    assert counts == {'/camera/color/image_raw': 18, '/camera/color/camera_info': 18,
-                      '/camera/depth/image_raw': 13, '/camera/semantic/labels': 7}
+    assert counts == {'/camera/color/image_raw': 22, '/camera/color/camera_info': 22,
+                      '/camera/depth/image_raw': 14, '/camera/semantic/labels': 11}
     enc = {'/camera/color/image_raw': 'rgb8', '/camera/depth/image_raw': '16UC1', '/camera/semantic/labels': 'mono8'}
     for topic, msgs in bag.items():
         for t, _, m in msgs:
@@ -81,6 +68,11 @@ def test_K_matches_sources(bag):
     assert (infos[1].width, infos[1].height) == (280, 212)
     np.testing.assert_allclose(infos[1].k[[0, 2, 4, 5]],
                                [NYU_K[0] / 2, (NYU_K[2] - 41) / 2, NYU_K[1] * 212 / 425, (NYU_K[3] - 46) * 212 / 425])
+    # frames 19-21: NYU 0834/0972/1096 crops 625×468 at (7, 6) -> 312×234 (sx = 312/625, sy = 0.5)
+    for i in (19, 20, 21):
+        assert (infos[i].width, infos[i].height) == (312, 234)
+        np.testing.assert_allclose(infos[i].k[[0, 2, 4, 5]], [NYU_K[0] * 312 / 625, (NYU_K[2] - 7) * 312 / 625,
+                                                             NYU_K[1] / 2, (NYU_K[3] - 6) / 2])
     # frame 10: TUM Freiburg-3; frames 5..9: slambook ch5
     np.testing.assert_allclose(infos[10].k[[0, 2, 4, 5]], [535.4 / 2, 320.1 / 2, 539.2 / 2, 247.6 / 2])
     np.testing.assert_allclose(infos[5].k[[0, 2, 4, 5]], [259.0, 162.75, 259.5, 126.75])
@@ -89,8 +81,8 @@ def test_K_matches_sources(bag):
         np.testing.assert_allclose(info.p.reshape(3, 4)[:, :3], info.k.reshape(3, 3))
 
 
-def _src16(rel: str) -> np.ndarray:
-    a = cv2.imread(str(REAL / rel), cv2.IMREAD_UNCHANGED)
+def _src16(real: Path, rel: str) -> np.ndarray:
+    a = cv2.imread(str(real / rel), cv2.IMREAD_UNCHANGED)
     assert a is not None and a.dtype == np.uint16
     return a
 
@@ -102,12 +94,13 @@ def _src16(rel: str) -> np.ndarray:
     (9, 'slambook_rgbd/ch5/joinMap/depth/5.pgm', 1.0),
     (10, 'open3d_testdata_rgbd_other_formats/examples/TestData/RGBD/other_formats/TUM_depth.png', 0.2),  # /5000
     (12, 'slambook_rgbd/ch7/2_depth.png', 0.2),
+    (18, 'multi_task_refinenet_nyu/examples/ExpNYUD_joint/depth_gt_000464.png', 0.2),   # /5000
 ])
-def test_depth_pixels_match_sources(bag, frame, rel, mm_per_unit):
+def test_depth_pixels_match_sources(bag, real_dir, frame, rel, mm_per_unit):
     idx = _frame_index(bag)
     msg = next(m for t, _, m in bag['/camera/depth/image_raw'] if idx[t] == frame)
     mm = msg.data.view(np.uint16).reshape(msg.height, msg.width)
-    src = _src16(rel)
+    src = _src16(real_dir, rel)
     h0, w0 = src.shape
     rng = np.random.default_rng(frame)
     for _ in range(200):
@@ -121,18 +114,20 @@ def test_depth_pixels_match_sources(bag, frame, rel, mm_per_unit):
     assert 0.05 < (mm == 0).mean() < 0.5          # raw sensor holes kept as 0 = no data
 
 
-def test_label_pixels_match_nyu_labels(bag):
+def test_label_pixels_match_nyu_labels(bag, real_dir):
     idx = _frame_index(bag)
     labels = {idx[t]: m for t, _, m in bag['/camera/semantic/labels']}
-    assert sorted(labels) == [0, 1, 13, 14, 15, 16, 17]
-    with tarfile.open(REAL / 'nyuv2_meta_data_13class_labels/test_labels_13/nyuv2_test_class13.tgz') as tar:
+    assert sorted(labels) == [0, 1, 13, 14, 15, 16, 17, 18, 19, 20, 21]
+    with tarfile.open(real_dir / 'nyuv2_meta_data_13class_labels/test_labels_13/nyuv2_test_class13.tgz') as tar:
         def label(n):
             member = next(m for m in tar.getmembers() if m.name.endswith(f'new_nyu_class13_{n:04d}.png'))
             return cv2.imdecode(np.frombuffer(tar.extractfile(member).read(), np.uint8), cv2.IMREAD_UNCHANGED)
-        for frame, (n, crop) in {0: (1, None), 1: (1407, (46, 41)), 13: (46, None), 17: (1396, None)}.items():
+        crops = {1407: (46, 41, 425, 560), 834: (6, 7, 468, 625), 1096: (6, 7, 468, 625)}
+        for frame, n in {0: 1, 1: 1407, 13: 46, 17: 1396, 18: 464, 19: 834, 21: 1096}.items():
             src = label(n)
-            if crop:
-                src = src[crop[0]:crop[0] + 425, crop[1]:crop[1] + 560]
+            if n in crops:
+                r0, c0, h, w = crops[n]
+                src = src[r0:r0 + h, c0:c0 + w]
             m = labels[frame]
             lab = m.data.reshape(m.height, m.width)
             rows = np.arange(m.height) * src.shape[0] // m.height
@@ -142,7 +137,7 @@ def test_label_pixels_match_nyu_labels(bag):
 
 
 def test_rebuild_gives_identical_messages(tmp_path, bag):
-    _script().build(tmp_path / 'rebuilt', REAL, 0.5)
+    build(tmp_path / 'rebuilt', 0.5)
     rebuilt = _read(tmp_path / 'rebuilt')
     assert rebuilt.keys() == bag.keys()
     for topic in bag:

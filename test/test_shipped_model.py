@@ -1,5 +1,5 @@
-"""The shipped default model (issue 6): it loads, produces outputs of the right shapes on the bundled
-real-camera bag, and reproduces the real-data figures its model card states (models/model_card.json,
+"""The shipped default model: it loads, produces outputs of the right shapes on a real frame, and
+reproduces on the real-camera sample bag (depth3dseg_ros.samples) the real-data figures its model card states (models/model_card.json,
 the machine-readable copy of models/README.md's tables).
 """
 from __future__ import annotations
@@ -16,7 +16,6 @@ from depth3dseg_ros.training import evaluate
 REPO = Path(__file__).resolve().parents[1]
 MODEL = REPO / 'models' / 'depth3dseg_nyu13.pt'
 CARD = json.loads((REPO / 'models' / 'model_card.json').read_text())
-BAG = REPO / 'demo_data' / 'real_camera'
 
 
 def test_shipped_model_is_small_and_describes_itself():
@@ -43,9 +42,9 @@ def test_shipped_model_outputs_on_a_real_frame(real_dir):
 
 
 @pytest.mark.timeout(300)
-def test_shipped_model_reproduces_its_model_card_on_the_bundled_real_bag(tmp_path):
+def test_shipped_model_reproduces_its_model_card_on_the_real_sample_bag(tmp_path, real_bag):
     out = tmp_path / 'eval'
-    assert evaluate.main(['--model', str(MODEL), '--bag', str(BAG), '--out', str(out), '--device', 'cpu']) == 0
+    assert evaluate.main(['--model', str(MODEL), '--bag', str(real_bag), '--out', str(out), '--device', 'cpu']) == 0
     report = json.loads((out / 'report.json').read_text())
     want = CARD['real_bag']
     for key in ('absrel', 'rmse', 'delta1', 'miou_2d', 'miou_3d', 'miou_fused'):

@@ -1,61 +1,37 @@
 """Build small dataset directories (docs/ARCHITECTURE.md "Dataset directory") from the real NYU frames.
 
-Used by the training/evaluation tests. Frames (NYU_LABEL_PAIRS.md): 2 complete RGB + depth + label + K
-frames (NYU 0001, 1407), 5 RGB + label frames without depth, and 3 Metric3D NYU-raw RGB + depth frames
-without labels. Images are downscaled to ``size`` (K scaled with core.geometry) to keep tests fast.
+Used by the training/evaluation tests. Frames (depth3dseg_ros.samples.frames): 2 complete RGB + depth +
+label + K frames (NYU 0001, 1407), 5 RGB + label frames without depth, and 3 Metric3D NYU-raw RGB +
+depth frames without labels. Images are downscaled to ``size`` (K scaled with core.geometry) to keep tests fast.
 """
 from __future__ import annotations
 
-import csv
 import json
-import tarfile
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from depth3dseg_ros.core.classes import NYU13
-from depth3dseg_ros.core.depth import depth_to_meters, meters_to_16uc1
+from depth3dseg_ros.core.depth import meters_to_16uc1
 from depth3dseg_ros.core.geometry import resize_intrinsics
 from depth3dseg_ros.core.imageops import resize_depth, resize_labels
-
-LABEL_TGZ = 'nyuv2_meta_data_13class_labels/test_labels_13/nyuv2_test_class13.tgz'
-
-
-def _labels_from_tgz(real: Path, names: set[str]) -> dict[str, np.ndarray]:
-    out = {}
-    with tarfile.open(real / LABEL_TGZ) as tf:
-        for m in tf.getmembers():
-            base = Path(m.name).name
-            if base in names:
-                buf = np.frombuffer(tf.extractfile(m).read(), np.uint8)
-                out[base] = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
-    return out
-
+from depth3dseg_ros.samples.frames import labelled_frames, load, sample_frames
 
 def real_frames(real: Path):
-    """Yield (name, rgb uint8 RGB, depth float32 m | None, labels uint8 | None, K 3×3) at full size."""
-    rows = list(csv.DictReader(open(real / 'nyu_label_pairs.csv')))
-    labels = _labels_from_tgz(real, {r['label_png_in_tgz'] for r in rows})
-    for r in rows:
-        rgb = cv2.cvtColor(cv2.imread(str(real / r['rgb'])), cv2.COLOR_BGR2RGB)
-        lab = labels[r['label_png_in_tgz']]
-        r0, c0 = int(r['label_crop_row0']), int(r['label_crop_col0'])
-        lab = lab[r0:r0 + rgb.shape[0], c0:c0 + rgb.shape[1]]
-        depth = None
-        if r['depth_filled']:
-            raw = cv2.imread(str(real / r['depth_filled']), cv2.IMREAD_UNCHANGED)
-            depth = depth_to_meters(raw, '16UC1', 1.0 / float(r['depth_divisor_to_m']))
-        K = np.array([[float(r['fx']), 0, float(r['cx'])], [0, float(r['fy']), float(r['cy'])], [0, 0, 1]])
-        yield f"nyu{int(r['nyu_index']):04d}", rgb, depth, lab, K
-    m3d = real / 'metric3d_demo'
-    for f in json.loads((m3d / 'data/nyu_demo/test_annotations.json').read_text())['files']:
-        rgb = cv2.cvtColor(cv2.imread(str(m3d / f['rgb'])), cv2.COLOR_BGR2RGB)
-        raw = cv2.imread(str(m3d / f['depth']), cv2.IMREAD_UNCHANGED)
-        depth = depth_to_meters(raw, '16UC1', 1.0 / f['depth_scale'])
-        fx, fy, cx, cy = f['cam_in']
-        K = np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1]], dtype=np.float64)
-        yield 'm3d_' + Path(f['rgb']).stem, rgb, depth, None, K
+    """Yield (name, rgb uint8 RGB, depth float32 m | None, labels uint8 | None, K 3×3) at full size: the
+    first 7 labelled NYU frames (filled depth where the source has it) then the 3 Metric3D NYU-raw RGB-D
+    frames. The tests' counts are written for these 10; the 4 labelled frames added to the sample set
+    later (0464, 0834, 0972, 1096) are only in the real evaluation bag.
+    ``real``: the sample root (the ``real_dir`` fixture; it makes sure the files are fetched)."""
+    assert Path(real).is_dir(), real
+    for f in labelled_frames()[:7]:
+        rgb, K, depth, lab = load(f, filled=True)
+        yield f'nyu{f.label_idx:04d}', rgb, depth, lab, K
+    for f in sample_frames():
+        if f.name.startswith('metric3d_'):
+            rgb, K, depth, _ = load(f)
+            yield 'm3d_' + f.name[len('metric3d_'):], rgb, depth, None, K
 
 
 def make_dataset_dir(real: Path, out: Path, size: tuple[int, int] = (160, 120),

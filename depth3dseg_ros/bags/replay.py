@@ -13,7 +13,7 @@ Any bag bags.reader.BagReader opens (rosbag2 sqlite3/MCAP, compressed, ROS 1) is
 * QoS: RELIABLE, KEEP_LAST ``--depth`` by default (like ``ros2 bag play``); ``--qos best_effort``.
 
 Example:
-    depth3dseg-replay demo_data/real_camera --rate 1.0 --clock --wait-subscribers 5
+    depth3dseg-replay "$(python -m depth3dseg_ros.samples bag)" --rate 1.0 --clock --wait-subscribers 5
 """
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""``make demo`` / ``depth3dseg-demo --out demo_out``: the node on the bundled real-camera bag, end to end.
+"""``make demo`` / ``depth3dseg-demo --out demo_out``: the node on the real-camera bag, end to end.
 
+0. finds the bag: ``--bag``, else the real-camera bag of ``depth3dseg_ros.samples`` (22 real NYU/TUM
+   frames, fetched by URL + sha256 into a cache and built there on first use); offline, with neither a
+   cache nor a local copy, it renders a synthetic bag on the spot instead and says so;
 1. starts ``depth3dseg_node`` in a subprocess (the shipped model, or ``--model``), on its own
    ROS_DOMAIN_ID unless one is set, with the LARGE_DATA transport (depth3dseg_ros.rosenv);
 2. waits until the node has loaded the model (its transient-local ``~/classes`` message arrives);
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -215,11 +219,29 @@ def write_report(out: Path, rec: Recorder, info: dict) -> dict:
     return report
 
 
+def default_bag(out: Path) -> Path:
+    """The real-camera sample bag; when the sample files cannot be had (offline, no cache, no local
+    copy), a 1-room synthetic bag of 18 frames rendered into ``out/synthetic_bag`` (said on stderr)."""
+    from depth3dseg_ros.samples import SampleDataUnavailable, real_camera_bag
+    try:
+        return real_camera_bag()
+    except SampleDataUnavailable as err:
+        from depth3dseg_ros.synth.cli import generate
+        bag = out / 'synthetic_bag'
+        shutil.rmtree(bag, ignore_errors=True)
+        print(f'depth3dseg-demo: real sample frames unavailable ({err}); replaying a synthetic bag '
+              f'rendered now instead: {bag}', file=sys.stderr)
+        generate(bag, scenes=1, frames_per_scene=18, seed=0, noise=True, progress=False)
+        return bag
+
+
 def run_demo(args: argparse.Namespace) -> int:
-    """Run steps 1-5 of the module docstring; returns the exit code."""
+    """Run steps 0-5 of the module docstring; returns the exit code."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     try:
         model = _find(('models', 'depth3dseg_nyu13.pt'), args.model, 'model file')
-        bag = _find(('demo_data', 'real_camera'), args.bag, 'bag')
+        bag = _find((), args.bag, 'bag') if args.bag else default_bag(out)
     except FileNotFoundError as err:
         print(f'depth3dseg-demo: {err}', file=sys.stderr)
         return 2
@@ -227,8 +249,6 @@ def run_demo(args: argparse.Namespace) -> int:
         apply_ros_env(domain_id=pick_domain_id())
     apply_ros_env()
     import rclpy
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     node_log = open(out / 'node.log', 'w')
     node_cmd = [sys.executable, '-m', 'depth3dseg_ros.node.main', '--ros-args', '-r', f'__node:={NODE}',
                 '-r', f'image:={IMAGE_TOPIC}', '-r', f'camera_info:={INFO_TOPIC}',
@@ -300,7 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='depth3dseg-demo', description=__doc__.split('\n')[0])
     p.add_argument('--out', default='demo_out', help='report folder (created)')
     p.add_argument('--model', default=None, help='model file (default: the shipped models/depth3dseg_nyu13.pt)')
-    p.add_argument('--bag', default=None, help='bag (default: the bundled demo_data/real_camera)')
+    p.add_argument('--bag', default=None, help='bag (default: the real-camera sample bag, fetched and built '
+                   'on first use)')
     p.add_argument('--rate', type=float, default=1.0, help='replay time scale')
     p.add_argument('--device', default='auto', choices=('auto', 'cpu', 'cuda'))
     p.add_argument('--startup-timeout', type=float, default=120.0, help='s to wait for the node to load')
