@@ -7,6 +7,8 @@ import pytest
 from depth3dseg_ros.rosenv import apply_ros_env, pick_domain_id
 from depth3dseg_ros.samples import SampleDataUnavailable, fetch_all, real_camera_bag
 
+pytest_plugins = ['leakguard']   # no process a test starts outlives the run (test/leakguard.py)
+
 REPO = Path(__file__).resolve().parents[1]
 
 # A per-run domain id, inherited by every child process the tests start.
