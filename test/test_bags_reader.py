@@ -204,3 +204,94 @@ def test_header_stamp_from_bytes_matches_deserialized(real_dir):
     assert header_stamp_ns(raw_be, False) == frames[0].stamp_ns
     with pytest.raises(ValueError, match='too short'):
         header_stamp_ns(b'\x00\x01\x00\x00', False)
+
+
+# ---------------------------------------------------------------- storage from the files' own bytes
+def _set_storage_id(bag_dir, storage, rename=None):
+    """Rewrite metadata.yaml's storage_identifier (and optionally rename its storage file: old -> new)."""
+    import yaml
+    meta = yaml.safe_load((bag_dir / 'metadata.yaml').read_text())
+    info = meta['rosbag2_bagfile_information']
+    info['storage_identifier'] = storage
+    if rename:
+        old, new = rename
+        (bag_dir / old).rename(bag_dir / new)
+        info['relative_file_paths'] = [new if p == old else p for p in info['relative_file_paths']]
+        for f in info.get('files', []):
+            if f.get('path') == old:
+                f['path'] = new
+    (bag_dir / 'metadata.yaml').write_text(yaml.safe_dump(meta, sort_keys=False))
+    return bag_dir
+
+
+@pytest.mark.parametrize('storage,compression,claimed', [('sqlite3', 'none', 'mcap'), ('mcap', 'none', 'sqlite3'),
+                                                         ('sqlite3', 'file', 'mcap'), ('mcap', 'message', 'sqlite3')])
+def test_rosbag2_dir_storage_from_file_contents_metadata_is_a_hint(tmp_path, real_dir, caplog, storage,
+                                                                   compression, claimed):
+    """metadata.yaml naming another storage plugin than the files hold: one warning, read by contents."""
+    frames = make_frames(real_dir, 3)
+    bag = _bag(tmp_path, frames, storage, compression, with_depth=False, with_labels=False)
+    ref = _rgb_messages(bag)
+    assert len(ref) == 3
+    _set_storage_id(bag, claimed)
+    fmt = detect_format(bag)
+    assert (fmt.kind, fmt.storage, fmt.metadata_storage) == ('rosbag2', storage, claimed)
+    assert fmt.describe() == f'rosbag2/{storage}' + ('' if compression == 'none' else f' ({compression}/zstd)')
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger='depth3dseg_ros.bags.reader'):
+        assert _rgb_messages(bag) == ref
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert f"metadata.yaml names storage '{claimed}' but its file(s)" in warnings[0]
+    assert f'are {storage}: reading them as {storage}' in warnings[0]
+    assert (bag / 'metadata.yaml').read_text().count(f'storage_identifier: {claimed}') == 1  # bag untouched
+
+
+def test_rosbag2_dir_file_with_misleading_extension_and_ros1_inside(tmp_path, real_dir, caplog):
+    """An MCAP file named .db3 under metadata 'sqlite3', and a ROS 1 bag listed in a rosbag2 directory,
+    both read by their contents; the extraction report names the real storage."""
+    from depth3dseg_ros.bags.extract import ExtractConfig, extract
+    frames = make_frames(real_dir, 3)
+    mcap = _bag(tmp_path, frames, 'mcap', 'none', with_depth=False, with_labels=False)
+    ref = _rgb_messages(mcap)
+    name = next(mcap.glob('*.mcap')).name
+    _set_storage_id(mcap, 'sqlite3', rename=(name, name.replace('.mcap', '.db3')))
+    assert detect_format(mcap).storage == 'mcap'
+    assert _rgb_messages(mcap) == ref
+    ros1 = _bag(tmp_path, frames, 'ros1', 'none', with_depth=False, with_labels=False)
+    d = tmp_path / 'ros1_in_dir'
+    shutil.copytree(mcap, d)
+    (d / name.replace('.mcap', '.db3')).unlink()
+    shutil.copy(ros1, d / 'rec_0.db3')
+    _set_storage_id(d, 'sqlite3')
+    import yaml
+    meta = yaml.safe_load((d / 'metadata.yaml').read_text())
+    meta['rosbag2_bagfile_information']['relative_file_paths'] = ['rec_0.db3']
+    (d / 'metadata.yaml').write_text(yaml.safe_dump(meta))
+    assert detect_format(d).storage == 'ros1'
+    assert _rgb_messages(d) == ref
+    out = tmp_path / 'ds'
+    report = extract([mcap], out, ExtractConfig(workers=1, depth_topic=None, labels_topic=None))
+    assert report[mcap.name]['format'] == 'rosbag2/mcap'
+
+
+def test_unrecognised_storage_file_error_shows_first_16_bytes_in_hex(tmp_path, real_dir):
+    junk = tmp_path / 'junk.mcap'
+    junk.write_bytes(b'not a bag at all, really')
+    with pytest.raises(ValueError) as err:
+        detect_format(junk)
+    assert f"bag file '{junk}': unknown format (first 16 bytes " \
+           '6E 6F 74 20 61 20 62 61 67 20 61 74 20 61 6C 6C; expected SQLite' in str(err.value)
+    short = tmp_path / 'short.db3'
+    short.write_bytes(b'\x00\x01\xff')
+    with pytest.raises(ValueError, match=r'unknown format \(first 16 bytes 00 01 FF; '):
+        detect_format(short)
+    empty = tmp_path / 'empty.bag'
+    empty.write_bytes(b'')
+    with pytest.raises(ValueError, match=r'unknown format \(empty file \(0 bytes\)'):
+        BagReader(empty).open()
+    bag = _bag(tmp_path, make_frames(real_dir, 1), 'sqlite3', 'none', with_depth=False, with_labels=False)
+    db3 = next(bag.glob('*.db3'))
+    db3.write_bytes(b'PK\x03\x04' + bytes(20))  # a zip where the SQLite file should be
+    with pytest.raises(ValueError, match=rf"bag file '{db3}': unknown format \(first 16 bytes 50 4B 03 04 00 00"):
+        detect_format(bag)

@@ -10,6 +10,13 @@ Formats (detected from file contents, never from the extension — docs/ros_conv
 * a bare storage file compressed as a whole with zstd (magic ``28 B5 2F FD``) or lz4 frame
   (``04 22 4D 18``): streamed to a temporary file first.
 
+The storage file's own leading bytes decide its format everywhere: a bare file, a file with a misleading
+extension, and the files of a rosbag2 directory (for ``compression_mode: file`` the first bytes of the
+decompressed stream). A directory's ``metadata.yaml`` ``storage_identifier`` is only a hint: when it
+names another plugin than the files' contents, :class:`BagReader` logs one warning and reads the files
+by their contents (through a temporary copy of the directory of links with a corrected metadata.yaml).
+An unrecognised file is refused with its first 16 bytes in hex.
+
 What rosbags 0.11.9 does natively (read in its source, ``rosbag2/reader.py``): FILE mode zstd is
 streamed (``zstd.open`` + ``shutil.copyfileobj``) into a ``TemporaryDirectory``; MESSAGE mode zstd is
 decompressed per message; MCAP chunk compression zstd/lz4 and ROS 1 chunk compression bz2/lz4 are
@@ -29,7 +36,7 @@ import shutil
 import struct
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import lz4.frame
@@ -80,13 +87,17 @@ class BagFormat:
         compression_mode: ``'none'``, ``'file'``, ``'message'`` (rosbag2 generic), or
             ``'whole-file'`` for a bare storage file compressed as a whole.
         compression_format: ``''``, ``'zstd'``, ``'lz4'`` ...
-        storage: rosbag2 storage identifier from metadata.yaml (``'sqlite3'``/``'mcap'``), else ``''``.
+        storage: rosbag2 directory: the storage of its files as their leading bytes say (``'sqlite3'``,
+            ``'mcap'``, or ``'ros1'``), else ``''``.
+        metadata_storage: rosbag2 directory: the ``storage_identifier`` its metadata.yaml names (a hint;
+            may differ from ``storage``: :class:`BagReader` then warns and follows ``storage``).
     """
 
     kind: str
     compression_mode: str = 'none'
     compression_format: str = ''
     storage: str = ''
+    metadata_storage: str = ''
 
     def describe(self) -> str:
         """Short text such as ``'rosbag2/sqlite3 (file/zstd)'`` or ``'ros1'``."""
@@ -95,27 +106,99 @@ class BagFormat:
         return kind + comp
 
 
+_MAGICS = ((MAGIC_SQLITE, 'sqlite3'), (MAGIC_MCAP, 'mcap'), (MAGIC_ROS1, 'ros1'), (MAGIC_ZSTD, 'zstd'),
+           (MAGIC_LZ4, 'lz4'))
+_EXPECTED = ("expected SQLite 'SQLite format 3\\0', MCAP 89 4D 43 41 50 30 0D 0A, ROS 1 '#ROSBAG V2.0', "
+             'zstd 28 B5 2F FD or lz4 04 22 4D 18')
+
+
+def kind_of_head(head: bytes) -> Optional[str]:
+    """'sqlite3', 'mcap', 'ros1', 'zstd' or 'lz4' for a file's leading bytes, None when none matches."""
+    return next((kind for magic, kind in _MAGICS if head.startswith(magic)), None)
+
+
+def hex16(head: bytes) -> str:
+    """The first 16 bytes as upper-case hex pairs, e.g. ``'6E 6F 74 20 61 20 62 61 67'``."""
+    return ' '.join(f'{b:02X}' for b in head[:16])
+
+
 def sniff_file(path: Path) -> str:
     """Storage kind of one file from its first bytes: 'sqlite3', 'mcap', 'ros1', 'zstd', 'lz4'.
 
     Raises:
-        ValueError: the file matches no known magic (names the path and the first bytes).
+        ValueError: an empty file, or one that matches no known magic; the message names the path and
+            shows its first 16 bytes in hex (e.g. ``first 16 bytes 6E 6F 74 20 ...``).
     """
     with open(path, 'rb') as fh:
         head = fh.read(16)
-    for magic, kind in ((MAGIC_SQLITE, 'sqlite3'), (MAGIC_MCAP, 'mcap'), (MAGIC_ROS1, 'ros1'),
-                        (MAGIC_ZSTD, 'zstd'), (MAGIC_LZ4, 'lz4')):
-        if head.startswith(magic):
-            return kind
-    raise ValueError(f'bag file {str(path)!r}: unknown format (first bytes {head[:13]!r})')
+    kind = kind_of_head(head)
+    if kind is None:
+        what = 'empty file (0 bytes)' if not head else f'first 16 bytes {hex16(head)}'
+        raise ValueError(f'bag file {str(path)!r}: unknown format ({what}; {_EXPECTED})')
+    return kind
+
+
+def sniff_storage(path: Path) -> str:
+    """Storage kind of a file, looking inside a zstd/lz4-compressed one (rosbag2 ``compression_mode:
+    file``): 'sqlite3', 'mcap' or 'ros1' (only the first 16 decompressed bytes are read).
+
+    Raises:
+        ValueError: unknown magic (first 16 bytes in hex, of the decompressed stream when compressed).
+    """
+    kind = sniff_file(path)
+    if kind not in ('zstd', 'lz4'):
+        return kind
+    opener = zstd.open if kind == 'zstd' else lz4.frame.open
+    try:
+        with open(path, 'rb') as raw, opener(raw, 'rb') as inp:
+            head = inp.read(16)
+    except Exception as err:  # a corrupt stream: say so with the file named
+        raise ValueError(f'bag file {str(path)!r}: {kind} stream cannot be decompressed ({err})') from None
+    inner = kind_of_head(head)
+    if inner not in _STORAGE_SUFFIX:
+        raise ValueError(f'bag file {str(path)!r}: {kind}-compressed, but the decompressed data is no bag '
+                         f'storage (first 16 bytes {hex16(head)}; {_EXPECTED})')
+    return inner
+
+
+def _rosbag2_files(path: Path, meta: Dict[str, Any]) -> List[Path]:
+    """The storage files of a rosbag2 directory: metadata ``relative_file_paths`` (by base name, as
+    rosbags opens them), else the directory's ``*.db3``/``*.mcap`` (+ ``.zstd``) files."""
+    rel = meta.get('relative_file_paths') or []
+    files = [path / PurePath(str(x)).name for x in rel]
+    if not files:
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.name != 'metadata.yaml')
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        raise FileNotFoundError(f'bag directory {str(path)!r}: storage file(s) {missing} listed in metadata.yaml '
+                                'do not exist')
+    return files
+
+
+def _storage_of_dir(path: Path, meta: Dict[str, Any]) -> str:
+    """The one storage kind of a rosbag2 directory's files, from their contents.
+
+    Raises:
+        ValueError: no storage file, files of different kinds (each named), or an unknown file."""
+    files = _rosbag2_files(path, meta)
+    if not files:
+        raise ValueError(f'bag directory {str(path)!r} has no storage file')
+    kinds = {f.name: sniff_storage(f) for f in files}
+    if len(set(kinds.values())) > 1:
+        raise ValueError(f'bag directory {str(path)!r} mixes storage formats: {kinds}')
+    return next(iter(kinds.values()))
 
 
 def detect_format(path: Path | str) -> BagFormat:
     """Detect the bag format and compression of ``path`` (a rosbag2 directory or one file).
 
+    The storage files' leading bytes decide the format (for a directory, ``storage`` is what its files
+    hold; ``metadata_storage`` what metadata.yaml says).
+
     Raises:
-        FileNotFoundError: ``path`` does not exist.
-        ValueError: not a bag (no metadata.yaml in a directory, or unknown file magic).
+        FileNotFoundError: ``path`` does not exist, or a storage file metadata.yaml lists is missing.
+        ValueError: not a bag (no metadata.yaml in a directory, unknown file magic: first 16 bytes in
+            hex, mixed storage formats in one directory).
         UnsupportedCompression: a compression mode/format that cannot be read.
     """
     path = Path(path)
@@ -131,8 +214,11 @@ def detect_format(path: Path | str) -> BagFormat:
         fmt = str(meta.get('compression_format') or '').lower()
         if mode not in ('none', '') and (mode, fmt) not in SUPPORTED_COMPRESSION:
             raise UnsupportedCompression(mode, fmt, path)
-        return BagFormat('rosbag2', mode or 'none', fmt if mode not in ('none', '') else '',
-                         str(meta.get('storage_identifier', '')))
+        storage = _storage_of_dir(path, meta)  # the files' own bytes decide; metadata is a hint
+        if storage == 'ros1' and mode not in ('none', ''):
+            raise UnsupportedCompression(mode, f'{fmt}+ros1', path)
+        return BagFormat('rosbag2', mode or 'none', fmt if mode not in ('none', '') else '', storage,
+                         str(meta.get('storage_identifier', '') or ''))
     kind = sniff_file(path)
     if kind in ('zstd', 'lz4'):
         return BagFormat('', 'whole-file', kind)
@@ -216,12 +302,16 @@ class BagReader:
         self._warned: set = set()
 
     # -- opening -----------------------------------------------------------------------------
-    def _open_path(self) -> Path:
-        """Path handed to AnyReader: the bag itself, or a correctly named link / decompressed copy."""
+    def _open_path(self) -> List[Path]:
+        """Paths handed to AnyReader: the bag itself, or correctly named links / a decompressed copy /
+        a directory of links with a corrected metadata.yaml (its storage_identifier disagreed with the
+        files' contents: one warning)."""
         fmt = detect_format(self.path)
         self.format = fmt
         if fmt.kind == 'rosbag2':
-            return self.path
+            if fmt.storage == fmt.metadata_storage:
+                return [self.path]
+            return self._relabelled_dir(fmt)
         src, kind = self.path, fmt.kind
         self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
         if fmt.compression_mode == 'whole-file':
@@ -235,11 +325,39 @@ class BagReader:
         if src.suffix == _STORAGE_SUFFIX[kind] and src == self.path:
             self._tmp.cleanup()
             self._tmp = None
-            return src
+            return [src]
         # rosbags picks the reader from the suffix: give it a name that matches the contents.
         link = Path(self._tmp.name, self.path.name.split('.')[0] + _STORAGE_SUFFIX[kind])
         os.symlink(src.resolve(), link)
-        return link
+        return [link]
+
+    def _relabelled_dir(self, fmt: BagFormat) -> List[Path]:
+        """A rosbag2 directory whose metadata.yaml names another storage plugin than its files hold:
+        warn once, then read the files by their contents (rosbags picks the plugin from metadata.yaml:
+        a temporary directory of links with storage_identifier corrected; ROS 1 files: links named .bag)."""
+        meta_path = self.path / 'metadata.yaml'
+        files = _rosbag2_files(self.path, (yaml.safe_load(meta_path.read_text(encoding='utf-8')) or {})
+                               .get('rosbag2_bagfile_information', {}))
+        LOG.warning('bag %s: metadata.yaml names storage %r but its file(s) %s are %s: reading them as %s '
+                    '(the file contents decide; metadata.yaml is only a hint)', self.path,
+                    fmt.metadata_storage, [f.name for f in files], fmt.storage, fmt.storage)
+        self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
+        tmp = Path(self._tmp.name)
+        if fmt.storage == 'ros1':
+            links = []
+            for i, f in enumerate(files):
+                links.append(tmp / f'{f.name.split(".")[0]}_{i}.bag')
+                os.symlink(f.resolve(), links[-1])
+            return links
+        fixed = tmp / self.path.name
+        fixed.mkdir()
+        for entry in self.path.iterdir():
+            if entry.name != 'metadata.yaml':
+                os.symlink(entry.resolve(), fixed / entry.name)
+        data = yaml.safe_load(meta_path.read_text(encoding='utf-8'))
+        data['rosbag2_bagfile_information']['storage_identifier'] = fmt.storage
+        (fixed / 'metadata.yaml').write_text(yaml.safe_dump(data, sort_keys=False), encoding='utf-8')
+        return [fixed]
 
     def open(self) -> 'BagReader':
         """Open the bag; see the class docstring for errors (temporary files are removed on error)."""
@@ -250,10 +368,10 @@ class BagReader:
             raise
 
     def _open(self) -> 'BagReader':
-        path = self._open_path()
-        self.is_ros1 = path.suffix == '.bag'
+        paths = self._open_path()
+        self.is_ros1 = paths[0].suffix == '.bag'
         default = resolve_typestore('ros1_noetic') if self.is_ros1 else self.default_typestore
-        reader = AnyReader([path], default_typestore=default)
+        reader = AnyReader(paths, default_typestore=default)
         try:
             reader.open()
         except AnyReaderError as err:
