@@ -246,3 +246,29 @@ def test_warmup_without_k_neither_logs_nor_uses_up_the_no_k_warning(nyu0001, cap
         seg.warmup(runs=1, with_k=False)   # after the real warning: still warned, nothing new
         seg.infer(rgb, None, '3d')
         assert len(no_k()) == 1
+
+
+def test_measured_depth_builds_the_cloud_where_valid_and_prediction_fills_holes(seg, real_dir):
+    name, rgb, depth, labels, K = next(iter(real_frames(real_dir)))      # NYU 0001, filled depth (m)
+    meas = depth.copy()
+    meas[:, :320] = np.nan                                              # left half: a hole
+    base = seg.infer(rgb, K, 'fused')
+    res = seg.infer(rgb, K, 'fused', depth=meas)
+    np.testing.assert_array_equal(res.depth, base.depth)               # the published depth: predicted
+    assert res.measured.shape == (60, 80) and res.measured[:, 40:].all() and not res.measured[:, :40].any()
+    net_meas = cv2.resize(meas, (80, 60), interpolation=cv2.INTER_NEAREST)
+    z = res.points[..., 2]
+    np.testing.assert_allclose(z[:, 40:], net_meas[:, 40:], rtol=1e-6)   # measured where valid
+    np.testing.assert_allclose(z[:, :40], base.points[:, :40, 2], rtol=1e-6)  # prediction in the hole
+    np.testing.assert_allclose(res.points, backproject_np(np.where(res.measured, net_meas, res.depth), res.K),
+                               rtol=1e-5, atol=1e-6)
+    assert seg.infer(rgb, None, '2d', depth=meas).measured is None      # no K: no cloud, depth ignored
+    assert base.measured is None
+
+
+def test_measured_depth_bad_inputs_raise(seg, nyu0001):
+    rgb, K = nyu0001
+    with pytest.raises(ValueError, match='registered'):
+        seg.infer(rgb, K, depth=np.ones((240, 320), np.float32))
+    with pytest.raises(ValueError, match='16UC1'):
+        seg.infer(rgb, K, depth=np.ones((480, 640), np.uint16))

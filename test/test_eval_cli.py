@@ -15,7 +15,7 @@ from bagutil import make_frames, write_bag
 from depth3dseg_ros.core.classes import NYU13
 from depth3dseg_ros.core.imageops import resize_depth, resize_labels
 from depth3dseg_ros.core.model import Depth3DSeg
-from depth3dseg_ros.core.modelfile import save_model
+from depth3dseg_ros.core.modelfile import load_model, save_model
 from depth3dseg_ros.training import evaluate
 from depth3dseg_ros.training.dataset import FrameDataset
 from trainutil import TINY_ARCH, make_dataset_dir
@@ -145,3 +145,27 @@ def test_eval_preprocessing_matches_the_node_segmenter(ds_dir, model_file):
         assert (predict_labels(out['seg2d'])[0].numpy() == r2d.labels).mean() > 0.999
         s3 = torch.where(out['valid'], out['seg3d'], out['seg2d'])
         assert (predict_labels(s3)[0].numpy() == r3d.labels).mean() > 0.999
+
+
+def test_measured_depth_and_only_with_depth(model_file, ds_dir, tmp_path):
+    base = _run(model_file, tmp_path / 'a', '--data', str(ds_dir), '--only-with-depth')
+    meas = _run(model_file, tmp_path / 'b', '--data', str(ds_dir), '--only-with-depth', '--measured-depth')
+    assert base['frames'] == meas['frames'] == 5                 # NYU 0001, 1407 + 3 Metric3D frames
+    assert base['measured_depth'] is False and meas['measured_depth'] is True and meas['only_with_depth']
+    assert meas['absrel'] == pytest.approx(base['absrel'])       # depth metrics score the prediction
+    assert meas['miou_2d'] == pytest.approx(base['miou_2d'])     # the 2D head never sees the depth
+    model, meta = load_model(model_file)
+    seen = []
+
+    class Spy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = model
+
+        def forward(self, rgb, K, measured=None):
+            seen.append(measured)
+            return self.inner(rgb, K, measured)
+    ds = FrameDataset([ds_dir], input_size=SIZE, classes=NYU13, augment=None)
+    evaluate.evaluate_model(Spy(), ds, NYU13, measured_depth=True, batch_size=4)
+    assert len(seen) == 3 and all(m is not None and m.shape[1:] == (1, 48, 64) for m in seen)
+    assert sum(int(torch.isfinite(m).sum()) for m in seen) > 0     # the frames' sensor depth reached it

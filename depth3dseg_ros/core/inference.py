@@ -13,7 +13,11 @@ model's network input size (``meta['input_size']`` or an override):
    evaluation uses too); depth with NaN where invalid; points from the model's xyz (NaN where invalid).
 
 label_source: '2d' (S2D), '3d' (S3D; pixels without a valid 3D point use S2D), 'fused' (mean of the S2D and
-S3D probabilities where the 3D point is valid, S2D elsewhere). Without K the 3D branch cannot run: the
+S3D probabilities where the 3D point is valid, S2D elsewhere).
+
+Measured depth (RGB-D cameras): ``infer(..., depth=D)`` with a depth image registered to the colour image
+builds the cloud (and so S3D and ``points``) from the measured depth where it is valid and from the
+prediction in its holes; the returned ``depth`` is still the network's prediction. Without K the 3D branch cannot run: the
 labels come from S2D and ``InferenceResult.label_source`` says '2d' (a warning is logged once).
 """
 from __future__ import annotations
@@ -33,6 +37,7 @@ import torch
 from .classes import ClassSet
 from .fusion import LABEL_SOURCES, labels_confidence, source_probs
 from .geometry import check_intrinsics_np, resize_intrinsics
+from .imageops import resize_depth
 from .model import Depth3DSeg, fold_batchnorm
 from .modelfile import load_model, make_meta
 
@@ -51,6 +56,7 @@ class InferenceResult:
     organized cloud in the optical frame, metres, NaN where invalid (M9), None without K. rgb: (h, w, 3)
     uint8 network-size image. timings: {'preprocess', 'inference', 'postprocess'} milliseconds.
     label_source: the source actually used ('2d' when K was None, whatever was asked).
+    measured: (h, w) bool, True where the cloud used the measured depth; None when none was given.
     """
     labels: np.ndarray
     confidence: np.ndarray
@@ -60,6 +66,7 @@ class InferenceResult:
     rgb: np.ndarray
     timings: Dict[str, float] = field(default_factory=dict)
     label_source: str = 'fused'
+    measured: Optional[np.ndarray] = None
 
 
 def resolve_device(device: Union[str, torch.device]) -> torch.device:
@@ -174,20 +181,38 @@ class Segmenter:
         self._buf[0].copy_(t).mul_(self._scale).sub_(self._offset)
         return rgb, Kn, self._buf if self.dtype == torch.float32 else self._buf.to(self.dtype)
 
-    def infer(self, rgb: np.ndarray, K: Optional[np.ndarray] = None, label_source: str = 'fused'
-              ) -> InferenceResult:
+    def _measured(self, depth: np.ndarray, rgb_shape: Tuple[int, ...]) -> torch.Tensor:
+        """Measured depth H×W (metres, registered to the RGB at its size) -> 1×1×h×w float32 tensor at the
+        network size (nearest neighbour: no blended depth at edges, core.imageops)."""
+        depth = np.asarray(depth)
+        if depth.ndim != 2 or depth.dtype.kind != 'f':
+            raise ValueError(f'depth must be an H×W float array in metres, got {depth.dtype} {depth.shape} '
+                             '(convert 16UC1 millimetres with core.depth.depth_to_meters)')
+        if depth.shape != tuple(rgb_shape[:2]):
+            raise ValueError(f'depth size {depth.shape[1]}×{depth.shape[0]} != rgb size '
+                             f'{rgb_shape[1]}×{rgb_shape[0]}: the depth must be registered to the colour image')
+        w, h = self.input_size
+        d = resize_depth(depth.astype(np.float32, copy=False), (w, h))
+        return torch.from_numpy(np.ascontiguousarray(d)).to(self.device)[None, None]
+
+    def infer(self, rgb: np.ndarray, K: Optional[np.ndarray] = None, label_source: str = 'fused',
+              depth: Optional[np.ndarray] = None) -> InferenceResult:
         """Run one frame (M7–M9).
 
         Args:
             rgb: H×W×3 uint8, RGB order, any size (resized to the network input size).
             K: 3×3 intrinsics (or 3×4 P) of `rgb` at its own size, or None (then no 3D branch, no points).
             label_source: '2d', '3d' or 'fused' (see the module docstring).
+            depth: optional measured depth, H×W float metres registered to `rgb` (same size; NaN, 0 or
+                negative = no data); used for the cloud where valid (module docstring). Ignored without K.
         Returns: InferenceResult at the network input size.
-        Raises: ValueError for a bad image, K (shape, fx/fy <= 0, non-finite) or label_source.
+        Raises: ValueError for a bad image, K (shape, fx/fy <= 0, non-finite), depth (dtype, size) or
+            label_source.
         """
         if label_source not in LABEL_SOURCES:
             raise ValueError(f'label_source={label_source!r} must be one of {LABEL_SOURCES}')
         t0 = time.perf_counter()
+        measured = self._measured(depth, rgb.shape) if depth is not None and K is not None else None
         rgb_net, Kn, x = self._preprocess(rgb, K)
         self._sync()
         t1 = time.perf_counter()
@@ -196,7 +221,7 @@ class Segmenter:
                 out = self.model.forward_2d(x)
             else:
                 Kt = torch.as_tensor(Kn, dtype=torch.float32, device=self.device).unsqueeze(0)  # M2 in fp32
-                out = self.model(x, Kt)
+                out = self.model(x, Kt) if measured is None else self.model(x, Kt, measured)
             self._sync()
             t2 = time.perf_counter()
             source = label_source
@@ -222,12 +247,13 @@ class Segmenter:
                     xyz = xyz.masked_fill(~valid.unsqueeze(-1), nan)
                 points = xyz.contiguous().cpu().numpy()
             labels = lab.cpu().numpy().astype(self.classes.label_dtype)
+            meas_np = out['measured'][0, 0].cpu().numpy() if 'measured' in out else None
             conf_np = conf.cpu().numpy().astype(np.float32, copy=False)
         t3 = time.perf_counter()
         timings = {'preprocess': (t1 - t0) * 1e3, 'inference': (t2 - t1) * 1e3,
                    'postprocess': (t3 - t2) * 1e3}
         return InferenceResult(labels=labels, confidence=conf_np, depth=depth_np, K=Kn, points=points,
-                               rgb=rgb_net, timings=timings, label_source=source)
+                               rgb=rgb_net, timings=timings, label_source=source, measured=meas_np)
 
     def warmup(self, runs: int = 2, with_k: bool = True, label_source: str = 'fused',
                image_size: Optional[Tuple[int, int]] = None) -> None:

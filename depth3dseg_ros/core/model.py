@@ -15,7 +15,7 @@ labels came from), and its bias can be initialised to a typical indoor depth (``
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -213,9 +213,22 @@ class Depth3DSeg(nn.Module):
         """M1 only (no K available): {'depth', 'seg2d'}."""
         return self.net(rgb_norm)
 
-    def forward(self, rgb_norm: torch.Tensor, K: torch.Tensor) -> Dict[str, torch.Tensor]:
+    def forward(self, rgb_norm: torch.Tensor, K: torch.Tensor,
+                measured_depth: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+        """M1–M3 (see the class docstring). ``measured_depth``: optional B×1×H×W metres from an RGB-D
+        sensor, registered to ``rgb_norm`` (NaN, ±inf, 0 and negatives = no data). Where it is valid the
+        cloud (and so the 3D net) uses it instead of the prediction; the prediction fills its holes and
+        is still returned as ``depth`` (and trained). Adds ``measured`` B×1×H×W bool when given."""
         out = self.net(rgb_norm)
         depth = out['depth']
+        if measured_depth is not None:
+            if measured_depth.shape != depth.shape:
+                raise ValueError(f'measured_depth shape {tuple(measured_depth.shape)} != depth '
+                                 f'{tuple(depth.shape)} (B×1×H×W at the network input size)')
+            m = measured_depth.to(depth.device, torch.float32)
+            measured = torch.isfinite(m) & (m > 0)
+            depth = torch.where(measured, m, depth.float())
+            out['measured'] = measured
         # M2 in float32 even for an fp16 model/autocast (pixel coordinates up to ~1000 need > 11 bits)
         xyz, valid = backproject(depth.float(), K.float())
         out['seg3d'] = self.pointnet(xyz, valid, rgb_norm)

@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader
 from depth3dseg_ros.bags.dataset_writer import check_label_range
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.fusion import source_labels
+from depth3dseg_ros.core.inference import resolve_device
 from depth3dseg_ros.core.imageops import colorize_depth, colorize_labels
 from depth3dseg_ros.core.metrics import SegDepthEvaluator
 from depth3dseg_ros.core.train_step import losses_from_outputs
@@ -41,8 +42,8 @@ FLAT_KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_2d', 'pixel_acc_3d',
 @torch.no_grad()
 def evaluate_model(model: torch.nn.Module, dataset: FrameDataset, classes: ClassSet,
                    device: torch.device | str = 'cpu', batch_size: int = 8, loss_cfg: Any = None,
-                   weighting: Any = None, amp_ctx: Callable = nullcontext, full: bool = False
-                   ) -> dict[str, Any]:
+                   weighting: Any = None, amp_ctx: Callable = nullcontext, full: bool = False,
+                   measured_depth: bool = False) -> dict[str, Any]:
     """Run ``model`` (Depth3DSeg) over ``dataset`` (un-augmented FrameDataset) and return metrics.
 
     Returns a dict with the flat keys of FLAT_KEYS (float, None when undefined: no labelled / no depth
@@ -50,6 +51,9 @@ def evaluate_model(model: torch.nn.Module, dataset: FrameDataset, classes: Class
     of core.train_step.compute_losses, when ``loss_cfg`` is given) and, with ``full=True``, the nested
     per-class summary under ``seg2d``, ``seg3d``, ``fused``, ``depth``. The model's train/eval mode is
     restored afterwards. ``weighting``: the learned loss weighting module, when the config uses one.
+    ``measured_depth``: give the model each frame's sensor depth as measured depth (the cloud and the 3D
+    net use it where valid, Depth3DSeg.forward), as an RGB-D camera's node would; frames without depth
+    run on the prediction alone. The depth metrics always score the network's predicted depth.
     """
     device = torch.device(device)
     was_training = model.training
@@ -64,7 +68,7 @@ def evaluate_model(model: torch.nn.Module, dataset: FrameDataset, classes: Class
             torch.cuda.synchronize()
         t = time.perf_counter()
         with amp_ctx():
-            out = model(batch['rgb'], batch['K'])
+            out = model(batch['rgb'], batch['K'], batch['depth'] if measured_depth else None)
         if device.type == 'cuda':
             torch.cuda.synchronize()
         t_fwd += time.perf_counter() - t
@@ -168,6 +172,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument('--batch-size', type=int, default=8)
     p.add_argument('--device', default='auto', help="'auto', 'cpu' or 'cuda[:N]'")
     p.add_argument('--grids', type=int, default=0, metavar='N', help='write N PNG grids of sample frames')
+    p.add_argument('--measured-depth', action='store_true',
+                   help="feed each frame's sensor depth to the model as measured depth (RGB-D camera): the "
+                        'cloud and 3D net use it where valid')
+    p.add_argument('--only-with-depth', action='store_true', help='evaluate only the frames that have depth')
     return p.parse_args(argv)
 
 
@@ -189,8 +197,7 @@ def _run(args: argparse.Namespace) -> int:
     from depth3dseg_ros.core.modelfile import load_model
     if args.batch_size < 1:
         raise ValueError(f'--batch-size={args.batch_size} must be >= 1')
-    device = torch.device(('cuda' if torch.cuda.is_available() else 'cpu') if args.device == 'auto'
-                          else args.device)
+    device = resolve_device(args.device)
     model, meta = load_model(args.model, map_location=device)
     model.to(device).eval()
     classes = ClassSet.from_dict(meta['classes'])
@@ -200,6 +207,8 @@ def _run(args: argparse.Namespace) -> int:
         dirs = args.data or [str(extract_bags_to(args.bag, Path(tmp) / 'ds', args.extract_config,
                                                  args.preset))]
         records = load_records(dirs, classes)
+        if args.only_with_depth:
+            records = [r for r in records if r.get('depth')]
         check_label_range(records, classes)  # ids outside the class set: one error line before any frame (C43)
         for key, what in (('labels', 'segmentation (mIoU)'), ('depth', 'depth (AbsRel, RMSE, δ1)')):
             if records and not any(r.get(key) for r in records):  # e.g. a --preset naming absent topics
@@ -208,9 +217,11 @@ def _run(args: argparse.Namespace) -> int:
         ds = FrameDataset(records=records, input_size=meta['input_size'], classes=classes,
                           mean=meta['mean'], std=meta['std'], augment=None)
         t0 = time.perf_counter()
-        report = evaluate_model(model, ds, classes, device, batch_size=args.batch_size, full=True)
+        report = evaluate_model(model, ds, classes, device, batch_size=args.batch_size, full=True,
+                                measured_depth=args.measured_depth)
         report['wall_frames_per_s'] = report['frames'] / (time.perf_counter() - t0)
         report.update(model=str(args.model), data=args.data or args.bag, batch_size=args.batch_size,
+                      measured_depth=args.measured_depth, only_with_depth=args.only_with_depth,
                       device=str(device), input_size=list(meta['input_size']))
         for g in range(max(0, args.grids)):
             if g * 4 >= len(ds):
