@@ -125,6 +125,7 @@ def test_help_prints_usage_with_every_parameter_and_exits_0_without_rclpy(flag):
         assert spec.doc in line
     assert any(ln.split()[:2] == ['label_source', 'fused'] for ln in lines)
     assert any(ln.split()[:2] == ['publish_points', 'true'] for ln in lines)
+    assert [ln.split()[0] for ln in lines if ln.endswith('[start-up only]')] == [s.name for s in SPECS if not s.dynamic]
     for words in ('--ros-args -p', '--params-file config/depth3dseg.yaml', 'docs/node.md', '~/points', 'camera_info'):
         assert words in out, words
     # the console entry point (python -m) exits on -h too
@@ -188,3 +189,54 @@ def test_misspelt_parameter_warns_with_closest_name_before_validation():
     assert "unknown parameter 'lable_source' is ignored; did you mean 'label_source'?" in out
     assert "unknown parameter 'xyzzy' is ignored (" in out
     assert out.count('unknown parameter') == 2, out
+
+
+def test_c44_updated_applies_dynamic_changes_and_refuses_like_start_up():
+    """Run-time changes (C44) go through the start-up rules: the same messages, start-up-only refused."""
+    from depth3dseg_ros.node.params import STARTUP_ONLY, updated
+    p = validate({})
+    assert updated(p, {}) is p
+    q = updated(p, {'overlay_alpha': 0.8, 'max_depth': 2, 'publish_points': False, 'label_source': '2d'})
+    assert (q.overlay_alpha, q.max_depth, q.publish_points, q.label_source) == (0.8, 2.0, False, '2d')
+    assert isinstance(q.max_depth, float) and p.overlay_alpha == 0.5        # frozen: p unchanged
+    for name, value in (('max_depth', -3.0), ('label_source', 'bogus'), ('cloud_stride', 0), ('overlay_alpha', 'x')):
+        with pytest.raises(ValueError) as run_time:
+            updated(p, {name: value})
+        with pytest.raises(ValueError) as start_up:
+            validate({name: value})
+        assert str(run_time.value) == str(start_up.value)
+    for spec in SPECS:
+        if not spec.dynamic:
+            with pytest.raises(ValueError, match=f'parameter {spec.name} is {STARTUP_ONLY} to change it'):
+                updated(p, {spec.name: spec.default})
+    with pytest.raises(ValueError, match='unknown parameter'):
+        updated(p, {'cloud_strid': 2})
+
+
+def test_c44_start_up_only_set_is_the_one_documented():
+    """Model, device, precision, input size, QoS, compressed input and torch threads are read at start-up;
+    docs/node.md's "changes" column says so for each parameter."""
+    startup = {s.name for s in SPECS if not s.dynamic}
+    assert startup == {'model_file', 'device', 'half', 'input_width', 'input_height', 'input_reliability',
+                       'input_depth', 'output_reliability', 'output_depth', 'use_compressed', 'torch_threads'}
+    text = (REPO / 'docs' / 'node.md').read_text()
+    for spec in SPECS:
+        row = next(ln for ln in text.splitlines() if ln.startswith(f'| `{spec.name}` |'))
+        assert ('| start-up only |' if spec.name in startup else '| run time |') in row, row
+
+
+def test_c44_descriptor_ranges_read_only_and_description():
+    from depth3dseg_ros.node.params import SPEC_BY_NAME, descriptor
+    for spec in SPECS:
+        d = descriptor(spec)
+        assert d.name == spec.name and d.description == spec.doc and d.read_only == (not spec.dynamic)
+        assert d.dynamic_typing == isinstance(spec.default, float)
+    d = descriptor(SPEC_BY_NAME['overlay_alpha'])
+    assert [(r.from_value, r.to_value, r.step) for r in d.floating_point_range] == [(0.0, 1.0, 0.0)]
+    d = descriptor(SPEC_BY_NAME['sync_slop'])
+    assert d.floating_point_range[0].from_value == 0.0 and d.floating_point_range[0].to_value == float('inf')
+    d = descriptor(SPEC_BY_NAME['cloud_stride'])
+    assert [(r.from_value, r.to_value, r.step) for r in d.integer_range] == [(1, 2**63 - 1, 1)]
+    d = descriptor(SPEC_BY_NAME['label_source'])
+    assert not d.integer_range and not d.floating_point_range and "['2d', '3d', 'fused']" in d.additional_constraints
+    assert 'restart the node' in descriptor(SPEC_BY_NAME['model_file']).additional_constraints

@@ -4,7 +4,8 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from depth3dseg_ros.ros.sync import LATEST, MATCHED, NONE, StampSync, header_stamp_ns, stamp_to_ns
+from depth3dseg_ros.ros.sync import (FAR, LATE, LATEST, MATCHED, NONE, PASSED, STALE, StampSync, header_stamp_ns,
+                                    stamp_to_ns)
 
 
 def msg(t_ns: int, tag: str = ''):
@@ -54,24 +55,124 @@ def test_no_camera_info_releases_at_once_without_info():
     assert s.counts[NONE] == 1
 
 
-def test_never_matching_stamps_fall_back_to_latest_without_waiting():
-    """A driver stamping CameraInfo with 0: images use the latest info; after the first fallback no wait."""
-    s = StampSync(slop=0.01, queue_size=2)
-    s.add_info(msg(0, 'zero'))
-    released = []
-    for k in range(6):
-        released += s.add_image(msg((1000 + 33 * k) * MS, f'm{k}'))
-    assert [p.image.tag for p in released] == [f'm{k}' for k in range(6)][: len(released)]
-    assert len(released) >= 4                  # at most queue_size images ever wait
-    assert all(p.how == LATEST and p.info.tag == 'zero' for p in released)
-    assert s.fallback
-    # once in fallback, a new image is released immediately
-    (p,) = s.add_image(msg(2000 * MS, 'now'))
-    assert p.image.tag == 'now'
-    # a real match switches fallback off again
-    s.add_info(msg(2100 * MS, 'real'))
-    (p,) = s.add_image(msg(2100 * MS, 'm'))
-    assert p.how == MATCHED and not s.fallback
+def _stream(s, frames, info_first=True):
+    """Feed ``frames`` [(image stamp ns, info stamp ns or None)]; return {image tag: index of the frame
+    whose arrival released it} and the pairs, in release order."""
+    released_at, pairs = {}, []
+    for k, (t_img, t_info) in enumerate(frames):
+        out = []
+        if t_info is not None and info_first:
+            out += s.add_info(msg(t_info, f'i{k}'))
+        out += s.add_image(msg(t_img, f'm{k}'))
+        if t_info is not None and not info_first:
+            out += s.add_info(msg(t_info, f'i{k}'))
+        for p in out:
+            released_at[p.image.tag] = k
+        pairs += out
+    return released_at, pairs
+
+
+@pytest.mark.parametrize('info_stamp', [lambda t: 0, lambda t: 5 * 10**9, lambda t: t - 3 * 10**9],
+                         ids=['unset', 'constant', 'offset_3s'])
+def test_info_stamped_long_before_the_images_releases_each_image_at_once(info_stamp):
+    """Issue 14: an unset (0), constant or stale CameraInfo stamp never holds an image back: each image is
+    released by its own arrival with the latest CameraInfo (before: it waited for 3 more images)."""
+    s = StampSync(slop=0.01, queue_size=3)
+    frames = [((100 + k / 30) * 10**9, None) for k in range(8)]
+    frames = [(int(t), int(info_stamp(int(t)))) for t, _ in frames]
+    released_at, pairs = _stream(s, frames)
+    assert released_at == {f'm{k}': k for k in range(8)}
+    assert all(p.how == LATEST and p.reason in (FAR, STALE) and p.info.tag == p.image.tag.replace('m', 'i')
+               for p in pairs)
+    assert s.waiting == 0 and s.counts == {MATCHED: 0, LATEST: 8, NONE: 0}
+
+
+@pytest.mark.parametrize('info_first', [True, False])
+def test_info_stamped_a_little_before_the_images_waits_at_most_for_the_next_message(info_first):
+    """CameraInfo stamped 50 ms before its image (more than the slop, less than a second): the first image
+    may wait for the next CameraInfo (it could still be the matching one); from then on the stream is
+    stale and every image is released at once."""
+    s = StampSync(slop=0.01, queue_size=3)
+    frames = [((100 + k / 30) * 10**9, None) for k in range(8)]
+    frames = [(int(t), int(t) - 50 * MS) for t, _ in frames]
+    released_at, pairs = _stream(s, frames, info_first=info_first)
+    assert released_at['m0'] <= 1
+    assert all(released_at[f'm{k}'] == k for k in range(1, 8))
+    assert all(p.how == LATEST for p in pairs[1:]) and pairs[0].how == (LATEST if info_first else NONE)
+    assert s.stale
+
+
+def test_info_stamped_after_the_images_releases_each_image_at_once():
+    """CameraInfo stamped 20 ms after its image (e.g. at publish time): a CameraInfo newer than the image
+    already exists, so no match can come: released at once ('passed'); within slop it is matched."""
+    s = StampSync(slop=0.01, queue_size=3)
+    frames = [(int((100 + k / 30) * 10**9), int((100 + k / 30) * 10**9) + 20 * MS) for k in range(6)]
+    released_at, pairs = _stream(s, frames)
+    assert released_at == {f'm{k}': k for k in range(6)}
+    assert all(p.how == LATEST and p.reason == PASSED for p in pairs)
+    s = StampSync(slop=0.03, queue_size=3)
+    released_at, pairs = _stream(s, frames)
+    assert released_at == {f'm{k}': k for k in range(6)} and all(p.how == MATCHED for p in pairs)
+
+
+@pytest.mark.parametrize('info_first', [True, False])
+def test_far_future_image_is_released_at_once_and_delays_no_later_frame(info_first):
+    """An image stamped 1000 s in the future has no CameraInfo near it: released at once ('far'); the
+    matched frames after it are released as soon as their CameraInfo is there (before: it sat at the head
+    of the queue until three newer images piled up, then all went out in a burst)."""
+    s = StampSync(slop=0.01, queue_size=3)
+    t = [int((100 + k / 30) * 10**9) for k in range(12)]
+    frames = [(t[k], t[k]) for k in range(4)] + [(t[4] + 1000 * 10**9, None)] + [(t[k], t[k]) for k in range(5, 12)]
+    released_at, pairs = _stream(s, frames, info_first=info_first)
+    assert released_at == {f'm{k}': k for k in range(12)}
+    far = [p for p in pairs if p.image.tag == 'm4']
+    assert far[0].how == LATEST and far[0].reason == FAR
+    assert all(p.how == MATCHED and p.info.tag[1:] == p.image.tag[1:] for p in pairs if p.image.tag not in ('m0', 'm4'))
+    assert pairs[0].how == (MATCHED if info_first else NONE)   # image first: no CameraInfo yet
+    assert [p.image.tag for p in pairs] == [f'm{k}' for k in range(12)]        # arrival order
+
+
+def test_info_published_once_holds_only_the_first_image_until_the_next():
+    """A CameraInfo published once (latched driver), stamped 50 ms before the first image: the first image
+    waits for the next message at most (its CameraInfo could still come: 'late'); every later image is
+    released at once, the CameraInfo being more than two image periods behind ('far')."""
+    s = StampSync(slop=0.01, queue_size=3)
+    s.add_info(msg(99_950 * MS, 'once'))
+    released_at, pairs = _stream(s, [(int((100 + k / 30) * 10**9), None) for k in range(8)])
+    assert released_at == dict({f'm{k}': k for k in range(8)}, m0=1)
+    assert all(p.how == LATEST and p.info.tag == 'once' for p in pairs)
+    assert [p.reason for p in pairs] == [LATE] + [FAR] * 7 and s.waiting == 0
+
+
+def test_two_images_released_late_in_a_row_make_the_stream_stale():
+    """CameraInfo stops coming while its stamps are still close to the images (1 Hz camera): each image
+    waits for the next one ('late') at most twice, then images are released at once ('stale')."""
+    s = StampSync(slop=0.01, queue_size=3)
+    s.add_info(msg(99_500 * MS, 'last'))
+    released_at, pairs = _stream(s, [(100 * 10**9 + k * 10**9, None) for k in range(6)])
+    assert [p.reason for p in pairs] == [LATE, LATE] + [STALE] * 4 and s.stale
+    assert released_at == dict({f'm{k}': k for k in range(6)}, m0=1, m1=2)
+
+
+def test_stale_stream_recovers_when_stamps_come_in_step_again():
+    s = StampSync(slop=0.0, queue_size=3)
+    t = [int((100 + k / 30) * 10**9) for k in range(10)]
+    _stream(s, [(t[k], 0) for k in range(4)])
+    assert s.stale
+    released_at, pairs = _stream(s, [(t[k], t[k]) for k in range(4, 10)], info_first=False)
+    assert not s.stale and s.counts[MATCHED] >= 5
+
+
+def test_set_slop_applies_to_the_next_message():
+    s = StampSync(slop=0.0)
+    s.add_info(msg(100 * MS, 'i'))
+    (p,) = s.add_image(msg(97 * MS, 'a'))
+    assert p.how == LATEST and p.reason == PASSED
+    s.set_slop(0.005)
+    (p,) = s.add_image(msg(98 * MS, 'b'))
+    assert p.how == MATCHED and p.dt_ns == 2 * MS and s.slop_ns == 5 * MS
+    with pytest.raises(ValueError, match='sync_slop=-1'):
+        s.set_slop(-1)
 
 
 def test_image_released_when_a_newer_info_proves_it_unmatchable():
@@ -113,6 +214,8 @@ def test_property_order_kept_bounded_and_matches_within_slop(events, slop, qsize
         if is_image:
             n_images += 1
             released += s.add_image(msg(t_ms * MS, str(n_images)))
+            if s.latest_info is not None:
+                assert s.waiting <= 1          # no image waits behind another (issue 14)
         else:
             released += s.add_info(msg(t_ms * MS))
         assert s.waiting <= qsize

@@ -23,6 +23,11 @@ images skipped with a warning (C04); callbacks and the worker never let an excep
 parameters, best-effort subscriptions and reliable publishers by default (C24); ``RCLError`` from
 ``publish`` is caught and counted (C25); subscriptions keep only the newest frame and a worker
 thread processes the newest one, counting drops (C26).
+
+Parameters (node/params.py): a run-time change (``set_parameters``) is checked with the start-up
+rules and applied from the next frame, or refused with the reason (C44); start-up-only parameters are
+read-only. An image whose CameraInfo cannot be matched by stamp goes out at once with the latest
+CameraInfo, with one warning per kind of mismatch (ros/sync.py, issue 14).
 """
 from __future__ import annotations
 
@@ -32,24 +37,40 @@ from typing import Any, Callable
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import SetParametersResult
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from std_msgs.msg import String
 
 from depth3dseg_ros.core.depth import meters_to_16uc1
 from depth3dseg_ros.core.imageops import overlay, resize_depth, resize_labels
-from depth3dseg_ros.node.params import SPECS, NodeParams, declare_and_read, unknown_names
+from depth3dseg_ros.node.params import (SPEC_BY_NAME, SPECS, NodeParams, declare_and_read, unknown_names, updated,
+                                        validate)
 from depth3dseg_ros.node.worker import LatestSlot, StageStats, Worker
 from depth3dseg_ros.paths import share_file
 from depth3dseg_ros.ros.camera_info import camera_info_for_output, intrinsics_from_camera_info, make_camera_info
 from depth3dseg_ros.ros.compressed import compressed_to_rgb
 from depth3dseg_ros.ros.image import EmptyImageError, cv2_to_imgmsg, describe, to_rgb
 from depth3dseg_ros.ros.pointcloud2 import create_cloud, create_cloud_from_depth
-from depth3dseg_ros.ros.sync import LATEST, NONE, Pair, StampSync, header_stamp_ns
+from depth3dseg_ros.ros.sync import FAR, LATE, LATEST, NONE, PASSED, STALE, Pair, StampSync, header_stamp_ns
 
 SHIPPED_MODEL = ('models', 'depth3dseg_nyu13.pt')
+OUTPUTS = ('labels', 'overlay', 'depth', 'points')
+
+# when an image goes out with the latest CameraInfo (ros/sync.py): one warning per group of reasons,
+# logged once: stamps that cannot match (stale, far) and single CameraInfos missing (passed, late)
+LATEST_WARNINGS = {
+    STALE: ('unmatchable', 'CameraInfo stamps stay behind the image stamps by more than sync_slop (constant, '
+                           'unset or offset stamps?)'),
+    FAR: ('unmatchable', 'the image stamp is far from every CameraInfo stamp (unset or old CameraInfo '
+                         'stamps, or an image stamped in the future)'),
+    PASSED: ('missing', 'no CameraInfo within sync_slop of the image stamp, a newer one has arrived '
+                        '(lost CameraInfo?)'),
+    LATE: ('missing', "the next image arrived before this image's CameraInfo"),
+}
 
 
 def resolve_model_file(model_file: str) -> str:
@@ -108,15 +129,11 @@ class Depth3DSegNode(Node):
         self.slot = LatestSlot()
         self.stats = StageStats()
         self._last_error: dict[str, float] = {}
+        self._warned: set[str] = set()
 
-        out_qos = make_qos(p.output_reliability, p.output_depth)
+        self._out_qos = make_qos(p.output_reliability, p.output_depth)
         self.pubs: dict[str, Any] = {}
-        for name, on in (('labels', p.publish_labels), ('overlay', p.publish_overlay), ('depth', p.publish_depth)):
-            if on:
-                self.pubs[name] = self.create_publisher(Image, f'~/{name}', out_qos)
-                self.pubs[name + '/camera_info'] = self.create_publisher(CameraInfo, f'~/{name}/camera_info', out_qos)
-        if p.publish_points:
-            self.pubs['points'] = self.create_publisher(PointCloud2, '~/points', out_qos)
+        self._ensure_publishers(p)
         self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         classes_pub = self.create_publisher(String, '~/classes', make_qos('reliable', 1, transient_local=True))
         classes_pub.publish(String(data=json.dumps(self.classes.to_dict())))
@@ -131,7 +148,10 @@ class Depth3DSegNode(Node):
         self._info_topic = self.resolve_topic_name('camera_info')
         self.create_subscription(CameraInfo, 'camera_info', self._on_info,
                                  make_qos(p.input_reliability, max(p.input_depth, 5)))
-        self.create_timer(p.diagnostics_period, self._on_diagnostics)
+        self._diag_timer = self.create_timer(p.diagnostics_period, self._on_diagnostics)
+        # run-time parameter changes (C44): checked like start-up, applied from the next frame
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.add_post_set_parameters_callback(self._on_parameters_set)
         self.worker = Worker(self.slot, self._process, self._on_worker_error)
         self.worker.start()
         self.get_logger().info(
@@ -170,6 +190,73 @@ class Depth3DSegNode(Node):
             self.seg.warmup(runs=1, with_k=with_k, label_source=self.p.label_source, image_size=(640, 480))
         return (time.perf_counter() - t0) * 1e3
 
+    def _ensure_publishers(self, p: NodeParams) -> None:
+        """Create the publishers of the outputs ``p`` switches on that do not exist yet. An output
+        switched off later keeps its publisher (the topic stays advertised) and publishes nothing."""
+        on = dict(zip(OUTPUTS, (p.publish_labels, p.publish_overlay, p.publish_depth, p.publish_points)))
+        for name in OUTPUTS:
+            if not on[name] or name in self.pubs:
+                continue
+            if name == 'points':
+                self.pubs['points'] = self.create_publisher(PointCloud2, '~/points', self._out_qos)
+            else:
+                self.pubs[name] = self.create_publisher(Image, f'~/{name}', self._out_qos)
+                self.pubs[name + '/camera_info'] = self.create_publisher(CameraInfo, f'~/{name}/camera_info',
+                                                                         self._out_qos)
+
+    # -- run-time parameters (docs/cases.md C44) -----------------------------------------------
+    def _check_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
+        """Refuse (``successful=False``, reason) a change start-up validation would refuse, with the
+        same message, or one to a start-up-only parameter ("... read at start-up: restart the node
+        ..."); parameters not in node/params.py (use_sim_time, ...) are left to rclpy."""
+        changes = {q.name: q.value for q in parameters if q.name in SPEC_BY_NAME}
+        if not changes:
+            return SetParametersResult(successful=True)
+        try:
+            updated(self.p, changes)
+        except ValueError as err:
+            return SetParametersResult(successful=False, reason=str(err))
+        return SetParametersResult(successful=True)
+
+    def set_parameters_atomically(self, parameter_list: list[Parameter]) -> SetParametersResult:
+        """rclpy's, after ``_check_parameters``: so a refusal carries this node's reason (rclpy's own
+        read-only and range checks, which run before any on-set callback, would word it differently).
+        The ``~/set_parameters`` and ``~/set_parameters_atomically`` services call this method."""
+        result = self._check_parameters(list(parameter_list))
+        return result if not result.successful else super().set_parameters_atomically(parameter_list)
+
+    def set_parameters(self, parameter_list: list[Parameter]) -> list[SetParametersResult]:
+        """One ``set_parameters_atomically`` per parameter, in order (rclpy's semantics)."""
+        return [self.set_parameters_atomically([q]) for q in parameter_list]
+
+    def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
+        """On-set callback: the same check, for any path that reaches rclpy's setter directly."""
+        return self._check_parameters(parameters)
+
+    def _on_parameters_set(self, parameters: list[Parameter]) -> None:
+        """Post-set callback (executor thread): build the new ``NodeParams`` from the stored values and
+        swap it in with one assignment; the worker reads ``self.p`` once per frame, so each frame sees
+        either all old or all new values (no torn update). Publishers an output now needs are created
+        first; sync_slop and diagnostics_period are applied to the synchroniser and the timer."""
+        if not any(q.name in SPEC_BY_NAME for q in parameters):
+            return
+        old = self.p
+        try:
+            new = validate({s.name: self.get_parameter(s.name).value for s in SPECS})
+            self._ensure_publishers(new)
+            if new.sync_slop != old.sync_slop:
+                self.sync.set_slop(new.sync_slop)
+            if new.diagnostics_period != old.diagnostics_period:
+                self._diag_timer.timer_period_ns = int(round(new.diagnostics_period * 1e9))
+        except Exception as err:  # noqa: BLE001 - checked before; never let a callback raise
+            self.get_logger().error(f'parameter change not applied: {err}')
+            return
+        self.p = new
+        changed = [f'{s.name}: {getattr(old, s.name)!r} -> {getattr(new, s.name)!r}' for s in SPECS
+                   if getattr(old, s.name) != getattr(new, s.name)]
+        if changed:
+            self.get_logger().info(f'parameters changed ({", ".join(changed)}): applied from the next frame')
+
     # -- callbacks: cheap, never raise --------------------------------------------------------
     def _on_image(self, msg: Any) -> None:
         try:
@@ -187,10 +274,12 @@ class Depth3DSegNode(Node):
 
     def _to_slot(self, pairs: list[Pair]) -> None:
         for pair in pairs:
-            if pair.how == LATEST:
+            group, why = LATEST_WARNINGS.get(pair.reason, (pair.reason, pair.reason))
+            if pair.how == LATEST and group not in self._warned:               # once per group
+                self._warned.add(group)
                 self.get_logger().warning(
-                    f'CameraInfo stamps do not match image stamps within sync_slop={self.p.sync_slop} s '
-                    f'(off by {pair.dt_ns / 1e6:.1f} ms): using the latest CameraInfo', once=True)
+                    f'{why}: image and CameraInfo stamps {pair.dt_ns / 1e6:.1f} ms apart, sync_slop='
+                    f'{self.p.sync_slop} s: using the latest CameraInfo (intrinsics are static) without waiting')
             elif pair.how == NONE and self.p.publish_points:
                 self.get_logger().warning('no CameraInfo received on camera_info: publishing labels, '
                                           'overlay and depth but no cloud', throttle_duration_sec=10.0)
@@ -222,11 +311,11 @@ class Depth3DSegNode(Node):
             self._last_error[key] = now
             self.get_logger().error(text)
 
-    def _intrinsics(self, info: Any, w: int, h: int) -> Any:
+    def _intrinsics(self, info: Any, w: int, h: int, p: NodeParams) -> Any:
         if info is None:
             return None
         try:
-            intr = intrinsics_from_camera_info(info, self.p.use_rectified)
+            intr = intrinsics_from_camera_info(info, p.use_rectified)
         except ValueError as err:
             self.get_logger().error(f'ignoring CameraInfo: {err}', throttle_duration_sec=5.0)
             return None
@@ -237,13 +326,13 @@ class Depth3DSegNode(Node):
         return intr
 
     def _process(self, pair: Pair) -> None:
-        p, msg = self.p, pair.image
+        p, msg = self.p, pair.image        # one parameter snapshot per frame (C44: no torn update)
         t0 = time.perf_counter()
         rgb = self._decode(msg)
         if rgb is None:
             return
         h, w = rgb.shape[:2]
-        intr = self._intrinsics(pair.info, w, h)
+        intr = self._intrinsics(pair.info, w, h, p)
         t1 = time.perf_counter()
         res = self.seg.infer(rgb, None if intr is None else intr.K, p.label_source)
         t2 = time.perf_counter()
@@ -261,7 +350,7 @@ class Depth3DSegNode(Node):
         else:
             info_out = None
         cloud = None
-        if 'points' in self.pubs and intr is not None and info_out is not None:
+        if p.publish_points and 'points' in self.pubs and intr is not None and info_out is not None:
             extra = dict(confidence=conf if p.cloud_confidence else None, organized=p.cloud_organized,
                          stride=p.cloud_stride, label_dtype=np.uint16 if labels.dtype == np.uint16 else np.uint32)
             if res.points is not None and res.points.shape[:2] == depth.shape:
@@ -273,29 +362,28 @@ class Depth3DSegNode(Node):
                 K_out = np.asarray(info_out.k, np.float64).reshape(3, 3)
                 cloud = create_cloud_from_depth(msg.header, depth, K_out, rgb_out, labels, **extra)
         t3 = time.perf_counter()
-        self._publish_all(msg.header, labels, depth, rgb_out, info_out, cloud)
+        self._publish_all(p, msg.header, labels, depth, rgb_out, info_out, cloud)
         t4 = time.perf_counter()
         age_ms = (self.get_clock().now().nanoseconds - header_stamp_ns(msg)) / 1e6
         self.stats.add({'decode': (t1 - t0) * 1e3, 'inference': (t2 - t1) * 1e3, 'cloud': (t3 - t2) * 1e3,
                         'publish': (t4 - t3) * 1e3, 'total': (t4 - t0) * 1e3}, age_ms)
 
-    def _publish_all(self, header: Any, labels: np.ndarray, depth: np.ndarray, rgb: np.ndarray,
+    def _publish_all(self, p: NodeParams, header: Any, labels: np.ndarray, depth: np.ndarray, rgb: np.ndarray,
                      info_out: Any, cloud: Any) -> None:
-        p = self.p
-        if 'labels' in self.pubs:
+        if p.publish_labels and 'labels' in self.pubs:
             enc = 'mono8' if labels.dtype == np.uint8 else '16UC1'
             self._publish('labels', cv2_to_imgmsg(labels, enc, header))
             self._publish('labels/camera_info', info_out)
-        if 'overlay' in self.pubs:
+        if p.publish_overlay and 'overlay' in self.pubs:
             self._publish('overlay', cv2_to_imgmsg(overlay(rgb, labels, self.palette, p.overlay_alpha), 'rgb8', header))
             self._publish('overlay/camera_info', info_out)
-        if 'depth' in self.pubs:
+        if p.publish_depth and 'depth' in self.pubs:
             if p.depth_encoding == '16UC1':
                 self._publish('depth', cv2_to_imgmsg(meters_to_16uc1(depth), '16UC1', header))
             else:
                 self._publish('depth', cv2_to_imgmsg(depth, '32FC1', header))
             self._publish('depth/camera_info', info_out)
-        if cloud is not None:
+        if cloud is not None and p.publish_points:
             self._publish('points', cloud)
 
     def _publish(self, name: str, msg: Any) -> None:

@@ -5,20 +5,32 @@ and that docs/node.md documents each one). ``validate()`` turns raw values into 
 ``NodeParams``; a bad value raises ``ValueError`` naming the parameter, the value and what is allowed,
 and the node stops start-up with that message (docs/ros_conventions.md "Parameters and launch").
 
+Run time (docs/cases.md C44): parameters marked ``dynamic`` can be changed with ``set_parameters``
+(``ros2 param set``, the ``~/set_parameters`` service); ``updated()`` checks a change with the same
+rules as start-up and returns the new ``NodeParams``, which the node applies from the next frame. The
+others (model, device, precision, input size, QoS, compressed input, torch threads) are read once at
+start-up: a change is refused with the reason ``STARTUP_ONLY`` and their descriptors are read-only.
+``descriptor()`` builds each parameter's ``rcl_interfaces/ParameterDescriptor`` (description, range,
+read_only).
+
 This module does not import rclpy; ``declare_and_read(node)`` only calls Node methods.
 """
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable
 
 RELIABILITY = ('best_effort', 'reliable')
+STARTUP_ONLY = 'read at start-up: restart the node'
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
 
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """One parameter: ``name``, ``default`` (its type is the parameter type), ``choices`` or range, doc."""
+    """One parameter: ``name``, ``default`` (its type is the parameter type), ``choices`` or range
+    (``min``/``max``, inclusive, in the parameter's unit), doc; ``dynamic``: may change at run time
+    (applied from the next frame), else read once at start-up (C44)."""
 
     name: str
     default: Any
@@ -26,15 +38,17 @@ class ParamSpec:
     choices: tuple = ()
     min: float | None = None
     max: float | None = None
+    dynamic: bool = True
 
 
 SPECS: tuple[ParamSpec, ...] = (
     ParamSpec('model_file', '', "model file (.pt, core.modelfile); '' = the shipped models/depth3dseg_nyu13.pt "
-              'from the package share dir'),
-    ParamSpec('device', 'auto', 'torch device; auto = cuda when available, else cpu', ('auto', 'cuda', 'cpu')),
-    ParamSpec('half', False, 'fp16 inference (cuda only)'),
-    ParamSpec('input_width', 0, "network input width in px; 0 = the model's", min=0),
-    ParamSpec('input_height', 0, "network input height in px; 0 = the model's", min=0),
+              'from the package share dir', dynamic=False),
+    ParamSpec('device', 'auto', 'torch device; auto = cuda when available, else cpu', ('auto', 'cuda', 'cpu'),
+              dynamic=False),
+    ParamSpec('half', False, 'fp16 inference (cuda only)', dynamic=False),
+    ParamSpec('input_width', 0, "network input width in px; 0 = the model's", min=0, dynamic=False),
+    ParamSpec('input_height', 0, "network input height in px; 0 = the model's", min=0, dynamic=False),
     ParamSpec('label_source', 'fused', 'which prediction is the label image: 2D head, 3D point network, '
               'or their fused probabilities (METHOD M7)', ('2d', '3d', 'fused')),
     ParamSpec('publish_labels', True, 'publish ~/labels (+ camera_info)'),
@@ -52,18 +66,21 @@ SPECS: tuple[ParamSpec, ...] = (
     ParamSpec('cloud_confidence', False, 'add a FLOAT32 confidence field to ~/points'),
     ParamSpec('use_rectified', False, "intrinsics from CameraInfo P (rectified image) instead of K"),
     ParamSpec('input_reliability', 'best_effort', 'subscription reliability (C24: best_effort matches '
-              'any publisher)', RELIABILITY),
-    ParamSpec('input_depth', 1, 'subscription KEEP_LAST depth (1 = newest frame only, C26)', min=1),
+              'any publisher)', RELIABILITY, dynamic=False),
+    ParamSpec('input_depth', 1, 'subscription KEEP_LAST depth (1 = newest frame only, C26)', min=1,
+              dynamic=False),
     ParamSpec('output_reliability', 'reliable', 'publisher reliability (C24: reliable reaches RViz '
-              'and recorders of both kinds)', RELIABILITY),
-    ParamSpec('output_depth', 2, 'publisher KEEP_LAST depth', min=1),
+              'and recorders of both kinds)', RELIABILITY, dynamic=False),
+    ParamSpec('output_depth', 2, 'publisher KEEP_LAST depth', min=1, dynamic=False),
     ParamSpec('sync_slop', 0.01, 'largest image/CameraInfo stamp difference paired, in s (0 = exact)',
               min=0.0),
-    ParamSpec('use_compressed', False, 'subscribe sensor_msgs/CompressedImage on <image>/compressed'),
+    ParamSpec('use_compressed', False, 'subscribe sensor_msgs/CompressedImage on <image>/compressed',
+              dynamic=False),
     ParamSpec('output_resolution', 'network', 'outputs at the network size, or resized to the camera '
               'image size (nearest; K scaled back)', ('network', 'camera')),
     ParamSpec('diagnostics_period', 2.0, 'seconds between rate/timing log lines and /diagnostics', min=0.1),
-    ParamSpec('torch_threads', 0, 'torch CPU threads (0 = the Segmenter default: usable cores - 1, at least 1)', min=0),
+    ParamSpec('torch_threads', 0, 'torch CPU threads (0 = the Segmenter default: usable cores - 1, at least 1)', min=0,
+              dynamic=False),
 )
 
 SPEC_BY_NAME = {s.name: s for s in SPECS}
@@ -122,7 +139,7 @@ def _yaml_value(value: Any) -> str:
 
 def usage_lines(extra: Iterable[ParamSpec] = ()) -> list[str]:
     """One line per parameter (``SPECS``, then ``extra``) for ``depth3dseg_node --help``: name,
-    default (allowed values), meaning."""
+    default (allowed values), meaning, and ``[start-up only]`` for those not changeable at run time."""
     specs = SPECS + tuple(extra)
     width = max(len(s.name) for s in specs) + 1
     lines = []
@@ -131,7 +148,7 @@ def usage_lines(extra: Iterable[ParamSpec] = ()) -> list[str]:
                   f'<= {spec.max:g}' if spec.max is not None else '']
         allowed = '|'.join(spec.choices) or ' '.join(b for b in bounds if b)
         default = _yaml_value(spec.default) + (f' ({allowed})' if allowed else '')
-        lines.append(f'  {spec.name:<{width}} {default:<35} {spec.doc}')
+        lines.append(f'  {spec.name:<{width}} {default:<35} {spec.doc}' + ('' if spec.dynamic else ' [start-up only]'))
     return lines
 
 
@@ -189,8 +206,63 @@ def validate(values: dict[str, Any]) -> NodeParams:
     return NodeParams(**out)
 
 
+def updated(current: NodeParams, changes: dict[str, Any]) -> NodeParams:
+    """``current`` with ``changes`` (``{name: raw value}``) applied, checked like start-up (C44).
+
+    Returns ``current`` itself when nothing changes. Raises:
+        ValueError: an unknown name; a parameter that is not ``dynamic`` (message: "parameter <name>
+            is read at start-up: restart the node to change it", ``STARTUP_ONLY``); or any value
+            ``validate`` refuses, with ``validate``'s message (the one start-up would print).
+    """
+    for name in changes:
+        spec = SPEC_BY_NAME.get(name)
+        if spec is None:
+            raise ValueError(f'unknown parameter {name!r}; known: {sorted(SPEC_BY_NAME)}')
+        if not spec.dynamic:
+            raise ValueError(f'parameter {name} is {STARTUP_ONLY} to change it')
+    if not changes:
+        return current
+    return validate(dict(asdict(current), **changes))
+
+
+def _range_text(spec: ParamSpec) -> str:
+    bounds = [f'>= {spec.min:g}' if spec.min is not None else '', f'<= {spec.max:g}' if spec.max is not None else '']
+    return ' and '.join(b for b in bounds if b)
+
+
+def descriptor(spec: ParamSpec) -> Any:
+    """The ``rcl_interfaces/ParameterDescriptor`` of ``spec``: ``description`` = ``spec.doc``;
+    ``additional_constraints`` the allowed values or range and when a change applies; a
+    ``FloatingPointRange`` (float) or ``IntegerRange`` (int, step 1) from ``min``/``max`` (an open end
+    is +-inf, or the int64 limit); ``read_only`` for start-up-only parameters; ``dynamic_typing`` for
+    float parameters, so an integer (``-p max_depth:=10``) is accepted and used as a float (C39).
+    """
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
+
+    kind = type(spec.default)
+    ptype = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INTEGER,
+             float: ParameterType.PARAMETER_DOUBLE, str: ParameterType.PARAMETER_STRING}[kind]
+    allowed = f'one of {list(spec.choices)}' if spec.choices else _range_text(spec)
+    when = 'changeable at run time (applies from the next frame)' if spec.dynamic else STARTUP_ONLY + ' to change it'
+    d = ParameterDescriptor(name=spec.name, type=ptype, description=spec.doc,
+                            additional_constraints='; '.join(x for x in (allowed, when) if x),
+                            read_only=not spec.dynamic, dynamic_typing=kind is float)
+    if kind is float and (spec.min is not None or spec.max is not None):
+        d.floating_point_range = [FloatingPointRange(
+            from_value=float('-inf') if spec.min is None else float(spec.min),
+            to_value=float('inf') if spec.max is None else float(spec.max), step=0.0)]
+    elif kind is int and (spec.min is not None or spec.max is not None):
+        d.integer_range = [IntegerRange(from_value=INT64_MIN if spec.min is None else int(spec.min),
+                                        to_value=INT64_MAX if spec.max is None else int(spec.max), step=1)]
+    return d
+
+
 def declare_and_read(node: Any) -> NodeParams:
-    """Declare every parameter on an rclpy ``node`` (with its description) and return them validated.
+    """Declare every parameter on an rclpy ``node`` and return them validated.
+
+    Declared first with the description only, so that a bad start-up value is refused by
+    ``validate`` with its message (rclpy's own range check would word it differently); then each
+    parameter gets its full ``descriptor()`` (ranges, read_only) with ``node.set_descriptor``.
 
     Raises:
         ValueError: from ``validate`` (the node's start-up stops with this message).
@@ -199,8 +271,10 @@ def declare_and_read(node: Any) -> NodeParams:
 
     values = {}
     for spec in SPECS:
-        extra = f' One of {list(spec.choices)}.' if spec.choices else ''
         # float parameters accept integers too (`-p max_depth:=10`); validate() checks the type
-        desc = ParameterDescriptor(description=spec.doc + extra, dynamic_typing=isinstance(spec.default, float))
+        desc = ParameterDescriptor(description=spec.doc, dynamic_typing=isinstance(spec.default, float))
         values[spec.name] = node.declare_parameter(spec.name, spec.default, desc).value
-    return validate(values)
+    params = validate(values)
+    for spec in SPECS:
+        node.set_descriptor(spec.name, descriptor(spec))
+    return params

@@ -7,21 +7,35 @@ slop, like ``message_filters.ApproximateTimeSynchronizer`` with two inputs (``sl
 
 On top of the pairing it implements the policy of docs/ros_conventions.md ("Pair each image with the
 CameraInfo of the same stamp; when only an older CameraInfo exists, use the latest one and warn once;
-missing CameraInfo: publish no cloud, keep running"):
+missing CameraInfo: publish no cloud, keep running"). The CameraInfo stamp never decides *whether* an
+image is processed, and no single message delays others (issue 14): intrinsics are static, so an
+image that cannot be matched goes out at once with the newest CameraInfo.
 
-* ``matched``  — a CameraInfo within ``slop`` of the image stamp was found (closest wins);
-* ``latest``   — CameraInfo messages arrive but none can match this image: the image is released
-  with the newest CameraInfo (the caller warns once);
-* ``none``     — no CameraInfo was ever received: the image is released at once, without one; unless
+* ``matched``  -- a CameraInfo within ``slop`` of the image stamp was found (closest wins);
+* ``latest``   -- no CameraInfo within ``slop``: the image is released with the newest CameraInfo;
+  ``Pair.reason`` says why (the caller warns once per reason):
+
+  - ``stale``  -- CameraInfo stamps do not keep up with the image stamps (constant, unset, offset by
+    more than ``slop``, or late by a frame or more): no image waits while this holds;
+  - ``far``    -- the image stamp is further ahead of the newest CameraInfo than two image periods
+    (1 s before the period is known): e.g. an image stamped far in the future, or CameraInfo stamps
+    that are unset or long past;
+  - ``passed`` -- a CameraInfo newer than ``stamp + slop`` exists but none within ``slop`` (its own
+    CameraInfo was lost);
+  - ``late``   -- the next image arrived before this image's CameraInfo did;
+* ``none``     -- no CameraInfo was ever received: the image is released at once, without one; unless
   the caller says one is expected (``add_image(..., info_expected=True)``, e.g. a CameraInfo publisher
   exists): then up to ``queue_size`` images wait for the first CameraInfo, so the first frames of a
   camera whose image beats its CameraInfo still get a cloud.
 
-An image waits for its CameraInfo only while a match is still possible: it is released as ``latest``
-as soon as a CameraInfo newer than ``stamp + slop`` has arrived (CameraInfo stamps increase), or when
-``queue_size`` newer images are waiting. After one ``latest`` release the synchroniser switches to
-*fallback* mode and releases images without waiting (no added latency when stamps never match, e.g.
-a driver that stamps CameraInfo with 0); one real match switches it back.
+Once a CameraInfo has arrived, at most one image waits: the newest, and only while its CameraInfo can
+still come in step (the image beat its CameraInfo by a moment, the usual race between two topics). It
+is released by the next CameraInfo (matched, ``passed`` or ``stale``) or by the next image (``late``),
+whichever comes first, so a wait never exceeds one frame and never holds back another image. The
+stream counts as *stale* when a CameraInfo arrives stamped more than ``slop`` before the oldest waiting
+(or, with none waiting, the latest) image, or when two images in a row were released ``late`` without
+a CameraInfo arriving meanwhile (e.g. a CameraInfo published once); a CameraInfo stamped in step ends
+it. Release order is arrival order.
 
 Pure Python, duck-typed: works on rclpy and rosbags messages alike (anything with
 ``header.stamp.sec`` / ``nanosec``). No rclpy import.
@@ -35,6 +49,13 @@ from typing import Any
 MATCHED = 'matched'
 LATEST = 'latest'
 NONE = 'none'
+# reasons of a LATEST pair (module docstring)
+STALE = 'stale'
+FAR = 'far'
+PASSED = 'passed'
+LATE = 'late'
+FIRST_LAG_LIMIT_NS = 1_000_000_000      # 'far' bound before two image stamps give the period
+PERIOD_WINDOW = 8                       # image-stamp gaps kept for the period (their median)
 
 
 def stamp_to_ns(stamp: Any) -> int:
@@ -47,6 +68,13 @@ def header_stamp_ns(msg: Any) -> int:
     return stamp_to_ns(msg.header.stamp)
 
 
+def slop_to_ns(slop: float) -> int:
+    """``sync_slop`` in seconds -> integer ns. Raises ValueError (naming sync_slop) when not >= 0."""
+    if not float(slop) >= 0.0:
+        raise ValueError(f'sync_slop={slop!r} must be >= 0 seconds')
+    return int(round(float(slop) * 1e9))
+
+
 @dataclass(frozen=True)
 class Pair:
     """One released image with the CameraInfo chosen for it.
@@ -54,38 +82,47 @@ class Pair:
     Attributes:
         image: the reference message (Image or CompressedImage).
         info: the CameraInfo, or None when none was ever received.
-        how: ``'matched'`` (stamp within slop), ``'latest'`` (fallback), ``'none'`` (no CameraInfo).
+        how: ``'matched'`` (stamp within slop), ``'latest'`` (newest CameraInfo), ``'none'`` (no CameraInfo).
         dt_ns: |image stamp - info stamp| in ns (0 for ``'none'``).
+        reason: for ``'latest'``: ``'stale'``, ``'far'``, ``'passed'`` or ``'late'``; else ''.
     """
 
     image: Any
     info: Any | None
     how: str
     dt_ns: int = 0
+    reason: str = ''
 
 
 class StampSync:
-    """Pairs images with CameraInfo by header stamp (ApproximateTime with two inputs, slop in s).
+    """Pairs images with CameraInfo by header stamp (ApproximateTime with two inputs, slop in s);
+    images that cannot be matched go out at once with the newest CameraInfo (module docstring).
 
     Args:
         slop: largest |image stamp - info stamp| in seconds still paired (>= 0; 0 = exact).
-        queue_size: images waiting for their CameraInfo at most (>= 1), and CameraInfos kept.
+        queue_size: images waiting for the first CameraInfo at most (>= 1); 2 x as many CameraInfos kept.
 
     Raises:
         ValueError: slop < 0 or queue_size < 1 (naming the field).
     """
 
     def __init__(self, slop: float = 0.01, queue_size: int = 5) -> None:
-        if not slop >= 0.0:
-            raise ValueError(f'sync_slop={slop!r} must be >= 0 seconds')
         if int(queue_size) < 1:
             raise ValueError(f'queue_size={queue_size!r} must be >= 1')
-        self.slop_ns = int(round(float(slop) * 1e9))
+        self.slop_ns = slop_to_ns(slop)
         self.queue_size = int(queue_size)
         self._images: deque = deque()
         self._infos: deque = deque(maxlen=max(self.queue_size, 2) * 2)
-        self.fallback = False
+        self._gaps: deque = deque(maxlen=PERIOD_WINDOW)    # positive gaps between image stamps, ns
+        self._prev_image_ns: int | None = None             # stamp of the previous image (any)
+        self._last_image_ns: int | None = None             # latest image not released as 'far'
+        self.stale = False
+        self._late_in_a_row = 0
         self.counts = {MATCHED: 0, LATEST: 0, NONE: 0}
+
+    def set_slop(self, slop: float) -> None:
+        """Change the slop (s) from the next message on (run-time ``sync_slop``, C44). Raises ValueError."""
+        self.slop_ns = slop_to_ns(slop)
 
     @property
     def latest_info(self) -> Any | None:
@@ -97,19 +134,64 @@ class StampSync:
         """Number of images waiting for a CameraInfo."""
         return len(self._images)
 
+    @property
+    def period_ns(self) -> int | None:
+        """The image period from the stamps (median of the last positive gaps), ns; None before two images."""
+        if not self._gaps:
+            return None
+        return int(sorted(self._gaps)[len(self._gaps) // 2])
+
     def add_info(self, info: Any) -> list[Pair]:
-        """Add a CameraInfo; return the images it releases (matched or no longer matchable)."""
+        """Add a CameraInfo; return the waiting images it releases (in arrival order)."""
+        t_info = header_stamp_ns(info)
+        ref = header_stamp_ns(self._images[0]) if self._images else self._last_image_ns
+        if ref is None or t_info >= ref - self.slop_ns:
+            self.stale, self._late_in_a_row = False, 0      # stamped in step with the images
+        else:
+            self.stale = True                               # behind the images: constant/unset/offset/late
         self._infos.append(info)
-        return self._release()
+        out: list[Pair] = []
+        while self._images:
+            pair = self._decide(self._images[0])
+            if pair is None:
+                break
+            self._images.popleft()
+            out.append(pair)
+        return out
 
     def add_image(self, image: Any, info_expected: bool = False) -> list[Pair]:
-        """Add an image; return the pairs released now (possibly this image, possibly older ones).
+        """Add an image; return the pairs released now (older waiting images first, then possibly this one).
 
         ``info_expected``: while no CameraInfo has arrived yet, wait for the first one (bounded by
         ``queue_size`` images) instead of releasing the image without one.
         """
-        self._images.append(image)
-        return self._release(info_expected)
+        t = header_stamp_ns(image)
+        if self._prev_image_ns is not None and t > self._prev_image_ns:
+            self._gaps.append(t - self._prev_image_ns)
+        self._prev_image_ns = t
+        out: list[Pair] = []
+        if not self._infos:
+            self._images.append(image)
+            keep = self.queue_size if info_expected else 0
+            while len(self._images) > keep:              # the first CameraInfo is not on its way (any more)
+                out.append(self._emit(self._images.popleft(), None, NONE, 0))
+            self._last_image_ns = t
+            return out
+        while self._images:                              # superseded: the next image came first
+            out.append(self._decide(self._images.popleft(), superseded=True))
+            self._late_in_a_row += out[-1].reason == LATE
+            if self._late_in_a_row >= 2:
+                self.stale = True                        # CameraInfo stopped coming (or comes once)
+        pair = self._decide(image)
+        if pair is None:
+            self._images.append(image)
+        else:
+            out.append(pair)
+        outlier = (pair is not None and pair.reason == FAR and self._last_image_ns is not None
+                   and abs(t - self._last_image_ns) > self._lag_limit_ns())
+        if not outlier:                                  # an image far from the last one is no reference
+            self._last_image_ns = t
+        return out
 
     def _closest(self, t_ns: int) -> tuple[Any | None, int]:
         best, best_dt = None, None
@@ -119,36 +201,35 @@ class StampSync:
                 best, best_dt = info, dt
         return best, (best_dt if best_dt is not None else 0)
 
-    def _emit(self, image: Any, info: Any | None, how: str, dt: int) -> Pair:
+    def _no_wait_reason(self, t: int) -> str | None:
+        """Why an image at ``t`` (ns) without a CameraInfo within slop must not wait, or None."""
+        newest = max(header_stamp_ns(i) for i in self._infos)
+        if newest > t + self.slop_ns:
+            return PASSED                                # CameraInfo stamps have gone past it
+        if self.stale:
+            return STALE
+        if t - newest > self._lag_limit_ns():
+            return FAR
+        return None
+
+    def _lag_limit_ns(self) -> int:
+        period = self.period_ns
+        return self.slop_ns + (2 * period if period is not None else FIRST_LAG_LIMIT_NS)
+
+    def _decide(self, image: Any, superseded: bool = False) -> Pair | None:
+        """The pair for ``image`` now, or None while it may still wait for its CameraInfo."""
+        t = header_stamp_ns(image)
+        info, dt = self._closest(t)
+        if dt <= self.slop_ns:
+            return self._emit(image, info, MATCHED, dt)
+        reason = self._no_wait_reason(t) or (LATE if superseded else None)
+        if reason is None:
+            return None
+        latest = self._infos[-1]
+        return self._emit(image, latest, LATEST, abs(header_stamp_ns(latest) - t), reason)
+
+    def _emit(self, image: Any, info: Any | None, how: str, dt: int, reason: str = '') -> Pair:
         self.counts[how] += 1
         if how == MATCHED:
-            self.fallback = False
-        elif how == LATEST:
-            self.fallback = True
-        return Pair(image, info, how, dt)
-
-    def _release(self, info_expected: bool = False) -> list[Pair]:
-        out: list[Pair] = []
-        while self._images:
-            image = self._images[0]
-            t = header_stamp_ns(image)
-            if not self._infos:
-                if info_expected and len(self._images) <= self.queue_size:
-                    break                                 # the first CameraInfo is on its way
-                self._images.popleft()
-                out.append(self._emit(image, None, NONE, 0))
-                continue
-            info, dt = self._closest(t)
-            if dt <= self.slop_ns:
-                self._images.popleft()
-                out.append(self._emit(image, info, MATCHED, dt))
-                continue
-            newest = header_stamp_ns(self._infos[-1])
-            hopeless = newest > t + self.slop_ns          # later infos only get newer
-            if hopeless or self.fallback or len(self._images) > self.queue_size:
-                self._images.popleft()
-                latest = self._infos[-1]
-                out.append(self._emit(image, latest, LATEST, abs(newest - t)))
-                continue
-            break                                         # wait: its CameraInfo may still come
-        return out
+            self._late_in_a_row = 0
+        return Pair(image, info, how, dt, reason)
