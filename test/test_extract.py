@@ -189,12 +189,13 @@ def test_pairing_tolerance_and_skip_reasons(tmp_path, real_dir):
 
 
 def test_bags_without_labels_or_depth(tmp_path, real_dir):
-    """No labels topic -> labels null; no depth either -> depth null too; frames still written."""
+    """No labels topic -> labels null; no depth either -> depth null too; frames still written when
+    allowed (allow_missing)."""
     frames = make_frames(real_dir, 3)
     rgbd = write_bag(tmp_path / 'rgbd', frames, with_labels=False)
     rgb_only = write_bag(tmp_path / 'rgbonly', frames, with_labels=False, with_depth=False)
     out = tmp_path / 'ds'
-    report = extract([rgbd, rgb_only], out, ExtractConfig())
+    report = extract([rgbd, rgb_only], out, ExtractConfig(allow_missing=['depth', 'labels']))
     entries = _check_frames(out, frames)
     assert len(entries) == 6 and all(e['labels'] is None for e in entries)
     assert [e['depth'] is None for e in entries] == [False] * 3 + [True] * 3
@@ -275,7 +276,7 @@ def test_killed_process_leaves_only_complete_frames(tmp_path, real_dir):
     bag = write_bag(tmp_path / 'big', frames, with_labels=False)
     out = tmp_path / 'ds'
     cmd = [sys.executable, '-m', 'depth3dseg_ros.bags.extract', str(bag), '-o', str(out), '-q',
-           '--png-level', '6']
+           '--png-level', '6', '--labels-topic', '']
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         index = out / 'index.jsonl'
@@ -327,14 +328,21 @@ def test_cli_yaml_preset_and_errors(tmp_path, real_dir, capsys):
     with pytest.raises(SystemExit):
         main([str(bag)])  # -o missing
     capsys.readouterr()
-    # a preset whose depth topic the bag lacks: frames still written, and a warning names the topics
+    # a preset whose depth topic the bag lacks: an error naming the bag's image topics (exit 2, issue 15);
+    # with --allow-missing depth the frames are written without depth, and a warning says so
     plain = write_bag(tmp_path / 'plain', frames, with_labels=False)
-    assert main([str(plain), '-o', str(tmp_path / 'p'), '--preset', 'realsense', '-q',
-                 '--rgb-topic', '/camera/color/image_raw']) == 0
+    assert main([str(plain), '-o', str(tmp_path / 'p'), '--preset', 'realsense', '-q']) == 2
     err = capsys.readouterr().err
-    assert "no depth topic '/camera/aligned_depth_to_color/image_raw'" in err
-    assert '/camera/depth/image_raw' in err and "--depth-topic ''" in err
-    assert 'labels topic' not in err                # no labels topic is normal for a robot's bag
+    assert err.count('\n') == 1 and "no depth topic '/camera/aligned_depth_to_color/image_raw'" in err
+    assert '/camera/depth/image_raw (sensor_msgs/msg/Image)' in err and '--allow-missing depth' in err
+    assert not (tmp_path / 'p').exists()
+    assert main([str(plain), '-o', str(tmp_path / 'p'), '--preset', 'realsense', '-q',
+                 '--allow-missing', 'depth']) == 0
+    err = capsys.readouterr().err
+    assert "no depth topic '/camera/aligned_depth_to_color/image_raw'" in err and '--allow-missing depth' in err
+    assert 'labels topic' not in err                # the realsense preset asks for no labels
+    assert json.loads((tmp_path / 'p' / 'manifest.json').read_text())['counts'] == {
+        'frames': 4, 'with_depth': 0, 'with_labels': 0}
 
 
 def test_match_nearest_unique_and_shared():

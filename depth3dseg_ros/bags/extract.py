@@ -7,14 +7,19 @@ Usage::
         [--tolerance-ms 20] [--typestore ros2_kilted] [--every N] [--max-frames N] [--png-level 1]
         [--png-strategy rle] [--workers N]
         [--classes classes.yaml] [--depth-scale 0.001] [--use-rectified] [--out-of-range-labels void|refuse]
+        [--allow-missing depth,labels]
 
 RGB frames are paired with depth, labels and CameraInfo by header stamp (nearest within the tolerance,
 bags.pairing); each frame is written as PNGs plus one index.jsonl line (bags.dataset_writer, format in
 docs/ARCHITECTURE.md). A per-topic table (read / used / skipped with reasons) is printed at the end and
 stored in manifest.json. Every bag is opened and checked (format, compression) before any frame is
 written, so an unsupported variant fails up front (C29). Label ids outside the class set (e.g. 255 =
-ignore) are mapped to void and counted, or the frame is refused (``--out-of-range-labels``, C43). See
-docs/extraction.md.
+ignore) are mapped to void and counted, or the frame is refused (``--out-of-range-labels``, C43). A
+requested depth/labels/camera_info topic a bag lacks is an error before anything is written (exit 2,
+naming the topics of the right type the bag has) unless allowed with ``--allow-missing`` (issue 15,
+bags.topic_check). Cut-off recordings (no metadata.yaml, MCAP not closed) are read as far as they are
+intact (C38, bags.sniff / bags.mcap_salvage); a run that fails before its first frame leaves no output
+directory behind. See docs/extraction.md.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import argparse
 import logging
 import os
 import re
+import shutil
 import sys
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -31,9 +37,11 @@ import numpy as np
 import yaml
 
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES, DatasetWriter
-from depth3dseg_ros.bags.frames import NOT_EXTRACTED, ROLES, BagFrames, FrameData, TopicStats
+from depth3dseg_ros.bags.frames import (COMPRESSED, IMAGE, NOT_EXTRACTED, NOT_SELECTED, ROLES, BagFrames,
+                                         FrameData, TopicStats)
 from depth3dseg_ros.bags.pairing import DEFAULT_TOLERANCE_NS
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, BagReader, detect_format, resolve_typestore
+from depth3dseg_ros.bags.topic_check import MissingTopics, check_topics, parse_allow_missing
 from depth3dseg_ros.core.classes import NYU13, ClassSet
 
 LOG = logging.getLogger('depth3dseg-extract')
@@ -123,6 +131,12 @@ class ExtractConfig:
             255 = ignore; C43): 'void' (default) maps those pixels to the void id and counts them;
             'refuse' skips the whole frame, counted in the per-topic table as
             ``label ids outside 0..C-1 (refused)``.
+        allow_missing: roles (``'depth'``, ``'labels'``) a bag may lack although a topic is configured
+            for them; any other requested role a bag lacks is an error before anything is written
+            (:class:`bags.topic_check.MissingTopics`, issue 15). YAML list or ``'depth,labels'``.
+            ``None`` (the library default, kept for callers such as ``depth3dseg-eval --bag``) skips the
+            check: missing roles are only reported (``missing_roles``). The ``depth3dseg-extract`` CLI
+            always checks (``[]`` unless ``--allow-missing`` or the YAML key says otherwise).
     """
 
     rgb_topic: Optional[str] = PRESETS['depth3dseg']['rgb']
@@ -140,6 +154,7 @@ class ExtractConfig:
     use_rectified: bool = False
     workers: int = min(4, os.cpu_count() or 1)
     out_of_range_labels: str = 'void'
+    allow_missing: Optional[List[str]] = None
 
     def topics(self) -> Dict[str, Optional[str]]:
         """role -> topic (None when disabled)."""
@@ -164,6 +179,8 @@ class ExtractConfig:
         if self.out_of_range_labels not in LABEL_POLICIES:
             raise ValueError(f'out_of_range_labels={self.out_of_range_labels!r} is not one of {list(LABEL_POLICIES)}')
         resolve_typestore(self.typestore)
+        if self.allow_missing is not None:
+            self.allow_missing = parse_allow_missing(self.allow_missing)
 
 
 def load_config(path: Optional[str], preset: Optional[str] = None,
@@ -241,13 +258,38 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
     """Extract every bag into ``out_dir``; return the report (also stored in manifest.json).
 
     Raises:
-        FileNotFoundError, ValueError, UnsupportedCompression: a bag cannot be read; raised for all bags
-            before any frame is written.
+        FileNotFoundError, ValueError, UnsupportedCompression: a bag cannot be read (format, compression,
+            ROS 1 bag without index: C29, C38); raised for all bags before any frame is written.
+        MissingTopics: a requested depth/labels/camera_info topic is missing from a bag and not in
+            ``cfg.allow_missing`` (issue 15); raised before any frame is written.
         ValueError: a bag has no RGB topic ``cfg.rgb_topic`` (the message lists its image topics).
+        When any error ends a run that created ``out_dir`` before a frame was indexed, ``out_dir`` is
+        removed (no half-made output directory, C38).
     """
     cfg.validate()
     paths = [Path(os.path.abspath(b)) for b in bags]
-    formats = [detect_format(p) for p in paths]  # fail up front (C29)
+    formats = [detect_format(p) for p in paths]  # fail up front (C29, C38)
+    if cfg.allow_missing is not None:
+        check_topics(paths, formats, cfg.topics(), cfg.allow_missing, cfg.typestore)  # issue 15
+    out_dir = Path(out_dir)
+    created = not out_dir.exists()
+    try:
+        return _extract(paths, formats, out_dir, cfg)
+    except BaseException:
+        if created and out_dir.is_dir() and not read_index_bytes(out_dir):
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+
+
+def read_index_bytes(out_dir: Path) -> bytes:
+    """The complete lines of ``out_dir/index.jsonl`` (b'' when absent)."""
+    index = out_dir / 'index.jsonl'
+    data = index.read_bytes() if index.is_file() else b''
+    return data[:data.rfind(b'\n') + 1]
+
+
+def _extract(paths: Sequence[Path], formats: Sequence[Any], out_dir: Path, cfg: ExtractConfig) -> Dict[str, Any]:
+    """:func:`extract` once the bags are checked: write the frames, the manifest, return the report."""
     classes = ClassSet.from_yaml(cfg.classes) if cfg.classes else NYU13
     names = bag_names(paths)
     report: Dict[str, Any] = {}
@@ -327,32 +369,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--out-of-range-labels', choices=LABEL_POLICIES,
                    help='label ids outside the class set (e.g. 255 = ignore): void = map to the void id and '
                         'count them (default), refuse = skip the frame (C43)')
+    p.add_argument('--allow-missing', metavar='ROLES',
+                   help="comma list of roles (depth,labels) a bag may lack although a topic is set for them; "
+                        'otherwise a missing one is an error naming the topics of that type in the bag (exit 2)')
     p.add_argument('-q', '--quiet', action='store_true', help='no report on stdout')
     return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Console entry point; returns 0 on success, 1 on an extraction error, 2 on bad arguments."""
+    """Console entry point; returns 0 on success, 1 on an extraction error, 2 on bad arguments or a
+    requested topic missing from a bag (:class:`MissingTopics`, one error line)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
     overrides = {k: v for k, v in vars(args).items()
                  if k not in ('bags', 'output', 'config', 'preset', 'quiet')}
     try:
         cfg = load_config(args.config, args.preset, overrides)
+        if cfg.allow_missing is None:  # the CLI always checks the requested topics (issue 15)
+            cfg.allow_missing = []
         report = extract(args.bags, args.output, cfg)
+    except MissingTopics as err:
+        print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
+        return 2
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
         return 1
     if not args.quiet:
         print(format_report(report))
         print(f'config: {asdict(cfg)}')
-    for name, rep in report.items():  # a requested topic the bag lacks: say so, even with --quiet
-        for role in (r for r in rep['missing_roles'] if r != 'labels'):  # unlabelled bags are normal
-            flag = f'--{role.replace("_", "-")}-topic'
+    for name, rep in report.items():  # an allowed missing topic (--allow-missing): say so, even with -q
+        for role in rep['missing_roles']:
             print(f"depth3dseg-extract: warning: bag {rep['bag']!r} has no {role} topic "
-                  f"{rep['topics_requested'][role]!r}: its frames were written without {role} (image "
-                  f"topics in this bag: {rep['image_topics']}); pass {flag} TOPIC, or {flag} '' if the "
-                  'bag has none', file=sys.stderr)
+                  f"{rep['topics_requested'][role]!r}: its frames were written without {role} "
+                  f"(--allow-missing {role}; image topics in this bag: {rep['image_topics']})", file=sys.stderr)
+        unused = [f"{t['topic']} ({t['type']})" for t in rep['topics'] if t['type'] in (IMAGE, COMPRESSED)
+                  and t['role'] is None and NOT_SELECTED in t['reasons']]
+        if unused:  # recorded images that end in no role (issue 15): say so even with --quiet
+            print(f"depth3dseg-extract: warning: bag {rep['bag']!r}: image topics not extracted: {unused} "
+                  '(select them with --depth-topic / --labels-topic)', file=sys.stderr)
         oor = rep.get('labels_out_of_range') or {}
         if oor.get('frames'):  # data changed or dropped (C43): say so even with --quiet
             what = (f"{oor['pixels']} pixels mapped to void {oor['void_id']}" if oor['policy'] == 'void'

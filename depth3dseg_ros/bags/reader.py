@@ -32,204 +32,25 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import struct
 import tempfile
-from dataclasses import dataclass
-from pathlib import Path, PurePath
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-import lz4.frame
 import yaml
 from rosbags.highlevel import AnyReader, AnyReaderError
 from rosbags.typesys import Stores, get_typestore
 
-try:  # the same zstd module rosbags uses
-    from compression import zstd  # type: ignore[import-not-found]
-except ImportError:  # Python < 3.14
-    from backports import zstd  # type: ignore[no-redef]
+from depth3dseg_ros.bags.mcap_salvage import SalvagedMcap, cached_scan
+from depth3dseg_ros.bags.sniff import (  # noqa: F401  (re-exported: the reader's public names)
+    MAGIC_LZ4, MAGIC_MCAP, MAGIC_ROS1, MAGIC_SQLITE, MAGIC_ZSTD, SUPPORTED_COMPRESSION, BagFormat,
+    UnsupportedCompression, _decompress_stream, _rosbag2_files, _STORAGE_SUFFIX, detect_format, hex16,
+    kind_of_head, mcap_is_closed, ros1_index_problem, sniff_file, sniff_storage, storage_files_of_dir, zstd)
 
 LOG = logging.getLogger(__name__)
 
 DEFAULT_TYPESTORE = 'ros2_kilted'
-
-MAGIC_SQLITE = b'SQLite format 3\x00'
-MAGIC_MCAP = b'\x89MCAP0\r\n'
-MAGIC_ROS1 = b'#ROSBAG V2.0\n'
-MAGIC_ZSTD = b'\x28\xb5\x2f\xfd'
-MAGIC_LZ4 = b'\x04\x22\x4d\x18'
-
-#: (mode, format) pairs that can be read; mode 'file'/'message' are rosbag2's generic compression,
-#: 'chunk' is MCAP or ROS 1 chunk compression.
-SUPPORTED_COMPRESSION = {
-    ('file', 'zstd'), ('message', 'zstd'),
-    ('chunk', ''), ('chunk', 'none'), ('chunk', 'zstd'), ('chunk', 'lz4'), ('chunk', 'bz2'),
-}
-_STORAGE_SUFFIX = {'sqlite3': '.db3', 'mcap': '.mcap', 'ros1': '.bag'}
-_COPY_BLOCK = 1 << 20
-
-
-class UnsupportedCompression(ValueError):
-    """A bag compression variant that cannot be read (raised before any message is read, C29)."""
-
-    def __init__(self, mode: str, fmt: str, path: Path | str = '') -> None:
-        self.mode, self.fmt = mode, fmt
-        where = f' ({path})' if path else ''
-        super().__init__(f'unsupported compression: {mode}/{fmt}{where}')
-
-
-@dataclass(frozen=True)
-class BagFormat:
-    """What a bag path holds.
-
-    Attributes:
-        kind: ``'rosbag2'`` (directory with metadata.yaml), ``'sqlite3'``, ``'mcap'`` or ``'ros1'``.
-        compression_mode: ``'none'``, ``'file'``, ``'message'`` (rosbag2 generic), or
-            ``'whole-file'`` for a bare storage file compressed as a whole.
-        compression_format: ``''``, ``'zstd'``, ``'lz4'`` ...
-        storage: rosbag2 directory: the storage of its files as their leading bytes say (``'sqlite3'``,
-            ``'mcap'``, or ``'ros1'``), else ``''``.
-        metadata_storage: rosbag2 directory: the ``storage_identifier`` its metadata.yaml names (a hint;
-            may differ from ``storage``: :class:`BagReader` then warns and follows ``storage``).
-    """
-
-    kind: str
-    compression_mode: str = 'none'
-    compression_format: str = ''
-    storage: str = ''
-    metadata_storage: str = ''
-
-    def describe(self) -> str:
-        """Short text such as ``'rosbag2/sqlite3 (file/zstd)'`` or ``'ros1'``."""
-        kind = f'{self.kind}/{self.storage}' if self.storage else self.kind
-        comp = '' if self.compression_mode == 'none' else f' ({self.compression_mode}/{self.compression_format})'
-        return kind + comp
-
-
-_MAGICS = ((MAGIC_SQLITE, 'sqlite3'), (MAGIC_MCAP, 'mcap'), (MAGIC_ROS1, 'ros1'), (MAGIC_ZSTD, 'zstd'),
-           (MAGIC_LZ4, 'lz4'))
-_EXPECTED = ("expected SQLite 'SQLite format 3\\0', MCAP 89 4D 43 41 50 30 0D 0A, ROS 1 '#ROSBAG V2.0', "
-             'zstd 28 B5 2F FD or lz4 04 22 4D 18')
-
-
-def kind_of_head(head: bytes) -> Optional[str]:
-    """'sqlite3', 'mcap', 'ros1', 'zstd' or 'lz4' for a file's leading bytes, None when none matches."""
-    return next((kind for magic, kind in _MAGICS if head.startswith(magic)), None)
-
-
-def hex16(head: bytes) -> str:
-    """The first 16 bytes as upper-case hex pairs, e.g. ``'6E 6F 74 20 61 20 62 61 67'``."""
-    return ' '.join(f'{b:02X}' for b in head[:16])
-
-
-def sniff_file(path: Path) -> str:
-    """Storage kind of one file from its first bytes: 'sqlite3', 'mcap', 'ros1', 'zstd', 'lz4'.
-
-    Raises:
-        ValueError: an empty file, or one that matches no known magic; the message names the path and
-            shows its first 16 bytes in hex (e.g. ``first 16 bytes 6E 6F 74 20 ...``).
-    """
-    with open(path, 'rb') as fh:
-        head = fh.read(16)
-    kind = kind_of_head(head)
-    if kind is None:
-        what = 'empty file (0 bytes)' if not head else f'first 16 bytes {hex16(head)}'
-        raise ValueError(f'bag file {str(path)!r}: unknown format ({what}; {_EXPECTED})')
-    return kind
-
-
-def sniff_storage(path: Path) -> str:
-    """Storage kind of a file, looking inside a zstd/lz4-compressed one (rosbag2 ``compression_mode:
-    file``): 'sqlite3', 'mcap' or 'ros1' (only the first 16 decompressed bytes are read).
-
-    Raises:
-        ValueError: unknown magic (first 16 bytes in hex, of the decompressed stream when compressed).
-    """
-    kind = sniff_file(path)
-    if kind not in ('zstd', 'lz4'):
-        return kind
-    opener = zstd.open if kind == 'zstd' else lz4.frame.open
-    try:
-        with open(path, 'rb') as raw, opener(raw, 'rb') as inp:
-            head = inp.read(16)
-    except Exception as err:  # a corrupt stream: say so with the file named
-        raise ValueError(f'bag file {str(path)!r}: {kind} stream cannot be decompressed ({err})') from None
-    inner = kind_of_head(head)
-    if inner not in _STORAGE_SUFFIX:
-        raise ValueError(f'bag file {str(path)!r}: {kind}-compressed, but the decompressed data is no bag '
-                         f'storage (first 16 bytes {hex16(head)}; {_EXPECTED})')
-    return inner
-
-
-def _rosbag2_files(path: Path, meta: Dict[str, Any]) -> List[Path]:
-    """The storage files of a rosbag2 directory: metadata ``relative_file_paths`` (by base name, as
-    rosbags opens them), else the directory's ``*.db3``/``*.mcap`` (+ ``.zstd``) files."""
-    rel = meta.get('relative_file_paths') or []
-    files = [path / PurePath(str(x)).name for x in rel]
-    if not files:
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.name != 'metadata.yaml')
-    missing = [f.name for f in files if not f.is_file()]
-    if missing:
-        raise FileNotFoundError(f'bag directory {str(path)!r}: storage file(s) {missing} listed in metadata.yaml '
-                                'do not exist')
-    return files
-
-
-def _storage_of_dir(path: Path, meta: Dict[str, Any]) -> str:
-    """The one storage kind of a rosbag2 directory's files, from their contents.
-
-    Raises:
-        ValueError: no storage file, files of different kinds (each named), or an unknown file."""
-    files = _rosbag2_files(path, meta)
-    if not files:
-        raise ValueError(f'bag directory {str(path)!r} has no storage file')
-    kinds = {f.name: sniff_storage(f) for f in files}
-    if len(set(kinds.values())) > 1:
-        raise ValueError(f'bag directory {str(path)!r} mixes storage formats: {kinds}')
-    return next(iter(kinds.values()))
-
-
-def detect_format(path: Path | str) -> BagFormat:
-    """Detect the bag format and compression of ``path`` (a rosbag2 directory or one file).
-
-    The storage files' leading bytes decide the format (for a directory, ``storage`` is what its files
-    hold; ``metadata_storage`` what metadata.yaml says).
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist, or a storage file metadata.yaml lists is missing.
-        ValueError: not a bag (no metadata.yaml in a directory, unknown file magic: first 16 bytes in
-            hex, mixed storage formats in one directory).
-        UnsupportedCompression: a compression mode/format that cannot be read.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f'bag path {str(path)!r} does not exist')
-    if path.is_dir():
-        meta_path = path / 'metadata.yaml'
-        if not meta_path.is_file():
-            raise ValueError(f'bag directory {str(path)!r} has no metadata.yaml')
-        with open(meta_path, encoding='utf-8') as fh:
-            meta = (yaml.safe_load(fh) or {}).get('rosbag2_bagfile_information', {})
-        mode = str(meta.get('compression_mode') or 'none').lower()
-        fmt = str(meta.get('compression_format') or '').lower()
-        if mode not in ('none', '') and (mode, fmt) not in SUPPORTED_COMPRESSION:
-            raise UnsupportedCompression(mode, fmt, path)
-        storage = _storage_of_dir(path, meta)  # the files' own bytes decide; metadata is a hint
-        if storage == 'ros1' and mode not in ('none', ''):
-            raise UnsupportedCompression(mode, f'{fmt}+ros1', path)
-        return BagFormat('rosbag2', mode or 'none', fmt if mode not in ('none', '') else '', storage,
-                         str(meta.get('storage_identifier', '') or ''))
-    kind = sniff_file(path)
-    if kind in ('zstd', 'lz4'):
-        return BagFormat('', 'whole-file', kind)
-    return BagFormat(kind)
-
-
-def _decompress_stream(src: Path, fmt: str, dst: Path) -> None:
-    """Stream-decompress ``src`` (zstd or lz4 frame) into ``dst`` in 1 MiB blocks (C29)."""
-    opener = zstd.open if fmt == 'zstd' else lz4.frame.open
-    with open(src, 'rb') as raw, opener(raw, 'rb') as inp, open(dst, 'wb') as out:
-        shutil.copyfileobj(inp, out, _COPY_BLOCK)
 
 
 def resolve_typestore(name: str) -> Any:
@@ -284,6 +105,8 @@ class BagReader:
         path: rosbag2 directory, bare ``.db3``/``.mcap`` file or ROS 1 bag (any file name).
         typestore: distro of the built-in definitions used for types the bag does not define
             (C28); ``'ros2_kilted'`` by default. ROS 1 bags always carry their definitions.
+        warn: log the warnings about a cut-off recording (C38) and a misleading metadata.yaml; False
+            for a look at the topics before the real read (bags.topic_check), so they appear once.
 
     Raises (on ``open``/``__enter__``):
         FileNotFoundError, ValueError: see :func:`detect_format`.
@@ -291,8 +114,9 @@ class BagReader:
         RuntimeError: rosbags cannot open the bag (its message is kept).
     """
 
-    def __init__(self, path: Path | str, typestore: str = DEFAULT_TYPESTORE) -> None:
+    def __init__(self, path: Path | str, typestore: str = DEFAULT_TYPESTORE, warn: bool = True) -> None:
         self.path = Path(path)
+        self.warn = warn
         self.typestore_name = typestore
         self.default_typestore = resolve_typestore(typestore)
         self.format: Optional[BagFormat] = None
@@ -300,6 +124,8 @@ class BagReader:
         self._tmp: Optional[tempfile.TemporaryDirectory] = None
         self._reader: Optional[AnyReader] = None
         self._warned: set = set()
+        self._salvage: set = set()  # paths of MCAP files without footer, read by bags.mcap_salvage (C38)
+        self._message_zstd = False  # message-mode compression undone here (cut-off rosbag2 dir, C38)
 
     # -- opening -----------------------------------------------------------------------------
     def _open_path(self) -> List[Path]:
@@ -309,6 +135,9 @@ class BagReader:
         fmt = detect_format(self.path)
         self.format = fmt
         if fmt.kind == 'rosbag2':
+            if fmt.recovery or (fmt.storage == 'mcap' and fmt.compression_mode != 'file'
+                                and not all(mcap_is_closed(f) for f in self._dir_files())):
+                return self._storage_files(fmt)  # a cut-off recording (C38)
             if fmt.storage == fmt.metadata_storage:
                 return [self.path]
             return self._relabelled_dir(fmt)
@@ -322,14 +151,51 @@ class BagReader:
                 raise UnsupportedCompression('whole-file', f'{fmt.compression_format}+{kind}', src)
             src = plain
             self.format = BagFormat(kind, 'whole-file', fmt.compression_format)
+        # rosbags picks the reader from the suffix: give it a name that matches the contents.
+        if kind == 'mcap' and not mcap_is_closed(src):
+            self._salvage.add(src)  # read in file order (C38); the link below keeps the name right
         if src.suffix == _STORAGE_SUFFIX[kind] and src == self.path:
             self._tmp.cleanup()
             self._tmp = None
             return [src]
-        # rosbags picks the reader from the suffix: give it a name that matches the contents.
         link = Path(self._tmp.name, self.path.name.split('.')[0] + _STORAGE_SUFFIX[kind])
         os.symlink(src.resolve(), link)
+        if src in self._salvage:
+            self._salvage.add(link)
         return [link]
+
+    def _dir_files(self) -> List[Path]:
+        """Storage files of the rosbag2 directory (metadata.yaml's list, else the files found, C38)."""
+        meta_path = self.path / 'metadata.yaml'
+        if not meta_path.is_file():
+            return list(storage_files_of_dir(self.path))
+        meta = (yaml.safe_load(meta_path.read_text(encoding='utf-8')) or {}).get('rosbag2_bagfile_information', {})
+        return _rosbag2_files(self.path, meta)
+
+    def _storage_files(self, fmt: BagFormat) -> List[Path]:
+        """A cut-off rosbag2 directory (C38): no metadata.yaml, or an MCAP file that was not closed.
+        Each storage file is handed to rosbags as a bare storage file (a correctly named link, a
+        decompressed copy for file-mode compression), so topics, types and counts come from the files
+        (SQLite ``topics`` table, MCAP Channel/Schema records); MCAP files without footer are read in
+        file order (bags.mcap_salvage). Message-mode compression is undone in :meth:`messages`."""
+        files = self._dir_files()
+        if fmt.recovery:
+            (LOG.warning if self.warn else LOG.debug)('bag %s has no metadata.yaml (the recording was not closed?): reading its %d %s storage '
+                        'file(s) %s directly; topics, types and message counts come from the files', self.path,
+                        len(files), fmt.storage, [f.name for f in files])
+        self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
+        self._message_zstd = fmt.compression_mode == 'message'
+        links = []
+        for i, f in enumerate(files):
+            src = f
+            if fmt.compression_mode == 'file':
+                src = Path(self._tmp.name, f'plain_{i}')
+                _decompress_stream(f, fmt.compression_format, src)
+            links.append(Path(self._tmp.name, f'{i:04d}_{f.name.split(".")[0]}{_STORAGE_SUFFIX[fmt.storage]}'))
+            os.symlink(src.resolve(), links[-1])
+            if fmt.storage == 'mcap' and not mcap_is_closed(src):
+                self._salvage.add(links[-1])
+        return links
 
     def _relabelled_dir(self, fmt: BagFormat) -> List[Path]:
         """A rosbag2 directory whose metadata.yaml names another storage plugin than its files hold:
@@ -338,7 +204,7 @@ class BagReader:
         meta_path = self.path / 'metadata.yaml'
         files = _rosbag2_files(self.path, (yaml.safe_load(meta_path.read_text(encoding='utf-8')) or {})
                                .get('rosbag2_bagfile_information', {}))
-        LOG.warning('bag %s: metadata.yaml names storage %r but its file(s) %s are %s: reading them as %s '
+        (LOG.warning if self.warn else LOG.debug)('bag %s: metadata.yaml names storage %r but its file(s) %s are %s: reading them as %s '
                     '(the file contents decide; metadata.yaml is only a hint)', self.path,
                     fmt.metadata_storage, [f.name for f in files], fmt.storage, fmt.storage)
         self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
@@ -372,6 +238,18 @@ class BagReader:
         self.is_ros1 = paths[0].suffix == '.bag'
         default = resolve_typestore('ros1_noetic') if self.is_ros1 else self.default_typestore
         reader = AnyReader(paths, default_typestore=default)
+        scans = []
+        for sub, p in zip(reader.readers, paths):
+            if p in self._salvage:  # not closed (C38): read in file order instead of by the summary
+                sub.storage = SalvagedMcap(p, cached_scan(p))
+                scans.append((p, sub.storage.scan))
+        for p, scan in scans:
+            name = self.path if self.path.is_file() else self.path / Path(os.path.realpath(p)).name
+            (LOG.warning if self.warn else LOG.debug)('MCAP file %s was %s', name, scan.describe())
+        if scans and self.format is not None:
+            p, scan = scans[-1]
+            self.format = replace(self.format, recovery=', '.join(filter(None, [
+                self.format.recovery, f'not closed: ends at byte {scan.intact_end} of {scan.file_size}'])))
         try:
             reader.open()
         except AnyReaderError as err:
@@ -465,7 +343,7 @@ class BagReader:
         if not conns:
             return
         for conn, t_ns, raw in self.reader.messages(connections=conns):
-            yield conn.topic, conn.msgtype, t_ns, raw
+            yield conn.topic, conn.msgtype, t_ns, (zstd.decompress(raw) if self._message_zstd else raw)
 
     def deserialize(self, raw: bytes, msgtype: str) -> Any:
         """Deserialize one raw message with the bag's typestore (rosbags message object).
