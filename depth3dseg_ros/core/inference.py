@@ -19,6 +19,12 @@ Measured depth (RGB-D cameras): ``infer(..., depth=D)`` with a depth image regis
 builds the cloud (and so S3D and ``points``) from the measured depth where it is valid and from the
 prediction in its holes; the returned ``depth`` is still the network's prediction. Without K the 3D branch cannot run: the
 labels come from S2D and ``InferenceResult.label_source`` says '2d' (a warning is logged once).
+
+Backends (core.backends): ``backend='torch'`` runs the model file in PyTorch; ``'onnxruntime'`` runs the
+whole graph exported by depth3dseg-export (core.onnx_export) in ONNX Runtime; ``'auto'`` (default) takes
+ONNX Runtime when the model file is a ``.onnx``, or an up-to-date export sits beside the ``.pt``, and
+onnxruntime imports. Preprocessing and the M7 label rule (core.fusion, torch on the CPU) are the same for
+both, so the InferenceResult has the same fields and meaning.
 """
 from __future__ import annotations
 
@@ -38,10 +44,12 @@ from .classes import ClassSet
 from .fusion import LABEL_SOURCES, labels_confidence, source_probs
 from .geometry import check_intrinsics_np, resize_intrinsics
 from .imageops import resize_depth
+from .backends import BACKENDS, OrtGraph, choose_backend
 from .model import Depth3DSeg, fold_batchnorm
 from .modelfile import load_model, make_meta
 
-__all__ = ['Segmenter', 'InferenceResult', 'LABEL_SOURCES', 'resolve_device', 'default_num_threads']
+__all__ = ['Segmenter', 'InferenceResult', 'LABEL_SOURCES', 'BACKENDS', 'resolve_device',
+           'default_num_threads']
 
 _log = logging.getLogger(__name__)
 
@@ -104,15 +112,29 @@ class Segmenter:
             (default): the usable cores minus one (at least 1), leaving a core to the ROS executor, image
             decoding and publishing; on a loaded 2-core machine two OpenMP threads were 10-50x slower than
             one (docs/model.md). 0 keeps torch's current setting.
-    Attributes: classes (ClassSet), input_size (W, H), device (torch.device), meta (dict), model (the
-    Depth3DSeg in eval mode, BatchNorm folded into the convolutions, channels-last: inference only).
-    Raises FileNotFoundError / ModelFileError (bad model file), ValueError (device, half, input_size).
+        backend: 'auto', 'torch' or 'onnxruntime' (module docstring, core.backends.choose_backend). With
+            ONNX Runtime, ``device`` picks the execution providers (core.backends.ort_providers: TensorRT
+            and CUDA when installed and device is not 'cpu', CPU otherwise) and ``num_threads`` its
+            intra-op threads (same default; the torch threads of the postprocess are set likewise).
+    Attributes: classes (ClassSet), input_size (W, H), device (torch.device; 'cpu' for ONNX Runtime, whose
+    outputs come back as host arrays), meta (dict), backend ('torch' | 'onnxruntime'), model_path (the
+    file loaded), model (the Depth3DSeg in eval mode, BatchNorm folded into the convolutions,
+    channels-last: inference only; None with ONNX Runtime), ort (core.backends.OrtGraph | None).
+    Raises FileNotFoundError / ModelFileError (bad model file; an .onnx without depth3dseg metadata,
+    naming the missing key), ValueError (device, half, input_size, backend).
     """
 
     def __init__(self, model_file: Union[str, Path], device: str = 'auto', half: bool = False,
-                 input_size: Optional[Tuple[int, int]] = None, num_threads: Optional[int] = None):
-        model, meta = load_model(model_file, map_location='cpu')
-        self._setup(model, meta, device, half, input_size, num_threads)
+                 input_size: Optional[Tuple[int, int]] = None, num_threads: Optional[int] = None,
+                 backend: str = 'auto'):
+        choice = choose_backend(model_file, backend, half, input_size)
+        self.model_path = choice.path
+        if choice.kind == 'onnxruntime':
+            self._setup_ort(choice.path, device, input_size, num_threads)
+        else:
+            model, meta = load_model(model_file, map_location='cpu')
+            self._setup(model, meta, device, half, input_size, num_threads)
+        _log.info('Segmenter: %s backend, %s (%s)', self.backend, self.model_path, choice.why)
 
     @classmethod
     def from_model(cls, model: Depth3DSeg, meta: Dict[str, Any], device: str = 'cpu', half: bool = False,
@@ -121,6 +143,7 @@ class Segmenter:
         """A Segmenter around a copy of an in-memory model (the caller's model is left untouched);
         `meta` is completed like a saved file's (make_meta)."""
         obj = cls.__new__(cls)
+        obj.model_path = None
         meta = make_meta(model, meta)
         obj._setup(copy.deepcopy(model), meta, device, half, input_size, num_threads)
         return obj
@@ -134,12 +157,8 @@ class Segmenter:
             raise ValueError(f'num_threads={num_threads} must be >= 0 (0 = keep the current setting)')
         if self.device.type == 'cpu' and num_threads != 0:
             torch.set_num_threads(int(num_threads) if num_threads else default_num_threads())
-        size = meta['input_size'] if input_size is None else input_size
-        if len(size) != 2 or any(int(s) != s or s < 8 for s in size):
-            raise ValueError(f'input_size={tuple(size)} must be (width, height) integers >= 8')
-        self.input_size: Tuple[int, int] = (int(size[0]), int(size[1]))
-        self.meta = meta
-        self.classes = ClassSet.from_dict(meta['classes'])
+        self.backend, self.ort = 'torch', None
+        self._setup_meta(meta, input_size)
         self.half = bool(half)
         self.dtype = torch.float16 if half else torch.float32
         # Inference form: BatchNorm folded into the convolutions (eval statistics; same outputs, one pass
@@ -147,14 +166,58 @@ class Segmenter:
         # the 2D+depth model at 320x240 on one CPU thread).
         self.model = fold_batchnorm(model.eval()).to(self.device, self.dtype)
         self.model = self.model.to(memory_format=torch.channels_last)
+        self._setup_buffers(torch.channels_last)  # normalised input (HWC)
+
+    def _setup_meta(self, meta: Dict[str, Any], input_size: Optional[Tuple[int, int]]) -> None:
+        size = meta['input_size'] if input_size is None else input_size
+        if len(size) != 2 or any(int(s) != s or s < 8 for s in size):
+            raise ValueError(f'input_size={tuple(size)} must be (width, height) integers >= 8')
+        self.input_size: Tuple[int, int] = (int(size[0]), int(size[1]))
+        self.meta = meta
+        self.classes = ClassSet.from_dict(meta['classes'])
+
+    def _setup_buffers(self, memory_format: torch.memory_format) -> None:
         w, h = self.input_size
-        std = np.asarray(meta['std'], np.float32)
+        std = np.asarray(self.meta['std'], np.float32)
         self._scale = torch.tensor(1.0 / (255.0 * std), device=self.device, dtype=torch.float32).view(3, 1, 1)
-        self._offset = torch.tensor(np.asarray(meta['mean'], np.float32) / std, device=self.device,
+        self._offset = torch.tensor(np.asarray(self.meta['mean'], np.float32) / std, device=self.device,
                                     dtype=torch.float32).view(3, 1, 1)
         self._buf = torch.empty((1, 3, h, w), device=self.device, dtype=torch.float32
-                                ).contiguous(memory_format=torch.channels_last)  # normalised input (HWC)
+                                ).contiguous(memory_format=memory_format)
         self._warned_no_k = False
+
+    def _setup_ort(self, path: Path, device: str, input_size: Optional[Tuple[int, int]],
+                   num_threads: Optional[int]) -> None:
+        """ONNX Runtime backend: session (core.backends.OrtGraph), metadata from the file, NCHW input
+        buffer shared with the session's input, an all-NaN measured-depth input for frames without one."""
+        if num_threads is not None and int(num_threads) < 0:
+            raise ValueError(f'num_threads={num_threads} must be >= 0 (0 = keep the current setting)')
+        self.ort = OrtGraph(path, device=str(device), num_threads=num_threads)
+        self.backend, self.model, self.half, self.dtype = 'onnxruntime', None, False, torch.float32
+        self.device = torch.device('cpu')          # postprocess (core.fusion) on the host arrays
+        if num_threads != 0:
+            torch.set_num_threads(int(num_threads) if num_threads else default_num_threads())
+        meta = self.ort.meta
+        if input_size is not None and not meta['dynamic_size'] and \
+                [int(v) for v in input_size] != list(meta['input_size']):
+            raise ValueError(f"input_size={tuple(input_size)} but {path} was exported at fixed "
+                             f"{tuple(meta['input_size'])} (export with --dynamic)")
+        self._setup_meta(meta, input_size)
+        self._setup_buffers(torch.contiguous_format)
+        w, h = self.input_size
+        self._no_depth = np.full((1, 1, h, w), np.nan, np.float32)
+
+    def _forward_ort(self, x: torch.Tensor, Kn: Optional[np.ndarray], measured: Optional[torch.Tensor]
+                     ) -> Dict[str, torch.Tensor]:
+        """One ONNX Runtime run -> the torch model's output dict (host tensors). Without K the whole
+        graph runs with a nominal K and only depth and seg2d are kept."""
+        w, h = self.input_size
+        K = Kn if Kn is not None else np.array([[w, 0, w / 2], [0, w, h / 2], [0, 0, 1]])
+        md = self._no_depth if measured is None else measured.cpu().numpy()
+        o = self.ort.run(x.numpy(), np.asarray(K, np.float32)[None], md)
+        keep = ('depth', 'seg2d') if Kn is None else \
+            ('depth', 'seg2d', 'seg3d', 'xyz', 'valid') + (() if measured is None else ('measured',))
+        return {k: torch.from_numpy(o[k]) for k in keep}
 
     def _sync(self) -> None:
         if self.device.type == 'cuda':
@@ -217,7 +280,9 @@ class Segmenter:
         self._sync()
         t1 = time.perf_counter()
         with torch.inference_mode():
-            if Kn is None:
+            if self.ort is not None:
+                out = self._forward_ort(x, Kn, measured)
+            elif Kn is None:
                 out = self.model.forward_2d(x)
             else:
                 Kt = torch.as_tensor(Kn, dtype=torch.float32, device=self.device).unsqueeze(0)  # M2 in fp32
