@@ -9,6 +9,12 @@ Segmenter's end-to-end infer() of a 640×480 uint8 frame (resize, normalise, for
     python bench/bench_core.py                      # CPU, torch's default threads
     python bench/bench_core.py --threads 1
     python bench/bench_core.py --device cuda --half # GPU machine: imports no ROS module
+    python bench/bench_core.py --threads 1 --onnx   # + torch vs ONNX Runtime, interleaved
+
+``--onnx`` (needs onnx + onnxruntime) exports the inference form's 2D+depth net, 3D net and whole graph
+(core.onnx_export) to a temporary directory and times each against its torch counterpart interleaved
+(pairs back to back, median of the per-pair ratios ONNX Runtime / torch), ONNX Runtime with as many
+intra-op threads as torch uses; then Segmenter.infer with backend='torch' vs 'onnxruntime', interleaved.
 
 Imports only depth3dseg_ros.core (no rclpy), so it runs on a GPU machine with a CUDA torch and no ROS.
 """
@@ -31,6 +37,7 @@ from depth3dseg_ros.core.classes import NYU13  # noqa: E402
 from depth3dseg_ros.core.geometry import resize_intrinsics  # noqa: E402
 from depth3dseg_ros.core.inference import Segmenter, resolve_device  # noqa: E402
 from depth3dseg_ros.core.model import Depth3DSeg, count_flops, count_params, fold_batchnorm  # noqa: E402
+from depth3dseg_ros.core.modelfile import save_model  # noqa: E402
 
 CAMERA_PERIOD_MS = 1000.0 / 30.0
 NYU_K = np.array([[518.8579, 0, 325.5824], [0, 519.4696, 253.7362], [0, 0, 1]])
@@ -96,6 +103,83 @@ def bench_size(model: Depth3DSeg, fast: Depth3DSeg, w: int, h: int, device: torc
             'ratio_3d_2d_interleaved': ratio_i, 'flops': flops}
 
 
+class _Net2D(torch.nn.Module):
+    """The 2D+depth net with tuple outputs (exportable)."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        out = self.net(x)
+        return out['depth'], out['seg2d']
+
+
+class _Net3D(torch.nn.Module):
+    """The 3D net in its exportable form (core.onnx_graph.pointnet_graph)."""
+
+    def __init__(self, pointnet):
+        super().__init__()
+        self.pointnet = pointnet
+
+    def forward(self, xyz, valid, feats):
+        from depth3dseg_ros.core.onnx_graph import pointnet_graph
+        return pointnet_graph(self.pointnet, xyz, valid, feats)
+
+
+def bench_onnx(model: Depth3DSeg, w: int, h: int, runs: int, warmup: int, threads: int) -> dict:
+    """torch (inference form) vs ONNX Runtime (CPU provider, `threads` intra-op threads), interleaved,
+    for the 2D+depth net, the 3D net and the whole graph at w×h; and Segmenter.infer of a 640×480 frame
+    with either backend. Returns {part: (ms ONNX Runtime, ms torch, median ratio ORT/torch)}."""
+    import tempfile
+
+    import onnxruntime as ort
+
+    from depth3dseg_ros.core.onnx_export import export_module, export_onnx
+    from depth3dseg_ros.core.onnx_graph import InferenceGraph
+    cpu = torch.device('cpu')
+    fast = fold_batchnorm(copy.deepcopy(model).float().cpu().eval())
+    fast_cl = copy.deepcopy(fast).to(memory_format=torch.channels_last)
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, h, w)
+    xc = x.contiguous(memory_format=torch.channels_last)
+    K = torch.as_tensor(resize_intrinsics(NYU_K, (640, 480), (w, h)), dtype=torch.float32)[None]
+    nan = torch.full((1, 1, h, w), float('nan'))
+    with torch.inference_mode():
+        out = fast_cl(xc, K)
+    xyz, valid = out['xyz'], out['valid']
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+    res = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        export_module(_Net2D(fast.net), (x,), t / '2d.onnx', ['rgb'], ['depth', 'seg2d'])
+        export_module(_Net3D(fast.pointnet), (xyz, valid, x), t / '3d.onnx', ['xyz', 'valid', 'feats'],
+                      ['seg3d'])
+        export_module(InferenceGraph(fast), (x, K, nan), t / 'all.onnx', ['rgb', 'K', 'measured_depth'],
+                      ['depth', 'seg2d', 'seg3d', 'xyz', 'valid', 'measured'])
+        sess = {k: ort.InferenceSession(str(t / f'{k}.onnx'), so, providers=['CPUExecutionProvider'])
+                for k in ('2d', '3d', 'all')}
+        xn, Kn, nn_ = x.numpy(), K.numpy(), nan.numpy()
+        with torch.inference_mode():
+            res['2d'] = _ratio(lambda: sess['2d'].run(None, {'rgb': xn}), lambda: fast_cl.net(xc),
+                               cpu, runs, warmup)
+            f3 = {'xyz': xyz.numpy(), 'valid': valid.numpy(), 'feats': xn}
+            res['3d'] = _ratio(lambda: sess['3d'].run(None, f3),
+                               lambda: fast_cl.pointnet(xyz, valid, xc), cpu, runs, warmup)
+            fa = {'rgb': xn, 'K': Kn, 'measured_depth': nn_}
+            res['whole'] = _ratio(lambda: sess['all'].run(None, fa), lambda: fast_cl(xc, K), cpu, runs, warmup)
+        # end to end through Segmenter (preprocess, forward, core.fusion postprocess), 640x480 -> w x h
+        pt = save_model(t / 'm.pt', model.float().cpu(), {'classes': NYU13, 'input_size': [w, h]})
+        export_onnx(pt, t / 'm.onnx')
+        seg_t = Segmenter(pt, device='cpu', backend='torch', num_threads=threads)
+        seg_o = Segmenter(t / 'm.onnx', device='cpu', num_threads=threads)
+        rgb = np.random.default_rng(0).integers(0, 256, (480, 640, 3), dtype=np.uint8)
+        res['segmenter'] = _ratio(lambda: seg_o.infer(rgb, NYU_K), lambda: seg_t.infer(rgb, NYU_K),
+                                  cpu, runs, warmup)
+    return res
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--device', default='cpu', help="'cpu', 'cuda', 'auto'")
@@ -106,6 +190,8 @@ def main(argv=None) -> int:
     ap.add_argument('--sizes', default='320x240,640x480')
     ap.add_argument('--arch', default='{}', help='JSON overrides of the default arch')
     ap.add_argument('--json', default=None, help='also write the figures to this JSON file')
+    ap.add_argument('--onnx', action='store_true', help='also torch vs ONNX Runtime (CPU), interleaved')
+    ap.add_argument('--onnx-only', action='store_true', help='only the torch vs ONNX Runtime section')
     args = ap.parse_args(argv)
     device = resolve_device(args.device)
     if args.half and device.type != 'cuda':
@@ -125,6 +211,25 @@ def main(argv=None) -> int:
     fast = fold_batchnorm(copy.deepcopy(model)).to(memory_format=torch.channels_last)
     print(f'device {device} dtype {dtype} torch {torch.__version__} threads {torch.get_num_threads()} '
           f'cpus {os.cpu_count()} runs {args.runs} (median after {args.warmup} warm-up)')
+    onnx_res = {}
+    if args.onnx or args.onnx_only:
+        import onnxruntime
+        threads = torch.get_num_threads()
+        print(f'torch vs ONNX Runtime {onnxruntime.__version__} (CPU provider, {threads} intra-op threads), '
+              f'interleaved, {max(args.runs, 30)} pairs; inference form (BN folded; torch channels-last):')
+        for s in args.sizes.split(','):
+            w, h = (int(v) for v in s.lower().split('x'))
+            r = bench_onnx(model, w, h, max(args.runs, 30), args.warmup, threads)
+            torch.set_num_threads(threads)   # the Segmenters set it too
+            onnx_res[f'{w}x{h}'] = r
+            for part, label in (('2d', '2D+depth net'), ('3d', '3D net'), ('whole', 'whole graph'),
+                                ('segmenter', 'Segmenter.infer 640x480 fused')):
+                o, t, q = r[part]
+                print(f"{w}x{h:<4} {label:>30}: ONNX Runtime {o:7.2f} ms | torch {t:7.2f} ms | ORT/torch {q:.2f}")
+        if args.onnx_only:
+            if args.json:
+                Path(args.json).write_text(json.dumps({'threads': threads, 'onnx': onnx_res}, indent=1))
+            return 0
     print(f"arch {json.dumps(model.arch)}")
     print(f"params: all {params['all'] / 1e6:.3f} M, 2D+depth {params['2d'] / 1e6:.3f} M, "
           f"3D {params['3d'] / 1e6:.3f} M")
@@ -172,7 +277,8 @@ def main(argv=None) -> int:
         Path(args.json).write_text(json.dumps({'device': str(device), 'half': args.half,
                                                'threads': torch.get_num_threads(), 'params': params,
                                                'flops_320x240': flops320, 'sizes': results,
-                                               'segmenter_ms': tot, 'segmenter_parts_ms': med}, indent=1))
+                                               'segmenter_ms': tot, 'segmenter_parts_ms': med,
+                                               'onnx': onnx_res}, indent=1))
     return 0
 
 

@@ -32,7 +32,7 @@ from .model import fold_batchnorm
 from .modelfile import ModelFileError, _validate_meta, load_model
 from .onnx_graph import INPUT_NAMES, OUTPUT_NAMES, InferenceGraph
 
-__all__ = ['export_onnx', 'read_onnx_meta', 'sha256_file', 'ONNX_FORMAT', 'ONNX_VERSION', 'REQUIRED_KEYS',
+__all__ = ['export_onnx', 'export_module', 'read_onnx_meta', 'sha256_file', 'ONNX_FORMAT', 'ONNX_VERSION', 'REQUIRED_KEYS',
            'DEFAULT_OPSET']
 
 ONNX_FORMAT = 'depth3dseg-onnx'
@@ -58,6 +58,20 @@ def _example_inputs(w: int, h: int) -> Tuple[torch.Tensor, torch.Tensor, torch.T
     rgb = torch.randn(1, 3, h, w, generator=g)
     K = torch.tensor([[[0.8 * w, 0.0, w / 2], [0.0, 0.8 * w, h / 2], [0.0, 0.0, 1.0]]])
     return rgb, K, torch.full((1, 1, h, w), float('nan'))
+
+
+def export_module(module: torch.nn.Module, args: Tuple[torch.Tensor, ...], out: Union[str, Path],
+                  input_names, output_names, opset: int = DEFAULT_OPSET) -> Path:
+    """Plain export of any module (no metadata; benchmarks export the 2D+depth and 3D nets alone this
+    way): TorchScript exporter, fixed sizes, constant folding, onnx.checker. Returns ``out``."""
+    import onnx
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        torch.onnx.export(module, args, str(out), dynamo=False, opset_version=int(opset),
+                          input_names=list(input_names), output_names=list(output_names),
+                          do_constant_folding=True)
+    onnx.checker.check_model(str(out))
+    return Path(out)
 
 
 def export_onnx(model_file: Union[str, Path], out: Union[str, Path], dynamic: bool = False,
