@@ -20,7 +20,8 @@ from trainutil import make_dataset_dir, tiny_train_args
 REPO = Path(__file__).resolve().parents[1]
 DEPTH_ONLY = ['nyu0001', 'nyu1407', 'm3d_rgb_00000', 'm3d_rgb_00050', 'm3d_rgb_00100']
 CKPT_KEYS = {'model', 'optimizer', 'scheduler', 'scaler', 'weighting', 'epoch', 'step_in_epoch',
-             'global_step', 'early_stop', 'history', 'rng', 'config'}
+             'samples_in_epoch', 'batch_size', 'world_size', 'sampler_seed', 'global_step', 'early_stop',
+             'history', 'rng', 'config'}
 
 
 @pytest.fixture(scope='module')
@@ -82,14 +83,14 @@ def test_two_epochs_checkpoint_resume_export_eval(ds_dir, tmp_path, capsys):
     capsys.readouterr()
     assert train.main(tiny_train_args(ds_dir, out, epochs=2)) == 2  # never clobber a run by accident
     assert 'pass --resume' in _one_error_line(capsys)
-    assert steps_2 == 2 * 3  # 7 training frames, batch 2, drop_last -> 3 steps/epoch
+    assert steps_2 == 2 * 4  # 7 training frames, batch 2 -> steps of 2, 2, 2, 1: every frame once (C34)
 
     # resume with a raised epoch cap: continues at epoch 3, keeps the history
     assert train.main(['--out', str(out), '--resume', '--set', 'train.epochs=3']) == 0
     text = capsys.readouterr().out
     assert 'resumed from' in text and 'epoch 3:' in text and 'epoch 1:' not in text
     ck = load_checkpoint(out / 'last.pt')
-    assert ck['epoch'] == 3 and ck['global_step'] == steps_2 + 3 and len(ck['history']) == 3
+    assert ck["epoch"] == 3 and ck["global_step"] == steps_2 + 4 and len(ck["history"]) == 3
 
     # the exported model file: best epoch's weights + the metadata the node needs
     model, meta = load_model(out / 'model.pt', map_location='cpu')
@@ -144,7 +145,7 @@ def test_time_limit_chunk_saves_and_resumes(ds_dir, tmp_path, capsys):
     assert train.main(['--out', str(out), '--resume', '--set', 'train.time_limit_min=null']) == 0
     assert 'stopped: max epochs (1)' in capsys.readouterr().out
     ck = load_checkpoint(out / 'last.pt')
-    assert (ck['epoch'], ck['step_in_epoch'], ck['global_step']) == (1, 0, 3)
+    assert (ck['epoch'], ck['step_in_epoch'], ck['global_step']) == (1, 0, 4)
 
 
 def test_fine_tune_from_a_model_file(ds_dir, tmp_path, capsys):

@@ -164,3 +164,25 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
         arch.update(changed)  # the run builds this arch and loads the file's weights into it (same shapes)
     cfg['model'].update(arch=arch, mean=list(meta['mean']), std=list(meta['std']))
     return model
+
+
+def resume_position(ckpt: dict[str, Any], path: Path, n: int) -> int:
+    """``samples_in_epoch`` of a checkpoint (C34). A checkpoint written before positions were recorded
+    is accepted at an epoch boundary; mid-epoch it is refused, naming what it stores.
+
+    Raises:
+        ValueError: a mid-epoch checkpoint without ``samples_in_epoch``, or a position beyond the
+            dataset (the training data changed since the checkpoint).
+    """
+    if 'samples_in_epoch' not in ckpt:
+        if ckpt['step_in_epoch'] == 0:
+            return 0
+        raise ValueError(f"{path} stops mid-epoch (epoch {ckpt['epoch']}, step {ckpt['step_in_epoch']}) but was "
+                         'written before checkpoints recorded the epoch position in samples: its remaining '
+                         'samples cannot be identified; resume it with the version that wrote it, or start '
+                         'a new run from its weights (model.init with an exported model)')
+    pos = int(ckpt['samples_in_epoch'])
+    if pos > n:
+        raise ValueError(f'{path}: samples_in_epoch={pos} but the training data now has {n} samples (the '
+                         'datasets changed since the checkpoint)')
+    return pos
