@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO / 'test'))
 from bagutil import make_frames, write_bag  # noqa: E402
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES  # noqa: E402
 from depth3dseg_ros.bags.extract import ExtractConfig, extract  # noqa: E402
+from depth3dseg_ros.bags.png_stored import png_stored_parts  # noqa: E402
 from rosbags.highlevel import AnyReader  # noqa: E402
 from rosbags.typesys import Stores, get_typestore  # noqa: E402
 
@@ -100,10 +101,13 @@ def main() -> None:
             def encode() -> None:
                 p = [cv2.IMWRITE_PNG_COMPRESSION, level, cv2.IMWRITE_PNG_STRATEGY, PNG_STRATEGIES[strategy]]
                 for f in frames:
-                    cv2.imencode('.png', cv2.cvtColor(f.rgb, cv2.COLOR_RGB2BGR), p)
-                    cv2.imencode('.png', f.depth_mm, p)
-                    if f.labels is not None:
-                        cv2.imencode('.png', f.labels, p)
+                    for img in (f.rgb, f.depth_mm, f.labels):
+                        if img is None:
+                            continue
+                        if level == 0:  # what the writer does at level 0 (bags.png_stored)
+                            png_stored_parts(img)
+                        else:
+                            cv2.imencode('.png', cv2.cvtColor(img, cv2.COLOR_RGB2BGR) if img.ndim == 3 else img, p)
             t_enc = best(encode, args.repeat)
             print(f'{f"  png encode only L{level} {strategy}":<28} {t_enc:7.3f} {args.frames / t_enc:9.1f} '
                   f'{"":>8} {(args.frames / t_enc) / fps_read:6.2f}')

@@ -5,7 +5,7 @@
     <dir>/manifest.json   {"version": 1, "classes": ClassSet.to_dict(), "counts": {...}, "sources": [...],
                            "report": {...}}
     <dir>/index.jsonl     one JSON line per complete frame
-    <dir>/rgb/<id>.png    8-bit RGB (written with cv2 after RGB->BGR)
+    <dir>/rgb/<id>.png    8-bit RGB (``png_level`` 0: stored PNG by bags.png_stored; 1..9: cv2/libpng)
     <dir>/depth/<id>.png  16-bit PNG, millimetres, 0 = no data
     <dir>/labels/<id>.png 8-bit (or 16-bit) PNG of class ids
 
@@ -16,15 +16,17 @@ under ``labels`` (``max_id``, ``num_classes``, ``frames``), so a training run ch
 the index without decoding a PNG (:func:`check_label_range`).
 
 Crash safety: each frame's files are written to ``.<name>.tmp`` names and moved in place with
-``os.replace``; only then is its index line appended, flushed and fsync'ed. A frame is part of the
-dataset iff its line is in index.jsonl, so an interrupted run never leaves a half-written frame in the
-index. A torn last line (killed mid-write) is dropped when the directory is reopened. Re-running is
+``os.replace``; only then is its index line appended and flushed to the OS (so a killed process never
+leaves a frame indexed without its files); the index is fsync'ed at least once a second and when the
+writer is flushed or closed (``fsync_interval_s``). A frame is part of the dataset iff its line is in
+index.jsonl, so an interrupted run never leaves a half-written frame in the index. A torn last line (killed mid-write) is dropped when the directory is reopened. Re-running is
 idempotent: frames whose id is already indexed are skipped (:meth:`DatasetWriter.has`).
 """
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -33,6 +35,7 @@ from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
+from depth3dseg_ros.bags.png_stored import png_stored_parts
 from depth3dseg_ros.core.classes import ClassSet
 
 FORMAT_VERSION = 1
@@ -50,18 +53,24 @@ class DatasetWriter:
     Args:
         root: dataset directory.
         classes: class set recorded in manifest.json (must match an existing manifest's classes).
-        png_level: cv2 PNG compression level 0..9 (1 is fast; see docs/extraction.md for figures).
-        png_strategy: zlib strategy, one of PNG_STRATEGIES ('rle' default).
-        workers: threads that encode and write PNGs (cv2 releases the GIL). Frames are still indexed
-            strictly in submission order, each only after all its files are in place.
+        png_level: PNG compression level 0..9. 0 = stored (uncompressed) PNGs written by
+            bags.png_stored (fastest, files as large as the pixels); 1..9 = cv2/libpng with
+            ``png_strategy`` (1 rle: about a third of the size, ~40x slower; docs/extraction.md).
+        png_strategy: zlib strategy for levels 1..9, one of PNG_STRATEGIES ('rle' default).
+        workers: threads that encode and write PNGs (cv2, zlib and numpy copies release the GIL).
+            Frames are still indexed strictly in submission order, each only after all its files are
+            in place.
+        fsync_interval_s: the index is flushed to the OS after every frame (a killed process never
+            leaves a frame indexed without its files) and fsync'ed when this many seconds have passed
+            since the last fsync, and on :meth:`flush`/:meth:`close` (0 = after every frame, as before).
 
     Raises:
         ValueError: ``png_level`` outside 0..9, an index line that is not JSON (other than a torn last
             line), or classes that differ from the existing manifest's.
     """
 
-    def __init__(self, root: Path | str, classes: ClassSet, png_level: int = 1, workers: int = 1,
-                 png_strategy: str = 'rle') -> None:
+    def __init__(self, root: Path | str, classes: ClassSet, png_level: int = 0, workers: int = 1,
+                 png_strategy: str = 'rle', fsync_interval_s: float = 1.0) -> None:
         if not 0 <= int(png_level) <= 9:
             raise ValueError(f'png_level={png_level} must be in 0..9')
         if png_strategy not in PNG_STRATEGIES:
@@ -74,6 +83,9 @@ class DatasetWriter:
         self._submitted: set = set()
         self.root = Path(root)
         self.classes = classes
+        self.png_level = int(png_level)
+        self.fsync_interval_s = float(fsync_interval_s)
+        self._last_fsync = time.monotonic()
         self.png_params = [cv2.IMWRITE_PNG_COMPRESSION, int(png_level),
                            cv2.IMWRITE_PNG_STRATEGY, PNG_STRATEGIES[png_strategy]]
         for sub in ('rgb', 'depth', 'labels'):
@@ -124,11 +136,16 @@ class DatasetWriter:
     def _write_png(self, rel: str, img: np.ndarray) -> None:
         path = self.root / rel
         tmp = path.with_name(f'.{path.name}.tmp')
-        ok, buf = cv2.imencode('.png', img, self.png_params)
-        if not ok:
-            raise ValueError(f'cannot PNG-encode {rel}: shape={img.shape} dtype={img.dtype}')
+        if self.png_level == 0:  # stored PNG, RGB order as given (bags.png_stored)
+            parts = png_stored_parts(img)
+        else:
+            ok, buf = cv2.imencode('.png', cv2.cvtColor(img, cv2.COLOR_RGB2BGR) if img.ndim == 3 else img,
+                                   self.png_params)
+            if not ok:
+                raise ValueError(f'cannot PNG-encode {rel}: shape={img.shape} dtype={img.dtype}')
+            parts = [buf.data]
         with open(tmp, 'wb') as fh:
-            fh.write(buf.tobytes())
+            fh.writelines(parts)
         os.replace(tmp, path)
 
     def write_frame(self, frame_id: str, rgb: np.ndarray, K: np.ndarray, stamp_ns: int, bag: str,
@@ -204,13 +221,18 @@ class DatasetWriter:
 
     def _write_files(self, images: List[Tuple[str, np.ndarray]]) -> None:
         for rel, img in images:
-            self._write_png(rel, cv2.cvtColor(img, cv2.COLOR_RGB2BGR) if img.ndim == 3 else img)
+            self._write_png(rel, img)  # img: RGB for 3 channels
 
     def _append(self, entry: Dict[str, Any]) -> None:
         self._index.write(json.dumps(entry, separators=(',', ':')) + '\n')
-        self._index.flush()
-        os.fsync(self._index.fileno())
+        self._index.flush()  # in the OS after the frame's files: safe against a killed process
+        if time.monotonic() - self._last_fsync >= self.fsync_interval_s:
+            self._fsync()
         self.entries[entry['id']] = entry
+
+    def _fsync(self) -> None:
+        os.fsync(self._index.fileno())
+        self._last_fsync = time.monotonic()
 
     def _complete_oldest(self) -> None:
         entry, fut = self._pending.popleft()
@@ -227,6 +249,9 @@ class DatasetWriter:
         """Wait for pooled frames and index them in order (re-raises a worker's error)."""
         while self._pending:
             self._complete_oldest()
+        if not self._index.closed:
+            self._index.flush()
+            self._fsync()
 
     def counts(self) -> Dict[str, int]:
         """Frame counts of the whole dataset: frames, with_depth, with_labels."""

