@@ -217,7 +217,7 @@ def test_c44_start_up_only_set_is_the_one_documented():
     """Model, device, precision, input size, QoS, compressed input and torch threads are read at start-up;
     docs/node.md's "changes" column says so for each parameter."""
     startup = {s.name for s in SPECS if not s.dynamic}
-    assert startup == {'model_file', 'device', 'half', 'input_width', 'input_height', 'input_reliability',
+    assert startup == {'model_file', 'device', 'half', 'backend', 'input_width', 'input_height', 'input_reliability',
                        'input_depth', 'output_reliability', 'output_depth', 'use_compressed', 'torch_threads'}
     text = (REPO / 'docs' / 'node.md').read_text()
     for spec in SPECS:

@@ -103,7 +103,7 @@ def default_segmenter(p: NodeParams, model_file: str) -> Any:
     """The real ``core.inference.Segmenter`` for these parameters."""
     from depth3dseg_ros.core.inference import Segmenter
     return Segmenter(model_file, device=p.device, half=p.half, input_size=p.input_size,
-                     num_threads=p.torch_threads or None)
+                     num_threads=p.torch_threads or None, backend=p.backend)
 
 
 class Depth3DSegNode(Node):

@@ -8,7 +8,7 @@ and the node stops start-up with that message (docs/ros_conventions.md "Paramete
 Run time (docs/cases.md C44): parameters marked ``dynamic`` can be changed with ``set_parameters``
 (``ros2 param set``, the ``~/set_parameters`` service); ``updated()`` checks a change with the same
 rules as start-up and returns the new ``NodeParams``, which the node applies from the next frame. The
-others (model, device, precision, input size, QoS, compressed input, torch threads) are read once at
+others (model, device, precision, backend, input size, QoS, compressed input, torch threads) are read once at
 start-up: a change is refused with the reason ``STARTUP_ONLY`` and their descriptors are read-only.
 ``descriptor()`` builds each parameter's ``rcl_interfaces/ParameterDescriptor`` (description, range,
 read_only).
@@ -42,11 +42,14 @@ class ParamSpec:
 
 
 SPECS: tuple[ParamSpec, ...] = (
-    ParamSpec('model_file', '', "model file (.pt, core.modelfile); '' = the shipped models/depth3dseg_nyu13.pt "
+    ParamSpec('model_file', '', "model file (.pt, core.modelfile, or .onnx from depth3dseg-export); '' = the shipped models/depth3dseg_nyu13.pt "
               'from the package share dir', dynamic=False),
     ParamSpec('device', 'auto', 'torch device; auto = cuda when available, else cpu', ('auto', 'cuda', 'cpu'),
               dynamic=False),
     ParamSpec('half', False, 'fp16 inference (cuda only)', dynamic=False),
+    ParamSpec('backend', 'auto', 'inference runtime; auto = onnxruntime when model_file is .onnx or an '
+              'up-to-date exported .onnx sits beside the .pt and onnxruntime is installed, else torch '
+              '(docs/deployment.md)', ('auto', 'torch', 'onnxruntime'), dynamic=False),
     ParamSpec('input_width', 0, "network input width in px; 0 = the model's", min=0, dynamic=False),
     ParamSpec('input_height', 0, "network input height in px; 0 = the model's", min=0, dynamic=False),
     ParamSpec('label_source', 'fused', 'which prediction is the label image: 2D head, 3D point network, '
@@ -93,6 +96,7 @@ class NodeParams:
     model_file: str
     device: str
     half: bool
+    backend: str
     input_width: int
     input_height: int
     label_source: str
