@@ -68,6 +68,9 @@ SPECS: tuple[ParamSpec, ...] = (
               'unorganized, invalid points dropped (C25)'),
     ParamSpec('cloud_confidence', False, 'add a FLOAT32 confidence field to ~/points'),
     ParamSpec('use_rectified', False, "intrinsics from CameraInfo P (rectified image) instead of K"),
+    ParamSpec('distortion', 'rectify', 'input whose CameraInfo has a non-zero D: rectify it (undistort, as '
+              'image_proc; outputs get D = 0), refuse_cloud (no cloud, no 3D branch, error), or ignore (pinhole K)',
+              ('rectify', 'refuse_cloud', 'ignore')),
     ParamSpec('input_reliability', 'best_effort', 'subscription reliability (C24: best_effort matches '
               'any publisher)', RELIABILITY, dynamic=False),
     ParamSpec('input_depth', 1, 'subscription KEEP_LAST depth (1 = newest frame only, C26)', min=1,
@@ -79,6 +82,8 @@ SPECS: tuple[ParamSpec, ...] = (
               min=0.0),
     ParamSpec('use_compressed', False, 'subscribe sensor_msgs/CompressedImage on <image>/compressed',
               dynamic=False),
+    ParamSpec('max_image_pixels', 8192 * 8192, 'input images with more pixels are refused (compressed ones '
+              'from their header, before decoding)', min=1),
     ParamSpec('output_resolution', 'network', 'outputs at the network size, or resized to the camera '
               'image size (nearest; K scaled back)', ('network', 'camera')),
     ParamSpec('diagnostics_period', 2.0, 'seconds between rate/timing log lines and /diagnostics', min=0.1),
@@ -111,12 +116,14 @@ class NodeParams:
     cloud_organized: bool
     cloud_confidence: bool
     use_rectified: bool
+    distortion: str
     input_reliability: str
     input_depth: int
     output_reliability: str
     output_depth: int
     sync_slop: float
     use_compressed: bool
+    max_image_pixels: int
     output_resolution: str
     diagnostics_period: float
     torch_threads: int
