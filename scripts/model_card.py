@@ -5,7 +5,9 @@ tables in models/README.md; test/test_shipped_model.py checks the real-bag figur
 Usage: python scripts/model_card.py [--model models/depth3dseg_nyu13.pt] [--synth-val data/ds_synth_val]
                                     [--real-only]
 Runs depth3dseg-eval (training/evaluate.py) on (a) the held-out synthetic dataset and (b) the real-camera
-sample bag (depth3dseg_ros.samples: 11 NYU labelled frames, 14 NYU/TUM frames with depth), on the CPU.
+sample bag (depth3dseg_ros.samples: 11 NYU labelled frames, 14 NYU/TUM frames with depth), on the CPU;
+(c) the 14 real frames with depth alone, with the predicted depth and with the measured depth given to
+the model (``--measured-depth``).
 ``--real-only`` re-measures (b) and keeps (a) from the existing card (when data/ is not regenerated).
 """
 from __future__ import annotations
@@ -43,8 +45,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         synth = (json.loads(Path(a.out).read_text())['synthetic_val'] if a.real_only
                  else run_eval(Path(a.model), ['--data', a.synth_val], Path(tmp) / 's'))
+        bag = ['--bag', str(real_camera_bag())]
         card = {'model': Path(a.model).name, 'synthetic_val': synth,
-                'real_bag': run_eval(Path(a.model), ['--bag', str(real_camera_bag())], Path(tmp) / 'r')}
+                'real_bag': run_eval(Path(a.model), bag, Path(tmp) / 'r'),
+                # the real frames with measured depth, without and with that depth given to the model
+                # (an RGB-D camera's node: depth3dseg-eval --measured-depth)
+                'real_with_depth': run_eval(Path(a.model), [*bag, '--only-with-depth'], Path(tmp) / 'd'),
+                'real_with_depth_measured': run_eval(Path(a.model), [*bag, '--only-with-depth',
+                                                                     '--measured-depth'], Path(tmp) / 'm')}
     Path(a.out).write_text(json.dumps(card, indent=1) + '\n')
     print(json.dumps({k: {kk: v for kk, v in d.items() if kk != 'iou_fused'} if isinstance(d, dict) else d
                       for k, d in card.items()}, indent=1))

@@ -49,3 +49,18 @@ def test_shipped_model_reproduces_its_model_card_on_the_real_sample_bag(tmp_path
     want = CARD['real_bag']
     for key in ('absrel', 'rmse', 'delta1', 'miou_2d', 'miou_3d', 'miou_fused'):
         assert report[key] == pytest.approx(want[key], abs=0.01), key
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize('section,flags', [('real_with_depth', ['--only-with-depth']),
+                                           ('real_with_depth_measured', ['--only-with-depth', '--measured-depth'])])
+def test_shipped_model_reproduces_its_card_on_real_frames_with_depth(tmp_path, real_bag, section, flags):
+    out = tmp_path / 'eval'
+    assert evaluate.main(['--model', str(MODEL), '--bag', str(real_bag), '--out', str(out), '--device', 'cpu',
+                          *flags]) == 0
+    report = json.loads((out / 'report.json').read_text())
+    want = CARD[section]
+    assert report['frames'] == want['frames'] == 14
+    for key in ('absrel', 'miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_fused'):
+        assert report[key] == pytest.approx(want[key], abs=0.01), key
+
