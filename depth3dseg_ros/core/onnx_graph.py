@@ -3,10 +3,10 @@
 `InferenceGraph` computes what ``Depth3DSeg.forward(rgb_norm, K, measured_depth)`` computes, with the
 same weights (it holds the model's own sub-modules), but with operators that ONNX (opset 17) has:
 
-- the k nearest neighbours of M3 (core.pointnet.knn_window) by ``topk`` over the window×window candidate
-  distances instead of the int32 key trick of core.keys (ONNX has no bit-cast); the candidates are
-  slices of the +inf-padded subsampled cloud, the neighbours' flat indices are computed in the graph,
-  so the graph also works for a dynamic input size;
+- the k nearest neighbours of M3 (core.pointnet.knn_window) by k ``argmin`` passes over the
+  window×window candidate distances instead of the int32 key trick of core.keys (ONNX has no bit-cast);
+  the candidates are slices of the +inf-padded subsampled cloud, the neighbours' flat indices are
+  computed in the graph, so the graph also works for a dynamic input size;
 - no data-dependent Python branches: the general (masked) path of PointSegNet always runs (the
   "every point valid" shortcuts of the torch module give the same values, they only skip work);
 - back-projection (core.geometry.backproject, M2) with the pixel grid built in the graph (cumulative
@@ -14,7 +14,10 @@ same weights (it holds the model's own sub-modules), but with operators that ONN
 - the 3D-aware nearest upsampling by an ``argmin`` over the 4 candidate distances.
 
 Tie-breaking differs from the torch module only where two candidate distances are equal to within
-~4e-6 relative (core.keys quantises, ``topk``/``argmin`` do not): the chosen neighbour set can then differ.
+~4e-6 relative (core.keys quantises, ``argmin`` does not): the chosen neighbour can then differ (1 pixel
+of 76,800 on a random 320×240 frame). Batch 1 only. Choices made for ONNX Runtime's CPU kernels (this
+2-core machine): gathers of whole rows (its Gather copies element by element), channel sums as 1×3
+MatMuls, misses pointed at an extra table row instead of masks.
 test/test_onnx_export.py checks the outputs against Depth3DSeg.forward.
 
 The measured depth is a required input of the graph: all-NaN (no valid pixel) means "no measured
@@ -91,9 +94,9 @@ def _sum3(x: torch.Tensor) -> torch.Tensor:
 
 
 def knn_graph(p: torch.Tensor, v: torch.Tensor, k: int, window: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """core.pointnet.knn_window by ``topk``: p B×3×h×w m, v B×1×h×w bool -> (idx B×k×(h·w) long flat
-    indices, nearest first; mask B×k×(h·w) bool). Masked entries point at the centre itself (any index
-    is fine there: every use of a masked neighbour is masked)."""
+    """core.pointnet.knn_window by ``topk``, batch 1: p 1×3×h×w m, v 1×1×h×w bool -> (idx k×(h·w) long
+    flat indices, nearest first; mask k×(h·w) bool). Masked entries hold h·w, one past the last point:
+    callers gather from tables with an extra row (zero coordinates, -inf features) there."""
     r = window // 2
     inf = float('inf')
     pad = F.pad(torch.where(v, p, torch.full_like(p, inf)), (r, r, r, r), value=inf)
@@ -103,18 +106,28 @@ def knn_graph(p: torch.Tensor, v: torch.Tensor, k: int, window: int) -> Tuple[to
         ye = dy - 2 * r if dy < 2 * r else None
         for dx in range(window):
             xe = dx - 2 * r if dx < 2 * r else None
-            sl.append(pad[:, :, dy:ye, dx:xe])
-    e = (torch.stack(sl, 2) - centre.unsqueeze(2)).square()           # 1×3×win²×h×w
-    d2 = _sum3(e[0]).reshape(1, window * window, e.shape[3], e.shape[4])
-    dist, pos = torch.topk(d2, k, dim=1, largest=False, sorted=True)   # 1×k×h×w
+            sl.append(pad[0, :, dy:ye, dx:xe])
+    e = (torch.stack(sl, -1) - centre[0].unsqueeze(-1)).square()      # 3×h×w×win² (window last)
+    d2 = _sum3(e).reshape(-1, window * window)                         # N×win²
+    # k × (ArgMin, knock the winner out): lowest window position on exact ties, like core.keys; ONNX
+    # Runtime's TopK took ~2 ms here, these ~4 cheap passes over N×win²
+    slots = _iota(d2[0], torch.int64).view(1, -1)
+    dists, poss = [], []
+    for j in range(k):
+        pj = torch.argmin(d2, 1, keepdim=True)                         # N×1
+        dists.append(d2.gather(1, pj))
+        poss.append(pj)
+        if j + 1 < k:
+            d2 = torch.where(slots == pj, torch.full_like(d2, inf), d2)
+    dist, pos = torch.cat(dists, 1), torch.cat(poss, 1)                # N×k, nearest first
     mask = torch.isfinite(dist)
-    pos = torch.where(mask, pos, torch.full_like(pos, r * window + r))
-    yy = _iota(p[0, 0, :, 0], torch.int64).view(1, 1, -1, 1)
-    xx = _iota(p[0, 0, 0, :], torch.int64).view(1, 1, 1, -1)
+    yy = _iota(p[0, 0, :, 0], torch.int64).view(-1, 1)
+    xx = _iota(p[0, 0, 0, :], torch.int64).view(1, -1)
     w = xx.shape[-1]
-    idx = (yy + torch.div(pos, window, rounding_mode='floor') - r) * w + xx + torch.remainder(pos, window) - r
-    b = p.shape[0]
-    return idx.reshape(b, k, -1), mask.reshape(b, k, -1)
+    flat = (yy * w + xx).reshape(-1, 1)                                # N×1
+    idx = flat + (torch.div(pos, window, rounding_mode='floor') - r) * w + torch.remainder(pos, window) - r
+    idx = torch.where(mask, idx, torch.zeros_like(idx) + flat.shape[0])
+    return idx.transpose(0, 1), mask.transpose(0, 1)
 
 
 def pointnet_graph(pn: PointSegNet, xyz: torch.Tensor, valid: torch.Tensor, feats: torch.Tensor
@@ -130,33 +143,30 @@ def pointnet_graph(pn: PointSegNet, xyz: torch.Tensor, valid: torch.Tensor, feat
     p = torch.where(v, p0, torch.zeros_like(p0))
     fc = torch.where(v, f0, torch.zeros_like(f0))
     b, inf = p.shape[0], float('inf')
-    idx, mask = knn_graph(p, v, pn.k, pn.window)                       # B×k×N
+    idx, mask = knn_graph(p, v, pn.k, pn.window)                       # k×N, masked -> N
     parts = [p, fc] + ([_normals(p, v)] if pn.normals else [])
     f = torch.cat(parts, 1).flatten(2).transpose(1, 2)                 # B×N×F
     pf = p.flatten(2)                                                  # B×3×N
     n = pf.shape[-1]
-    nb = pf[0].index_select(1, idx[0].reshape(-1)).reshape(1, 3, pn.k, n)
+    pf_ext = torch.cat([pf[0], torch.zeros_like(pf[0, :, :1])], 1)     # 3×(N+1): row N = 0 (masked)
+    nb = pf_ext.index_select(1, idx.reshape(-1)).reshape(1, 3, pn.k, n)
     rel = (nb - pf.unsqueeze(2)).permute(0, 2, 3, 1)                   # B×k×N×3
     dist = torch.sqrt(rel.square().sum(-1, keepdim=True) + 1e-12)
-    m = mask.unsqueeze(-1).to(xyz.dtype)
+    m = mask.unsqueeze(0).unsqueeze(-1).to(xyz.dtype)                  # 1×k×N×1
     r = ((dist * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp(min=1)).clamp(min=1e-3)
     geo = torch.cat([rel, rel / r, dist], -1) * m                      # B×k×N×7
-    gall = F.linear(geo, torch.cat([layer.wg.weight for layer in pn.layers]))
-    # masked neighbours -> -inf once in the shared geometry term (not a masked_fill per layer and rank)
-    gall = gall + torch.where(mask, torch.zeros_like(dist[..., 0]), torch.full_like(dist[..., 0], -inf)
-                              ).unsqueeze(-1)
-    outs, c0 = [], 0
+    outs = []
     for layer in pn.layers:
-        c1 = c0 + layer.wg.out_features
-        g = gall[..., c0:c1]
-        a = layer.wn(f)                                                # B×N×C
+        g = F.linear(geo[0], layer.wg.weight)                          # k×N×C
+        a = layer.wn(f)[0]                                             # N×C
+        # row N = -inf: a masked neighbour never wins the max (masked_fill without a pass per rank)
+        a = torch.cat([a, torch.full_like(a[:1], -inf)], 0)
         best = None
         for j in range(pn.k):
-            e = a[0].index_select(0, idx[0, j]) + g[0, j]                  # N×C, -inf: masked
+            e = a.index_select(0, idx[j]) + g[j]                       # N×C
             best = e if best is None else torch.maximum(best, e)
         f = layer.post(torch.relu(layer.wc(f) + best.unsqueeze(0))).relu()
         outs.append(f)
-        c0 = c1
     vmask = v.flatten(2).transpose(1, 2).to(f.dtype)                  # B×N×1
     gfeat = (f * vmask).amax(1)
     hdn = torch.relu(pn.head_local(torch.cat(outs, -1)) + pn.head_global(gfeat).unsqueeze(1))
@@ -195,11 +205,18 @@ def _upsample_graph(logits: torch.Tensor, p: torch.Tensor, v: torch.Tensor, xyz:
     ds = []
     for i in range(4):
         y, x = st * (i // 2 + 1) - o, st * (i % 2 + 1) - o
-        ds.append((up[0, :, y:y + H, x:x + W] - xyz[0]).square())     # 3×H×W, +inf: invalid candidate
-    dmin, sel = _sum3(torch.stack(ds, 1)).reshape(4, -1).min(0)       # HW (first on exact ties)
-    src = torch.stack(cands, 0).gather(0, sel.unsqueeze(0))[0]
+        ds.append(_sum3((up[0, :, y:y + H, x:x + W] - xyz[0]).square())[0])  # HW, +inf: invalid
+    # the nearest of the 4 by pairwise comparisons (lowest candidate on exact ties, like argmin; ONNX
+    # Runtime's ReduceMin/ArgMin over a leading axis of 4 were slow strided passes), on float32 indices
+    # (exact below 2^24 points; its Where on int64 was ~10x slower than on float32)
+    cf = [ci.to(torch.float32) for ci in cands]
+    d01, d23 = torch.minimum(ds[0], ds[1]), torch.minimum(ds[2], ds[3])
+    s01 = torch.where(ds[1] < ds[0], cf[1], cf[0])
+    s23 = torch.where(ds[3] < ds[2], cf[3], cf[2])
+    src = torch.where(d23 < d01, s23, s01)
+    dmin = torch.minimum(d01, d23)
     found = torch.isfinite(dmin) & valid.flatten()
-    src = torch.where(found, src, torch.full_like(src, 1) * n)         # -> the zero row
+    src = torch.where(found, src, torch.zeros_like(src) + n).to(torch.int64)   # misses -> the zero row
     lcz = torch.cat([logits[0], torch.zeros_like(logits[0, :1])], 0)   # (N+1)×C: rows gathered whole
     return lcz.index_select(0, src).transpose(0, 1).reshape(1, c, H, W)
 
