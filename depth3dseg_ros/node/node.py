@@ -14,9 +14,10 @@ Topics (relative names, remap them; outputs under the node's private namespace `
 ====================================  ================================================================
 
 Every output carries the input image's header (stamp and frame_id); each image's camera_info
-describes that image's size (K scaled, C18). Pipeline per frame (METHOD M7-M9): decode (ros.image /
-ros.compressed) -> ``Segmenter.infer`` -> max_depth cut, optional nearest resize to the camera size
--> cloud from the *published* depth and K (core.geometry via ros.pointcloud2) -> publish.
+describes that image's size (K scaled once, C18). Per frame (METHOD M7-M9): decode (ros.image /
+ros.compressed; over ``max_image_pixels`` refused first) -> intrinsics (ros.camera_info) -> input rules
+(node/frame.py: degenerate K, size mismatch, distortion) -> ``Segmenter.infer`` -> output rules
+(node/frame.py: max_depth, resize, camera model, cloud) -> ros converters -> publish.
 
 Robustness (docs/cases.md): malformed images are dropped with a throttled error naming the field, 0x0
 images skipped with a warning (C04); callbacks and the worker never let an exception out; QoS from
@@ -46,15 +47,16 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from std_msgs.msg import String
 
 from depth3dseg_ros.core.depth import meters_to_16uc1
-from depth3dseg_ros.core.imageops import overlay, resize_depth, resize_labels
+from depth3dseg_ros.core.imageops import overlay
+from depth3dseg_ros.node.frame import Rectifier, frame_outputs, plan_input
 from depth3dseg_ros.node.params import (SPEC_BY_NAME, SPECS, NodeParams, declare_and_read, unknown_names, updated,
                                         validate)
 from depth3dseg_ros.node.worker import LatestSlot, StageStats, Worker
 from depth3dseg_ros.paths import share_file
-from depth3dseg_ros.ros.camera_info import camera_info_for_output, intrinsics_from_camera_info, make_camera_info
-from depth3dseg_ros.ros.compressed import compressed_to_rgb
+from depth3dseg_ros.ros.camera_info import Intrinsics, camera_info_for_output, intrinsics_from_camera_info
+from depth3dseg_ros.ros.compressed import ImageTooLargeError, check_pixel_limit, compressed_to_rgb
 from depth3dseg_ros.ros.image import EmptyImageError, cv2_to_imgmsg, describe, to_rgb
-from depth3dseg_ros.ros.pointcloud2 import create_cloud, create_cloud_from_depth
+from depth3dseg_ros.ros.pointcloud2 import create_cloud
 from depth3dseg_ros.ros.sync import FAR, LATE, LATEST, NONE, PASSED, STALE, Pair, StampSync, header_stamp_ns
 
 SHIPPED_MODEL = ('models', 'depth3dseg_nyu13.pt')
@@ -128,6 +130,7 @@ class Depth3DSegNode(Node):
         self.sync = StampSync(slop=p.sync_slop, queue_size=3)
         self.slot = LatestSlot()
         self.stats = StageStats()
+        self.rectifier = Rectifier()                  # undistort maps cached per CameraInfo (issue 14)
         self._last_error: dict[str, float] = {}
         self._warned: set[str] = set()
 
@@ -290,14 +293,23 @@ class Depth3DSegNode(Node):
     def _on_worker_error(self, err: BaseException) -> None:
         self.get_logger().error(f'frame failed: {type(err).__name__}: {err}', throttle_duration_sec=5.0)
 
-    # -- the worker ---------------------------------------------------------------------------
-    def _decode(self, msg: Any) -> np.ndarray | None:
+    # -- the worker: decode, call the per-frame rules (node/frame.py), convert, publish -----------
+    def _decode(self, msg: Any, p: NodeParams) -> np.ndarray | None:
+        """H×W×3 uint8 RGB, or None (counted and logged): empty (skipped, warning), malformed (skipped,
+        error naming the field), over ``max_image_pixels`` (refused before decoding, issue 14)."""
         try:
-            return compressed_to_rgb(msg) if isinstance(msg, CompressedImage) else to_rgb(msg)
+            if isinstance(msg, CompressedImage):
+                return compressed_to_rgb(msg, p.max_image_pixels)
+            check_pixel_limit(msg.width, msg.height, p.max_image_pixels, 'Image header')
+            return to_rgb(msg)
         except EmptyImageError as err:
             self.stats.skipped += 1
             self.get_logger().warning(f'skipping empty image ({err}): nothing published',
                                       throttle_duration_sec=5.0)
+        except ImageTooLargeError as err:
+            self.stats.refused += 1
+            self._error_throttled('max_image_pixels', f'refusing image: {err} (refused so far: '
+                                                      f'{self.stats.refused})')
         except ValueError as err:
             self.stats.skipped += 1
             what = describe(msg) if isinstance(msg, Image) else f'CompressedImage format={msg.format!r}'
@@ -311,58 +323,43 @@ class Depth3DSegNode(Node):
             self._last_error[key] = now
             self.get_logger().error(text)
 
-    def _intrinsics(self, info: Any, w: int, h: int, p: NodeParams) -> Any:
+    def _intrinsics(self, info: Any, p: NodeParams) -> Intrinsics | None:
+        """Intrinsics of the received image from ``info`` (K or P, binning, ROI), or None (no CameraInfo,
+        or one refused: throttled error naming the field)."""
         if info is None:
             return None
         try:
-            intr = intrinsics_from_camera_info(info, p.use_rectified)
+            return intrinsics_from_camera_info(info, p.use_rectified)
         except ValueError as err:
-            self.get_logger().error(f'ignoring CameraInfo: {err}', throttle_duration_sec=5.0)
+            self._error_throttled('camera_info', f'ignoring CameraInfo: {err}: publishing labels (2D head), '
+                                                 'overlay and depth without camera_info, no cloud')
             return None
-        if (intr.width, intr.height) != (w, h):
-            self.get_logger().warning(f'CameraInfo is for {intr.width}x{intr.height} but the image is {w}x{h}: '
-                                      'scaling K to the image', once=True)
-            intr = intr.resized(w, h)
-        return intr
 
     def _process(self, pair: Pair) -> None:
         p, msg = self.p, pair.image        # one parameter snapshot per frame (C44: no torn update)
         t0 = time.perf_counter()
-        rgb = self._decode(msg)
+        rgb = self._decode(msg, p)
         if rgb is None:
             return
-        h, w = rgb.shape[:2]
-        intr = self._intrinsics(pair.info, w, h, p)
+        plan = plan_input(self._intrinsics(pair.info, p), (rgb.shape[1], rgb.shape[0]), p.distortion, self.rectifier)
+        for problem in plan.problems:
+            self._error_throttled(problem.key, problem.text)
+        rgb = plan.prepare(rgb)
         t1 = time.perf_counter()
-        res = self.seg.infer(rgb, None if intr is None else intr.K, p.label_source)
+        res = self.seg.infer(rgb, plan.K, p.label_source)
         t2 = time.perf_counter()
-        labels, depth, conf, rgb_out = res.labels, np.array(res.depth, np.float32), res.confidence, res.rgb
-        depth[~(depth <= p.max_depth)] = np.nan                  # beyond max_depth (and NaN) = no data
-        nh, nw = labels.shape
-        if p.output_resolution == 'camera' and (nw, nh) != (w, h):
-            labels, depth = resize_labels(labels, (w, h)), resize_depth(depth, (w, h))
-            conf, rgb_out = resize_depth(np.asarray(conf, np.float32), (w, h)), rgb
-            info_out = None if intr is None else camera_info_for_output(intr, w, h, msg.header)
-        elif res.K is not None:
-            info_out = make_camera_info(
-                res.K, nw, nh, msg.header, D=None if intr is None else intr.D,
-                distortion_model='plumb_bob' if intr is None else (intr.distortion_model or 'plumb_bob'))
-        else:
-            info_out = None
+        out = frame_outputs(res, plan, rgb, p.max_depth, p.output_resolution,
+                            cloud=p.publish_points and 'points' in self.pubs)
+        info_out = None if out.camera is None else camera_info_for_output(out.camera, out.camera.width,
+                                                                          out.camera.height, msg.header)
         cloud = None
-        if p.publish_points and 'points' in self.pubs and intr is not None and info_out is not None:
-            extra = dict(confidence=conf if p.cloud_confidence else None, organized=p.cloud_organized,
-                         stride=p.cloud_stride, label_dtype=np.uint16 if labels.dtype == np.uint16 else np.uint32)
-            if res.points is not None and res.points.shape[:2] == depth.shape:
-                # network size: the Segmenter's points are the back-projection of this depth with
-                # this K (M9); only the max_depth cut is applied here
-                xyz = np.where(np.isfinite(depth)[..., None], res.points, np.float32(np.nan))
-                cloud = create_cloud(msg.header, xyz, rgb_out, labels, **extra)
-            else:
-                K_out = np.asarray(info_out.k, np.float64).reshape(3, 3)
-                cloud = create_cloud_from_depth(msg.header, depth, K_out, rgb_out, labels, **extra)
+        if out.xyz is not None:
+            cloud = create_cloud(msg.header, out.xyz, out.rgb, out.labels,
+                                 confidence=out.confidence if p.cloud_confidence else None,
+                                 organized=p.cloud_organized, stride=p.cloud_stride,
+                                 label_dtype=np.uint16 if out.labels.dtype == np.uint16 else np.uint32)
         t3 = time.perf_counter()
-        self._publish_all(p, msg.header, labels, depth, rgb_out, info_out, cloud)
+        self._publish_all(p, msg.header, out.labels, out.depth, out.rgb, info_out, cloud)
         t4 = time.perf_counter()
         age_ms = (self.get_clock().now().nanoseconds - header_stamp_ns(msg)) / 1e6
         self.stats.add({'decode': (t1 - t0) * 1e3, 'inference': (t2 - t1) * 1e3, 'cloud': (t3 - t2) * 1e3,
@@ -370,19 +367,16 @@ class Depth3DSegNode(Node):
 
     def _publish_all(self, p: NodeParams, header: Any, labels: np.ndarray, depth: np.ndarray, rgb: np.ndarray,
                      info_out: Any, cloud: Any) -> None:
-        if p.publish_labels and 'labels' in self.pubs:
-            enc = 'mono8' if labels.dtype == np.uint8 else '16UC1'
-            self._publish('labels', cv2_to_imgmsg(labels, enc, header))
-            self._publish('labels/camera_info', info_out)
-        if p.publish_overlay and 'overlay' in self.pubs:
-            self._publish('overlay', cv2_to_imgmsg(overlay(rgb, labels, self.palette, p.overlay_alpha), 'rgb8', header))
-            self._publish('overlay/camera_info', info_out)
-        if p.publish_depth and 'depth' in self.pubs:
-            if p.depth_encoding == '16UC1':
-                self._publish('depth', cv2_to_imgmsg(meters_to_16uc1(depth), '16UC1', header))
-            else:
-                self._publish('depth', cv2_to_imgmsg(depth, '32FC1', header))
-            self._publish('depth/camera_info', info_out)
+        images = {'labels': (p.publish_labels, lambda: cv2_to_imgmsg(labels, 'mono8' if labels.dtype == np.uint8
+                                                                      else '16UC1', header)),
+                  'overlay': (p.publish_overlay, lambda: cv2_to_imgmsg(
+                      overlay(rgb, labels, self.palette, p.overlay_alpha), 'rgb8', header)),
+                  'depth': (p.publish_depth, lambda: cv2_to_imgmsg(meters_to_16uc1(depth), '16UC1', header)
+                            if p.depth_encoding == '16UC1' else cv2_to_imgmsg(depth, '32FC1', header))}
+        for name, (on, make) in images.items():
+            if on and name in self.pubs:
+                self._publish(name, make())
+                self._publish(name + '/camera_info', info_out)
         if cloud is not None and p.publish_points:
             self._publish('points', cloud)
 
@@ -404,11 +398,11 @@ class Depth3DSegNode(Node):
             line = (f"{s['rate_hz']:.1f} Hz, age p50 {s['age_ms_p50']:.0f} ms p95 {s['age_ms_p95']:.0f} ms, "
                     f"decode {s['decode_ms']:.1f} / inference {s['inference_ms']:.1f} / cloud {s['cloud_ms']:.1f}"
                     f" / publish {s['publish_ms']:.1f} ms, received {s['received']}, processed "
-                    f"{s['processed']}, dropped {s['dropped']}, skipped {s['skipped']}")
+                    f"{s['processed']}, dropped {s['dropped']}, skipped {s['skipped']}, refused {s['refused']}")
             if s['processed']:
                 self.get_logger().info(line)
             level = DiagnosticStatus.OK
-            if s['skipped'] or s['publish_errors']:
+            if s['skipped'] or s['refused'] or s['publish_errors']:
                 level = DiagnosticStatus.WARN
             status = DiagnosticStatus(level=level, name=f'{self.get_name()}: pipeline',
                                       message=line, hardware_id=self.get_fully_qualified_name(),

@@ -108,6 +108,7 @@ class StageStats:
         self._done = deque(maxlen=window)      # monotonic completion times, for the rate
         self.processed = 0
         self.skipped = 0                       # malformed / empty frames
+        self.refused = 0                       # over max_image_pixels (refused before decoding)
         self.publish_errors = 0
 
     def add(self, timings_ms: dict[str, float], age_ms: float | None) -> None:
@@ -122,7 +123,7 @@ class StageStats:
             self.processed += 1
 
     def summary(self) -> dict[str, float]:
-        """``{<stage>_ms: mean, age_ms_p50, age_ms_p95, rate_hz, processed, skipped, publish_errors}``."""
+        """``{<stage>_ms: mean, age_ms_p50, age_ms_p95, rate_hz, processed, skipped, refused, publish_errors}``."""
         with self._lock:
             out: dict[str, float] = {f'{s}_ms': (float(np.mean(v)) if v else 0.0) for s, v in self._t.items()}
             ages = np.asarray(self._age) if self._age else np.zeros(0)
@@ -130,5 +131,6 @@ class StageStats:
             out['age_ms_p95'] = float(np.percentile(ages, 95)) if ages.size else 0.0
             done = list(self._done)
             out['rate_hz'] = ((len(done) - 1) / (done[-1] - done[0])) if len(done) > 1 and done[-1] > done[0] else 0.0
-            out.update(processed=self.processed, skipped=self.skipped, publish_errors=self.publish_errors)
+            out.update(processed=self.processed, skipped=self.skipped, refused=self.refused,
+                       publish_errors=self.publish_errors)
             return out

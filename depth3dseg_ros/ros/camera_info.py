@@ -86,8 +86,9 @@ def intrinsics_from_camera_info(msg: Any, use_rectified: bool = False) -> Intrin
     Returns:
         Intrinsics at the received image's size ((roi.width or width) / binning_x, likewise y).
     Raises:
-        ValueError: K/P not 9/12 numbers, fx or fy <= 0 in the matrix used (names the field and value),
-            or a zero image size.
+        ValueError: K/P not 9/12 numbers, fx or fy <= 0 or a non-finite entry in the matrix used (names
+            the field and value), a zero image size, or binning that leaves no pixel (binning_x=2**32-1).
+            Implausible but finite values (fx = 5e-324) pass: node.frame.intrinsics_problem judges them.
     """
     k = np.asarray(_get(msg, 'k'), dtype=np.float64).reshape(-1)
     p = np.asarray(_get(msg, 'p', np.zeros(12)), dtype=np.float64).reshape(-1)
@@ -116,6 +117,9 @@ def intrinsics_from_camera_info(msg: Any, use_rectified: bool = False) -> Intrin
         width, height = int(roi.width), int(roi.height)
     if width <= 0 or height <= 0:
         raise ValueError(f'CameraInfo size width={msg.width} height={msg.height} (roi {width}x{height}) is empty')
+    if width // bx == 0 or height // by == 0:          # absurd binning (issue 14): nothing left
+        raise ValueError(f'CameraInfo binning_x={bx} binning_y={by} leaves a {width // bx}x{height // by} image '
+                         f'of {width}x{height}')
     K0 = P[:, :3].copy() if rectified else K.copy()
     K1 = scale_intrinsics(crop_intrinsics(K0, x0, y0), 1.0 / bx, 1.0 / by)
     P1 = scale_intrinsics(crop_intrinsics(P, x0, y0), 1.0 / bx, 1.0 / by)

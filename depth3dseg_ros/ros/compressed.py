@@ -7,6 +7,12 @@ splits on ``;``, takes the first token as the source encoding when it is one, an
 (int32 format, float32 depthQuantA, float32 depthQuantB, little-endian) then a PNG of uint16 values;
 the PNG is found by its signature, not by a fixed offset. 16UC1: the PNG values are millimetres.
 32FC1: depth = A / (v - B) metres, v = 0 -> NaN. RVL payloads are refused with a clear error.
+
+Size before decoding (issue 14, "Inputs"): a 641-byte JPEG whose header claims 30000×30000 pixels made
+OpenCV allocate gigabytes. :func:`compressed_image_size` reads width and height from the JPEG SOF marker
+or the PNG IHDR chunk (compressedDepth: the PNG after the 12-byte header) without decoding, and
+``decode_compressed(msg, max_pixels=N)`` refuses a larger image with :class:`ImageTooLargeError`
+before any pixel is allocated (the node passes its ``max_image_pixels``; bag extraction can do the same).
 """
 from __future__ import annotations
 
@@ -25,6 +31,111 @@ PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 #: compressed_depth_image_transport's compressionFormat enum value written in the header for PNG.
 INV_DEPTH = 0
 _HEADER = struct.Struct('<iff')
+#: suggested pixel limit (8192×8192 = 67,108,864), the node's ``max_image_pixels`` default
+DEFAULT_MAX_PIXELS = 8192 * 8192
+# JPEG start-of-frame markers (ITU T.81 B.1.1.3): C0..CF except DHT (C4), JPG (C8) and DAC (CC)
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+class ImageTooLargeError(ValueError):
+    """A compressed image whose header claims more pixels than allowed; raised before decoding.
+
+    Attributes: width, height (from the header), max_pixels (the limit).
+    """
+
+    def __init__(self, text: str, width: int, height: int, max_pixels: int) -> None:
+        super().__init__(text)
+        self.width, self.height, self.max_pixels = width, height, max_pixels
+
+
+def _jpeg_size(raw: bytes) -> tuple[int, int]:
+    """(width, height) from the first SOFn segment of a JPEG (ITU T.81 B.2.2), walking the markers."""
+    i, n = 2, len(raw)
+    while i < n:
+        if raw[i] != 0xFF:
+            raise ValueError(f'JPEG: no marker at byte {i} (0x{raw[i]:02X}) before a SOF marker')
+        while i < n and raw[i] == 0xFF:                 # fill bytes
+            i += 1
+        if i >= n:
+            break
+        marker = raw[i]
+        i += 1
+        if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:   # TEM, SOI, RSTn: no length
+            continue
+        if marker in (0xD9, 0xDA):                      # EOI, SOS before any SOF
+            break
+        if i + 2 > n:
+            break
+        length = int.from_bytes(raw[i:i + 2], 'big')
+        if length < 2:
+            raise ValueError(f'JPEG: segment 0xFF{marker:02X} at byte {i - 2} has length {length}')
+        if marker in _SOF:
+            if i + 7 > n:
+                break
+            return int.from_bytes(raw[i + 5:i + 7], 'big'), int.from_bytes(raw[i + 3:i + 5], 'big')
+        i += length
+    raise ValueError(f'JPEG: no SOF marker (image size) in the first {n} bytes')
+
+
+def payload_size(data: Any) -> tuple[int, int]:
+    """(width, height) of a JPEG or PNG file in ``data`` (bytes or uint8 array), from its header only.
+
+    JPEG (starts FF D8): the SOF0..SOF15 segment (height, width: big-endian uint16 after the precision
+    byte). PNG (8-byte signature): the IHDR chunk (width, height: big-endian uint32 at bytes 16 and 20).
+    Nothing is decoded or allocated beyond the header walk.
+
+    Raises:
+        ValueError: neither a JPEG nor a PNG (the first bytes named), or the header is cut or has no size.
+    """
+    raw = bytes(data) if not isinstance(data, np.ndarray) else data.tobytes()
+    if raw[:2] == b'\xff\xd8':
+        return _jpeg_size(raw)
+    if raw[:8] == PNG_SIGNATURE:
+        if len(raw) < 24 or raw[12:16] != b'IHDR':
+            raise ValueError(f'PNG: no IHDR chunk right after the signature (len(data)={len(raw)})')
+        return int.from_bytes(raw[16:20], 'big'), int.from_bytes(raw[20:24], 'big')
+    raise ValueError(f'payload starting {raw[:8].hex(" ")!r} is neither JPEG nor PNG: its size cannot be '
+                     'read before decoding')
+
+
+def compressed_image_size(msg: Any) -> tuple[int, int]:
+    """(width, height) a CompressedImage would decode to, from its JPEG/PNG header (no decoding).
+
+    compressedDepth: the PNG found by its signature after the 12-byte ConfigHeader.
+
+    Raises:
+        EmptyImageError: no data. ValueError: size unreadable (see :func:`payload_size`), the format named.
+    """
+    buf = _payload(msg)
+    raw = buf.tobytes()
+    if parse_format(msg.format)['depth']:
+        start = raw.find(PNG_SIGNATURE)
+        raw = raw[start:] if start >= 0 else raw
+    try:
+        return payload_size(raw)
+    except ValueError as err:
+        raise ValueError(f'CompressedImage.format={msg.format!r} len(data)={len(buf)}: {err}') from None
+
+
+def check_pixel_limit(width: int, height: int, max_pixels: int | None, what: str = 'image') -> None:
+    """Raise :class:`ImageTooLargeError` when ``width*height > max_pixels`` (None: no limit).
+
+    The message names both sizes and the limit, e.g. ``CompressedImage header says 30000x30000 =
+    900000000 pixels > max_image_pixels=67108864``.
+    """
+    if max_pixels is not None and int(width) * int(height) > int(max_pixels):
+        raise ImageTooLargeError(f'{what} says {width}x{height} = {int(width) * int(height)} pixels > '
+                                 f'max_image_pixels={max_pixels}', int(width), int(height), int(max_pixels))
+
+
+def check_compressed_size(msg: Any, max_pixels: int | None) -> tuple[int, int]:
+    """:func:`compressed_image_size`, refused over ``max_pixels`` (None: size read, no limit).
+
+    Raises: ImageTooLargeError, EmptyImageError, ValueError (as :func:`compressed_image_size`).
+    """
+    w, h = compressed_image_size(msg)
+    check_pixel_limit(w, h, max_pixels, f'CompressedImage (format={msg.format!r}) header')
+    return w, h
 
 
 def parse_format(fmt: str) -> dict:
@@ -50,8 +161,9 @@ def _payload(msg: Any) -> np.ndarray:
     return buf
 
 
-def decode_compressed_depth(msg: Any) -> np.ndarray:
-    """Decode a ``compressedDepth`` CompressedImage (C07).
+def decode_compressed_depth(msg: Any, max_pixels: int | None = None) -> np.ndarray:
+    """Decode a ``compressedDepth`` CompressedImage (C07); with ``max_pixels``, the PNG header's size
+    is checked first (:func:`check_compressed_size`, ImageTooLargeError).
 
     Returns:
         uint16 H×W millimetres (0 = no data) for 16UC1; float32 H×W metres (NaN = no data) for 32FC1.
@@ -71,6 +183,8 @@ def decode_compressed_depth(msg: Any) -> np.ndarray:
         raise ValueError(f'CompressedImage.format={msg.format!r}: depth encoding {enc!r} is not 16UC1/32FC1')
     buf = _payload(msg)
     raw = buf.tobytes()
+    if max_pixels is not None:
+        check_compressed_size(msg, max_pixels)
     start = raw.find(PNG_SIGNATURE)
     if start < 0:
         raise ValueError(f'CompressedImage.format={msg.format!r}: no PNG signature in len(data)={len(raw)}')
@@ -91,7 +205,7 @@ def decode_compressed_depth(msg: Any) -> np.ndarray:
     return depth
 
 
-def decode_compressed(msg: Any) -> tuple[np.ndarray, str]:
+def decode_compressed(msg: Any, max_pixels: int | None = None) -> tuple[np.ndarray, str]:
     """Decode any supported CompressedImage to (array, encoding of the array's layout).
 
     jpeg/png colour decode to ``bgr8``/``bgra8`` (OpenCV order), gray to ``mono8``, 16-bit PNG to
@@ -99,14 +213,20 @@ def decode_compressed(msg: Any) -> tuple[np.ndarray, str]:
     (``"rgb8; jpeg compressed bgr8"``) the result is converted back to it, as compressed_image_transport
     does. compressedDepth gives ``16UC1`` (mm) or ``32FC1`` (m).
 
+    ``max_pixels``: when given, the size in the JPEG/PNG header is read first and an image over it (or
+    one whose size cannot be read: not JPEG/PNG) is refused before decoding (issue 14).
+
     Raises:
-        EmptyImageError: no data. ValueError: undecodable payload (format and length named).
+        EmptyImageError: no data. ImageTooLargeError: over ``max_pixels``. ValueError: undecodable
+        payload (format and length named).
     """
     info = parse_format(msg.format)
     if info['depth']:
-        arr = decode_compressed_depth(msg)
+        arr = decode_compressed_depth(msg, max_pixels)
         return arr, ('32FC1' if arr.dtype == np.float32 else '16UC1')
     buf = _payload(msg)
+    if max_pixels is not None:
+        check_compressed_size(msg, max_pixels)
     img = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
     if img is None:
         raise ValueError(f'CompressedImage.format={msg.format!r} len(data)={buf.size}: cannot be decoded')
@@ -143,9 +263,10 @@ def compressed_to_cv2(msg: Any, desired_encoding: str = 'passthrough') -> np.nda
     return convert_layout(arr, enc, desired_encoding)
 
 
-def compressed_to_rgb(msg: Any) -> np.ndarray:
-    """Network input from a colour/mono CompressedImage: H×W×3 uint8 RGB (alpha dropped, C05)."""
-    arr, enc = decode_compressed(msg)
+def compressed_to_rgb(msg: Any, max_pixels: int | None = None) -> np.ndarray:
+    """Network input from a colour/mono CompressedImage: H×W×3 uint8 RGB (alpha dropped, C05); images
+    over ``max_pixels`` refused before decoding (ImageTooLargeError)."""
+    arr, enc = decode_compressed(msg, max_pixels)
     return array_to_rgb(arr, enc)
 
 
