@@ -137,6 +137,54 @@ def test_c38_truncated_mcap_in_directory_without_metadata(tmp_path, real_dir):
     assert report['killed']['format'].startswith('rosbag2/mcap [no metadata.yaml, not closed: ends at byte ')
 
 
+@pytest.mark.parametrize('compression', ['file', 'message'])
+def test_c38_compressed_directory_without_metadata_yaml(tmp_path, real_dir, compression):
+    """No metadata.yaml to say how the files are compressed: file mode is seen by the file's zstd magic,
+    message mode by each message's zstd magic (CDR starts 00 01 00 00); 4 frames exact."""
+    frames = make_frames(real_dir, 4)
+    bag = write_bag(tmp_path / f'z_{compression}', frames, compression=compression)
+    (bag / 'metadata.yaml').unlink()
+    report = extract([bag], tmp_path / 'ds', ExtractConfig(workers=1))
+    _same_frames(tmp_path / 'ds', frames, 4)
+    assert report[bag.name]['format'] == ('rosbag2/sqlite3 (file/zstd) [no metadata.yaml]' if compression == 'file'
+                                          else 'rosbag2/sqlite3 [no metadata.yaml]')
+
+
+def test_c38_sqlite_write_ahead_log_is_replayed(tmp_path, real_dir, caplog):
+    """A recorder using SQLite WAL (rosbag2's resilient preset) killed before its last checkpoint: frames
+    3..5 exist only in rec_0.db3-wal. They are read from a checkpointed copy (the bag is not written),
+    with a warning; all 6 frames exact. Without the log, 3."""
+    import sqlite3
+    frames = make_frames(real_dir, 6)
+    first = write_bag(tmp_path / 'first', frames[:3])
+    second = write_bag(tmp_path / 'second', frames[3:])
+    db, db2 = next(first.glob('*.db3')), next(second.glob('*.db3'))
+    rec = tmp_path / 'rec'
+    rec.mkdir()
+    con = sqlite3.connect(db)
+    try:
+        assert con.execute('PRAGMA journal_mode=WAL').fetchone() == ('wal',)
+        con.execute('PRAGMA wal_autocheckpoint=0')
+        con.execute('ATTACH DATABASE ? AS other', (str(db2),))
+        con.execute('INSERT INTO messages(topic_id, timestamp, data) '
+                    'SELECT topic_id, timestamp, data FROM other.messages ORDER BY id')
+        con.commit()
+        shutil.copyfile(db, rec / 'rec_0.db3')            # what the disk holds at the kill
+        shutil.copyfile(f'{db}-wal', rec / 'rec_0.db3-wal')
+    finally:
+        con.close()
+    before = (rec / 'rec_0.db3').read_bytes()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        extract([rec], tmp_path / 'ds', ExtractConfig(workers=1))
+    _same_frames(tmp_path / 'ds', frames, 6)
+    assert (rec / 'rec_0.db3').read_bytes() == before and (rec / 'rec_0.db3-wal').stat().st_size > 0
+    assert any('rec_0.db3-wal holds' in r.getMessage() and 'log replayed' in r.getMessage() for r in caplog.records)
+    (rec / 'rec_0.db3-wal').unlink()
+    extract([rec], tmp_path / 'ds3', ExtractConfig(workers=1))
+    _same_frames(tmp_path / 'ds3', frames, 3)
+
+
 def _unindex_ros1(path, index_pos=0):
     data = bytearray(path.read_bytes())
     k = data.index(b'index_pos=') + len(b'index_pos=')

@@ -46,7 +46,8 @@ from depth3dseg_ros.bags.mcap_salvage import SalvagedMcap, cached_scan
 from depth3dseg_ros.bags.sniff import (  # noqa: F401  (re-exported: the reader's public names)
     MAGIC_LZ4, MAGIC_MCAP, MAGIC_ROS1, MAGIC_SQLITE, MAGIC_ZSTD, SUPPORTED_COMPRESSION, BagFormat,
     UnsupportedCompression, _decompress_stream, _rosbag2_files, _STORAGE_SUFFIX, detect_format, hex16,
-    kind_of_head, mcap_is_closed, ros1_index_problem, sniff_file, sniff_storage, storage_files_of_dir, zstd)
+    checkpointed_copy, kind_of_head, mcap_is_closed, ros1_index_problem, sniff_file, sniff_storage,
+    storage_files_of_dir, wal_bytes, zstd)
 
 LOG = logging.getLogger(__name__)
 
@@ -152,6 +153,8 @@ class BagReader:
             src = plain
             self.format = BagFormat(kind, 'whole-file', fmt.compression_format)
         # rosbags picks the reader from the suffix: give it a name that matches the contents.
+        if kind == 'sqlite3' and src == self.path and wal_bytes(src):
+            src = self._with_wal(src, 0)  # a bare .db3 next to its -wal (C38)
         if kind == 'mcap' and not mcap_is_closed(src):
             self._salvage.add(src)  # read in file order (C38); the link below keeps the name right
         if src.suffix == _STORAGE_SUFFIX[kind] and src == self.path:
@@ -163,6 +166,16 @@ class BagReader:
         if src in self._salvage:
             self._salvage.add(link)
         return [link]
+
+    def _with_wal(self, db: Path, i: int) -> Path:
+        """A checkpointed copy of a SQLite file whose ``-wal`` still holds data (C38), with a warning."""
+        assert self._tmp is not None
+        sub = Path(self._tmp.name, f'wal_{i}')
+        sub.mkdir()
+        (LOG.warning if self.warn else LOG.debug)(
+            'bag file %s: its write-ahead log %s-wal holds %d bytes not yet in the file (the recording was not '
+            'closed): reading a copy with the log replayed', db, db.name, wal_bytes(db))
+        return checkpointed_copy(db, sub)
 
     def _dir_files(self) -> List[Path]:
         """Storage files of the rosbag2 directory (metadata.yaml's list, else the files found, C38)."""
@@ -184,13 +197,16 @@ class BagReader:
                         'file(s) %s directly; topics, types and message counts come from the files', self.path,
                         len(files), fmt.storage, [f.name for f in files])
         self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
-        self._message_zstd = fmt.compression_mode == 'message'
+        # message-mode zstd: known from metadata.yaml, or (no metadata.yaml) seen by each message's magic
+        self._message_zstd = fmt.compression_mode == 'message' or bool(fmt.recovery)
         links = []
         for i, f in enumerate(files):
             src = f
             if fmt.compression_mode == 'file':
                 src = Path(self._tmp.name, f'plain_{i}')
                 _decompress_stream(f, fmt.compression_format, src)
+            elif fmt.storage == 'sqlite3' and wal_bytes(f):
+                src = self._with_wal(f, i)
             links.append(Path(self._tmp.name, f'{i:04d}_{f.name.split(".")[0]}{_STORAGE_SUFFIX[fmt.storage]}'))
             os.symlink(src.resolve(), links[-1])
             if fmt.storage == 'mcap' and not mcap_is_closed(src):
@@ -343,7 +359,9 @@ class BagReader:
         if not conns:
             return
         for conn, t_ns, raw in self.reader.messages(connections=conns):
-            yield conn.topic, conn.msgtype, t_ns, (zstd.decompress(raw) if self._message_zstd else raw)
+            if self._message_zstd and raw[:4] == MAGIC_ZSTD:  # CDR starts 00 0x 00 00: no ambiguity
+                raw = zstd.decompress(raw)
+            yield conn.topic, conn.msgtype, t_ns, raw
 
     def deserialize(self, raw: bytes, msgtype: str) -> Any:
         """Deserialize one raw message with the bag's typestore (rosbags message object).
