@@ -4,13 +4,16 @@ Builds a bag from the real NYU 0001 / TUM frames (test/bagutil.py) at 640x480: r
 mono8 labels (NYU frames), CameraInfo. Then measures, best of --repeat:
 
 * plain read: AnyReader, iterate every message and deserialize it (what any bag consumer pays);
-* extraction (bags.extract.extract) into a fresh directory, at each PNG level given;
-* PNG encoding alone (cv2.imencode of the same rgb/depth/label arrays), to show where time goes.
+* extraction (bags.extract.extract) into a fresh directory, at each PNG level given (0 = stored PNGs
+  by bags.png_stored, the default; 1..9 = cv2 with the zlib strategy given; the strategy does not
+  matter at level 0);
+* PNG encoding alone (what the writer does at that level, on the same rgb/depth/label arrays), to show
+  where time goes.
 
 Prints frames/s and MB/s (bag bytes / s) and the ratio extraction / plain read (goal >= 0.5).
 
     python bench/bench_extract.py [--frames 60] [--storage sqlite3|mcap] [--compression none|...]
-        [--levels 1 3] [--strategies rle default] [--workers 1 4] [--repeat 2]
+        [--levels 0 1] [--strategies rle] [--workers 1 2] [--repeat 3]
 """
 from __future__ import annotations
 
@@ -64,12 +67,16 @@ def main() -> None:
     ap.add_argument('--frames', type=int, default=60)
     ap.add_argument('--storage', default='sqlite3', choices=['sqlite3', 'mcap', 'ros1'])
     ap.add_argument('--compression', default='none')
-    ap.add_argument('--levels', type=int, nargs='+', default=[1, 3])
-    ap.add_argument('--repeat', type=int, default=2)
+    ap.add_argument('--levels', type=int, nargs='+', default=[0, 1])
+    ap.add_argument('--repeat', type=int, default=3)
     ap.add_argument('--workers', type=int, nargs='+', default=sorted({1, min(4, os.cpu_count() or 1)}))
-    ap.add_argument('--strategies', nargs='+', default=['rle', 'default'])
-    ap.add_argument('--real', default=str(REPO.parent / 'shared' / 'data' / 'real'))
+    ap.add_argument('--strategies', nargs='+', default=['rle'])
+    ap.add_argument('--real', default=None, help='real sample files (default: depth3dseg_ros.samples: the '
+                                                 'cache, $DEPTH3DSEG_SAMPLE_DATA or a download)')
     args = ap.parse_args()
+    if args.real is None:
+        from depth3dseg_ros.samples import fetch_all
+        args.real = str(fetch_all())
 
     tmp = Path(tempfile.mkdtemp(prefix='bench_extract_'))
     try:
