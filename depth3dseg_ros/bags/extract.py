@@ -33,12 +33,11 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-import numpy as np
 import yaml
 
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES, DatasetWriter
-from depth3dseg_ros.bags.frames import (COMPRESSED, IMAGE, NOT_EXTRACTED, NOT_SELECTED, ROLES, BagFrames,
-                                         FrameData, TopicStats)
+from depth3dseg_ros.bags.frames import COMPRESSED, IMAGE, NOT_SELECTED, ROLES, BagFrames, TopicStats
+from depth3dseg_ros.bags.label_policy import LABEL_POLICIES, LabelRange, _refuse, refused_reason  # noqa: F401
 from depth3dseg_ros.bags.pairing import DEFAULT_TOLERANCE_NS
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, BagReader, detect_format, resolve_typestore
 from depth3dseg_ros.bags.topic_check import MissingTopics, check_topics, parse_allow_missing
@@ -58,62 +57,6 @@ PRESETS: Dict[str, Dict[str, Optional[str]]] = {
             'depth': '/zed/zed_node/depth/depth_registered',
             'camera_info': '/zed/zed_node/rgb/camera_info', 'labels': None},
 }
-
-
-#: Policies for label ids outside the class set (C43): map to void and count (default), or refuse the frame.
-LABEL_POLICIES = ('void', 'refuse')
-
-
-def refused_reason(num_classes: int) -> str:
-    """Skip reason of a frame refused for out-of-range label ids (``--out-of-range-labels refuse``)."""
-    return f'label ids outside 0..{num_classes - 1} (refused)'
-
-
-class LabelRange:
-    """Applies the out-of-range label policy (C43) to the frames of one bag and counts what it did.
-
-    ``apply(frame)`` returns the frame to write (labels with out-of-range pixels set to ``void_id`` under
-    'void'; unchanged when all ids are in range) or None under 'refuse'. ``to_dict()``: policy,
-    num_classes, void_id, ``frames`` (frames with out-of-range ids), ``pixels`` (their count), ``ids``
-    (the distinct out-of-range ids, sorted).
-    """
-
-    def __init__(self, classes: ClassSet, policy: str) -> None:
-        self.n, self.void, self.policy = len(classes), int(classes.void_id), policy
-        self.frames = self.pixels = 0
-        self.ids: set = set()
-
-    def apply(self, fr: FrameData) -> Optional[FrameData]:
-        lab = fr.labels
-        if lab is None or not lab.size or int(lab.max()) < self.n:
-            return fr
-        bad = lab >= self.n
-        self.frames += 1
-        self.pixels += int(np.count_nonzero(bad))
-        self.ids.update(int(i) for i in np.unique(lab[bad]))
-        if self.policy == 'refuse':
-            return None
-        fixed = lab.copy()
-        fixed[bad] = self.void
-        fr.labels = fixed
-        return fr
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {'policy': self.policy, 'num_classes': self.n, 'void_id': self.void, 'frames': self.frames,
-                'pixels': self.pixels, 'ids': sorted(self.ids)}
-
-
-def _refuse(bf: BagFrames, fr: FrameData, parts: Dict[str, Optional[int]], reason: str, info_used: set) -> None:
-    """Mark a refused frame's messages: rgb and labels with ``reason``, depth 'frame not extracted';
-    its CameraInfo too unless a written frame used it (a later one that does marks it used again)."""
-    bf.status['rgb'][fr.index] = reason
-    if parts.get('labels') is not None:
-        bf.status['labels'][parts['labels']] = reason
-    if parts.get('depth') is not None and 'depth' in bf.status:
-        bf.status['depth'][parts['depth']] = NOT_EXTRACTED
-    j = parts.get('camera_info')
-    if j is not None and j not in info_used:
-        bf.status['camera_info'][j] = NOT_EXTRACTED
 
 
 @dataclass

@@ -21,7 +21,6 @@ Cut-off recordings (case C38: a recorder killed before it closed its files):
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import struct
