@@ -1,4 +1,5 @@
-"""Open any ROS bag through rosbags' AnyReader: format sniffing, typestores, compression (C28, C29).
+"""Open any ROS bag through rosbags' AnyReader: format sniffing, typestores, compression, cut-off
+recordings (C28, C29, C38).
 
 Formats (detected from file contents, never from the extension — docs/ros_conventions.md "Bags"):
 
@@ -15,7 +16,16 @@ extension, and the files of a rosbag2 directory (for ``compression_mode: file`` 
 decompressed stream). A directory's ``metadata.yaml`` ``storage_identifier`` is only a hint: when it
 names another plugin than the files' contents, :class:`BagReader` logs one warning and reads the files
 by their contents (through a temporary copy of the directory of links with a corrected metadata.yaml).
-An unrecognised file is refused with its first 16 bytes in hex.
+An unrecognised file is refused with its first 16 bytes in hex. Detection lives in ``bags.sniff``
+(its names are re-exported here).
+
+Cut-off recordings (C38, details in ``bags.sniff`` and ``bags.mcap_salvage``): a rosbag2 directory
+without metadata.yaml, or one whose MCAP file was not closed, is read file by file as bare storage
+files (rosbags reads topics and types from the files); an MCAP without footer is read in file order
+by :class:`bags.mcap_salvage.SalvagedMcap`, put in place of rosbags' MCAP reader; a ``.db3`` whose
+``-wal`` still holds data is read from a copy with the log replayed. Each case logs one warning
+(where the recording ends, which files are read) and shows in :attr:`BagReader.format`
+(``BagFormat.recovery``). A ROS 1 bag without index is refused by :func:`detect_format`.
 
 What rosbags 0.11.9 does natively (read in its source, ``rosbag2/reader.py``): FILE mode zstd is
 streamed (``zstd.open`` + ``shutil.copyfileobj``) into a ``TemporaryDirectory``; MESSAGE mode zstd is
@@ -359,7 +369,7 @@ class BagReader:
         if not conns:
             return
         for conn, t_ns, raw in self.reader.messages(connections=conns):
-            if self._message_zstd and raw[:4] == MAGIC_ZSTD:  # CDR starts 00 0x 00 00: no ambiguity
+            if self._message_zstd and not self.is_ros1 and raw[:4] == MAGIC_ZSTD:  # CDR starts 00 0x 00 00: no ambiguity
                 raw = zstd.decompress(raw)
             yield conn.topic, conn.msgtype, t_ns, raw
 
