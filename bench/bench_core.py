@@ -223,9 +223,9 @@ def main(argv=None) -> int:
             torch.set_num_threads(threads)   # the Segmenters set it too
             onnx_res[f'{w}x{h}'] = r
             for part, label in (('2d', '2D+depth net'), ('3d', '3D net'), ('whole', 'whole graph'),
-                                ('segmenter', 'Segmenter.infer 640x480 fused')):
+                                ('segmenter', f'Segmenter.infer 640x480->{w}x{h} fused')):
                 o, t, q = r[part]
-                print(f"{w}x{h:<4} {label:>30}: ONNX Runtime {o:7.2f} ms | torch {t:7.2f} ms | ORT/torch {q:.2f}")
+                print(f"{w}x{h:<4} {label:>36}: ONNX Runtime {o:7.2f} ms | torch {t:7.2f} ms | ORT/torch {q:.2f}")
         if args.onnx_only:
             if args.json:
                 Path(args.json).write_text(json.dumps({'threads': threads, 'onnx': onnx_res}, indent=1))
