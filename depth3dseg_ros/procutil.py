@@ -8,6 +8,7 @@ the kernel send the child SIGTERM when its parent dies, however the parent ends 
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import subprocess
 import sys
@@ -29,3 +30,96 @@ def popen_tied(cmd: Sequence[str], **kwargs: Any) -> subprocess.Popen:
     if sys.platform.startswith('linux'):
         kwargs.setdefault('preexec_fn', _die_with_parent)
     return subprocess.Popen(cmd, **kwargs)
+
+
+# -- SIGINT / SIGTERM for the package's executables (docs/cases.md C40, C45) -------------------------
+
+IMPORTING, STARTING, RUNNING, STOPPING = 'importing', 'starting', 'running', 'stopping'
+
+
+class StopRequested(BaseException):
+    """Raised by :class:`StopSignals` in the ``starting`` phase (and in ``running`` with ``raise_running``):
+    a SIGINT/SIGTERM asked the program to end. A BaseException, like KeyboardInterrupt, so that no
+    ``except Exception`` on the way swallows it; the executable catches it and exits cleanly."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class StopSignals:
+    """Python-level SIGINT/SIGTERM handling with phases; install it first thing in ``main`` (C40, C45).
+
+    The rule for every executable of the package (depth3dseg_node, depth3dseg-replay,
+    depth3dseg-demo): one SIGINT or SIGTERM at any moment ends the process within about 2 s, without
+    a traceback, with exit code :data:`EXIT_CODE` (0: a requested stop is a normal end, as ``ros2
+    launch`` reports "process has finished cleanly"; see docs/node.md "Stopping"). What a signal does
+    depends on ``phase``:
+
+    * ``importing`` (before rclpy.init: heavy imports, argument checks): nothing to clean up, the
+      process ends at once (``os._exit``, stdout/stderr flushed).
+    * ``starting`` (rclpy initialised, node being built: model loading, warm-up): raises
+      :class:`StopRequested` in the main thread; ``main`` catches it and shuts rclpy down.
+    * ``running``: sets :attr:`event` (the main thread waits on it; rclpy is initialised with
+      ``SignalHandlerOptions.NO`` so that rclpy neither shuts the context down under a worker that is
+      still publishing, rclpy #937, nor replaces these handlers), or raises StopRequested when
+      ``raise_running`` (a main thread that loops in Python, e.g. depth3dseg-replay).
+    * ``stopping`` (a second signal while shutting down): ends the process at once, like the
+      ``importing`` phase: a second signal hurries the shutdown, never prints a traceback.
+
+    The window before ``main`` runs (interpreter start, about 50 ms) keeps Python's default handling.
+    """
+
+    EXIT_CODE = 0
+
+    def __init__(self, prog: str, raise_running: bool = False) -> None:
+        import threading
+        self.prog, self.raise_running = prog, raise_running
+        self.phase = IMPORTING
+        self.signum: int | None = None
+        self.event = threading.Event()
+        self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    @property
+    def requested(self) -> bool:
+        """True once a SIGINT/SIGTERM arrived."""
+        return self.signum is not None
+
+    def set_phase(self, phase: str) -> None:
+        """Enter ``phase`` (IMPORTING, STARTING, RUNNING, STOPPING). Entering RUNNING after a signal
+        that arrived in an earlier phase without being acted on raises StopRequested."""
+        self.phase = phase
+        if phase == RUNNING and self.requested and self.raise_running:
+            raise StopRequested(self.signum)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        first = self.signum is None
+        if first:
+            self.signum = signum
+        if self.phase in (IMPORTING, STOPPING) or not first:
+            self.exit_now()
+        self.event.set()
+        if self.phase == STARTING or (self.phase == RUNNING and self.raise_running):
+            raise StopRequested(signum)
+
+    def exit_now(self) -> None:
+        """Flush stdout/stderr and end the process with EXIT_CODE, skipping every clean-up."""
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - a closed pipe must not stop the exit
+                pass
+        os._exit(self.EXIT_CODE)
+
+    def finished(self) -> None:
+        """Call when clean-up is done and the process is about to exit: SIGINT/SIGTERM are ignored from
+        here on. Python's finalisation puts SIG_DFL back for Python-level handlers (a signal then kills
+        the process, exit -15) but leaves SIG_IGN alone; there is nothing left to hurry."""
+        self.phase = STOPPING
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
+
+    def restore(self) -> None:
+        """Put back the handlers found at construction (tests that call ``main`` in-process)."""
+        for s, h in self._previous.items():
+            signal.signal(s, h)

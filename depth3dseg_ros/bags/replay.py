@@ -10,10 +10,17 @@ Any bag bags.reader.BagReader opens (rosbag2 sqlite3/MCAP, compressed, ROS 1) is
   Header.seq dropped, ``K`` -> ``k``); at the bag's receive-time spacing divided by ``--rate``;
 * ``--clock`` publishes rosgraph_msgs/Clock on ``/clock`` (bag time, before each message and every
   ``--clock-period`` s in between) so nodes started with ``use_sim_time:=true`` follow the bag;
-* QoS: RELIABLE, KEEP_LAST ``--depth`` by default (like ``ros2 bag play``); ``--qos best_effort``.
+* QoS: RELIABLE, KEEP_LAST ``--depth`` by default (like ``ros2 bag play``); ``--qos best_effort``;
+* before the first message it waits (``--wait-subscribers``, default 10 s; 0 = not at all) until a
+  subscriber has matched, and then until no further one matches for 1 s, saying so on stderr: a node
+  started first then gets the bag from its first message (a volatile topic drops what was sent before
+  the match). Without a subscriber by then it says so and publishes anyway;
+* SIGINT/SIGTERM at any moment end it within about 2 s, exit code 0, no traceback (C40, C45;
+  procutil.StopSignals): rclpy runs without its own signal handlers, so no publisher's context
+  becomes invalid under the loop.
 
-Example:
-    depth3dseg-replay "$(python -m depth3dseg_ros.samples bag)" --rate 1.0 --clock --wait-subscribers 5
+Example (the README's):
+    depth3dseg-replay "$(python -m depth3dseg_ros.samples bag)" --clock
 """
 from __future__ import annotations
 
@@ -24,10 +31,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
-from depth3dseg_ros.bags.reader import BagReader
-from depth3dseg_ros.rosenv import apply_ros_env
+# numpy, rosbags (bags.reader) and rclpy are imported where used: ``main`` installs its signal
+# handlers before any heavy import (C40)
 
 CAMERA_TYPES = ('sensor_msgs/msg/Image', 'sensor_msgs/msg/CompressedImage', 'sensor_msgs/msg/CameraInfo')
 
@@ -74,6 +79,7 @@ def to_rclpy(obj: Any, cls: type) -> Any:
     Raises:
         ValueError: a field of ``cls`` is missing from ``obj`` (naming the type and field).
     """
+    import numpy as np
     out = cls()
     for name, ftype in cls.get_fields_and_field_types().items():
         src = name if hasattr(obj, name) else name.upper()
@@ -111,6 +117,8 @@ class Replayer:
                  clock: bool = False, reliable: bool = True, depth: int = 5,
                  clock_period: float = 0.01) -> None:
         from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        from depth3dseg_ros.bags.reader import BagReader
         if not rate > 0:
             raise ValueError(f'--rate={rate!r} must be > 0')
         self.node, self.bag, self.rate, self.clock_period = node, Path(bag), float(rate), clock_period
@@ -134,30 +142,43 @@ class Replayer:
         """Close the bag."""
         self._reader.close()
 
-    def wait_for_subscribers(self, timeout: float, spin: Callable[[float], None]) -> bool:
-        """Wait until every publisher has a subscriber (at most ``timeout`` s). True when all have.
+    def wait_for_subscribers(self, timeout: float, spin: Callable[[float], None], quiet: float = 1.0) -> bool:
+        """Wait (at most ``timeout`` s) until a subscriber has matched one of the publishers, then until
+        no further publisher matches for ``quiet`` s (or all have one), then 1 s more. True when one
+        matched.
 
-        Then 0.5 s more: discovery is not symmetric, and a sample sent before the subscriber has
-        matched this publisher too is lost even on a reliable volatile topic.
+        Discovery is not symmetric, and a sample sent before the subscriber has matched this publisher
+        too is lost even on a reliable volatile topic; a node subscribes all its inputs together, so
+        its other subscriptions match within the quiet second. ``spin(s)`` runs the node for s seconds.
         """
         end = time.monotonic() + timeout
+        matched: set[str] = set()
+        last_change = None
         while time.monotonic() < end:
-            if all(p.get_subscription_count() > 0 for p in self.pubs.values()):
+            now_matched = {t for t, p in self.pubs.items() if p.get_subscription_count() > 0}
+            if now_matched != matched:
+                matched, last_change = now_matched, time.monotonic()
+            if matched and (len(matched) == len(self.pubs) or time.monotonic() - last_change >= quiet):
                 settle = time.monotonic() + 1.0
                 while time.monotonic() < settle:
                     spin(0.05)
                 return True
             spin(0.05)
-        return False
+        return bool(matched)
 
     def wait_for_acks(self, timeout: float = 10.0) -> bool:
         """Wait (at most ``timeout`` s) until reliable subscribers acknowledged every sample sent.
 
         Exiting right after the last publish would lose samples still being (re)sent: FastDDS
-        recovers a lost fragment only at its next heartbeat (about 3 s).
+        recovers a lost fragment only at its next heartbeat (about 3 s). Waits in 0.1 s steps so that
+        a signal is handled at once (C40).
         """
         from rclpy.duration import Duration
-        return all(p.wait_for_all_acked(Duration(seconds=timeout)) for p in self.pubs.values())
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if all(p.wait_for_all_acked(Duration(seconds=0.1)) for p in self.pubs.values()):
+                return True
+        return False
 
     def _publish_clock(self, t_ns: int) -> None:
         if self.clock_pub is not None:
@@ -174,7 +195,7 @@ class Replayer:
                 self._publish_clock(bag_t0 + int((now - wall0) * self.rate * 1e9))
                 time.sleep(min(self.clock_period, wall_target - now))
             else:
-                time.sleep(wall_target - now)
+                time.sleep(min(0.1, wall_target - now))   # short steps: a signal is handled at once
 
     def run(self, loop: bool = False, should_stop: Callable[[], bool] = lambda: False) -> dict[str, int]:
         """Replay (forever with ``loop``; until ``should_stop()``); return per-topic publish counts."""
@@ -208,49 +229,73 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--clock', action='store_true', help='publish /clock (for use_sim_time)')
     p.add_argument('--qos', choices=('reliable', 'best_effort'), default='reliable')
     p.add_argument('--depth', type=int, default=5, help='publisher KEEP_LAST depth')
-    p.add_argument('--wait-subscribers', type=float, default=0.0, metavar='S',
-                   help='wait up to S seconds for a subscriber on every topic before starting')
+    p.add_argument('--wait-subscribers', type=float, default=10.0, metavar='S',
+                   help='wait up to S seconds (default 10; 0 = do not wait) for a subscriber before the first '
+                        'message, then until no more match for 1 s')
     p.add_argument('--delay', type=float, default=0.0, metavar='S', help='sleep S seconds before starting')
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns 0 on success, 2 on a bad argument or bag (message on stderr)."""
+    """Entry point; returns 0 on success or after SIGINT/SIGTERM, 2 on a bad argument or bag (message on
+    stderr). Signals: procutil.StopSignals (C40, C45), installed before the heavy imports."""
+    from depth3dseg_ros.procutil import StopRequested, StopSignals
+    stop = StopSignals('depth3dseg-replay', raise_running=True)
+    try:
+        return _main(argv, stop)
+    except StopRequested:
+        return stop.EXIT_CODE
+    finally:
+        stop.finished()
+
+
+def _main(argv: list[str] | None, stop: Any) -> int:
+    from depth3dseg_ros.procutil import RUNNING, STARTING, STOPPING
+    argv = sys.argv if argv is None else [sys.argv[0]] + list(argv)
+    from depth3dseg_ros.rosenv import apply_ros_env
+    apply_ros_env()
     import rclpy
+    from rclpy.signals import SignalHandlerOptions
     from rclpy.utilities import remove_ros_args
 
-    apply_ros_env()
-    argv = sys.argv if argv is None else [sys.argv[0]] + list(argv)
     args = build_parser().parse_args(remove_ros_args(argv)[1:])
     if not Path(args.bag).exists():
         print(f'depth3dseg-replay: bag {args.bag!r} not found', file=sys.stderr)
         return 2
-    rclpy.init(args=argv)
-    node = rclpy.create_node('depth3dseg_replay')
+    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+    node = rep = None
     try:
+        stop.set_phase(STARTING)
+        node = rclpy.create_node('depth3dseg_replay')
         try:
             rep = Replayer(node, args.bag, rate=args.rate, topics=args.topics, clock=args.clock,
                            reliable=args.qos == 'reliable', depth=args.depth)
         except (ValueError, FileNotFoundError, RuntimeError) as err:
             print(f'depth3dseg-replay: {err}', file=sys.stderr)
             return 2
-        try:
-            if args.wait_subscribers > 0:
-                rep.wait_for_subscribers(args.wait_subscribers,
-                                         lambda s: rclpy.spin_once(node, timeout_sec=s))
-            if args.delay > 0:
-                time.sleep(args.delay)
-            counts = rep.run(loop=args.loop)
-            if args.qos == 'reliable':
-                rep.wait_for_acks()
-        finally:
-            rep.close()
+        stop.set_phase(RUNNING)       # raise_running: a signal raises StopRequested out of the loop
+        if args.wait_subscribers > 0:
+            print(f'depth3dseg-replay: waiting up to {args.wait_subscribers:g} s for a subscriber on '
+                  f'{", ".join(rep.topics)} (--wait-subscribers)', file=sys.stderr, flush=True)
+            if not rep.wait_for_subscribers(args.wait_subscribers,
+                                            lambda s: rclpy.spin_once(node, timeout_sec=s)):
+                print(f'depth3dseg-replay: no subscriber after {args.wait_subscribers:g} s; publishing anyway',
+                      file=sys.stderr, flush=True)
+        if args.delay > 0:
+            time.sleep(args.delay)
+        print(f'depth3dseg-replay: replaying {", ".join(rep.topics)} from {args.bag} at rate {args.rate:g}'
+              f'{" with /clock" if args.clock else ""}{" in a loop" if args.loop else ""}', file=sys.stderr, flush=True)
+        counts = rep.run(loop=args.loop)
+        if args.qos == 'reliable':
+            rep.wait_for_acks()
         print('depth3dseg-replay: published ' + ', '.join(f'{t}={n}' for t, n in counts.items()))
         return 0
-    except KeyboardInterrupt:
-        return 0
     finally:
-        node.destroy_node()
+        stop.set_phase(STOPPING)      # a second signal from here on ends the process at once
+        if rep is not None:
+            rep.close()
+        if node is not None:
+            node.destroy_node()
         rclpy.try_shutdown()
 
 

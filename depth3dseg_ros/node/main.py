@@ -19,8 +19,8 @@ traceback.
 from __future__ import annotations
 
 import os
-import signal
 import sys
+import threading
 from typing import Any, Callable
 
 PROG = 'depth3dseg_node'
@@ -96,11 +96,31 @@ def check_params_files(files: list[str | None]) -> str | None:
 def main(argv: list[str] | None = None, segmenter_factory: Callable[..., Any] | None = None) -> int:
     """Run the node until SIGINT/SIGTERM. Returns 0, or 2 when start-up fails (message on stderr).
 
+    Signals (docs/cases.md C40, C45; procutil.StopSignals): SIGINT or SIGTERM at any moment (imports,
+    model loading, idle, busy, a second one during shutdown) ends the process within about 2 s, without
+    a traceback, exit code 0. rclpy runs with ``SignalHandlerOptions.NO``; the executor spins in a thread
+    while the main thread waits for the signal, then stops the worker, the executor, the node and rclpy.
+
     Args:
         argv: command line (default ``sys.argv``), ROS arguments included.
         segmenter_factory: optional ``(params, model_file) -> segmenter`` (default: core.inference.Segmenter);
             tests use it to wrap the real Segmenter.
     """
+    from depth3dseg_ros.procutil import StopRequested, StopSignals
+    stop = StopSignals(PROG)             # first: a signal during the imports below ends quietly (C40)
+    try:
+        return _main(argv, segmenter_factory, stop)
+    except StopRequested:                # a signal before the node ran: nothing more to clean up
+        return stop.EXIT_CODE
+    finally:
+        if getattr(stop, 'ros_started', False):
+            stop.finished()              # interpreter teardown: signals ignored (nothing left to stop)
+        else:
+            stop.restore()               # --help / argument errors (also called in-process by tests)
+
+
+def _main(argv: list[str] | None, segmenter_factory: Callable[..., Any] | None, stop: Any) -> int:
+    from depth3dseg_ros.procutil import RUNNING, STARTING, STOPPING, StopRequested
     argv = sys.argv if argv is None else argv
     help_asked, params_files, stray = scan_args(list(argv))
     if help_asked:
@@ -117,33 +137,76 @@ def main(argv: list[str] | None = None, segmenter_factory: Callable[..., Any] | 
     apply_ros_env()
     import rclpy
     from rclpy._rclpy_pybind11 import RCLError
-    from rclpy.executors import ExternalShutdownException
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
 
     from depth3dseg_ros.node.node import Depth3DSegNode
 
     try:
-        rclpy.init(args=argv)
+        # NO: rclpy's handlers would shut the context down under the worker (publish on an invalid
+        # context, rclpy #937) and replace ours; StopSignals wakes the main thread instead (C45)
+        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
     except RCLError as err:   # e.g. `-p name` without `:=value`: one line, no traceback
         print(f'{PROG}: error: bad ROS arguments: {str(err).split(", at ")[0]}', file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    node = None
+    stop.ros_started = True
+    node = executor = spinner = None
     try:
+        stop.set_phase(STARTING)        # a signal now raises StopRequested (model loading, warm-up)
         try:
             node = Depth3DSegNode(segmenter_factory=segmenter_factory)
         except Exception as err:  # noqa: BLE001 - start-up failure: one clear line, no traceback
             print(f'{PROG}: start-up failed: {err}', file=sys.stderr)
             return 2
-        rclpy.spin(node)
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        spinner = threading.Thread(target=_spin, args=(executor, node, stop), name='depth3dseg-executor',
+                                   daemon=True)
+        stop.set_phase(RUNNING)         # from here a signal only sets stop.event
+        spinner.start()
+        while not stop.event.wait(0.5):   # the main thread only waits: Python runs the handler at once
+            pass
         return 0
-    except (KeyboardInterrupt, ExternalShutdownException):
-        return 0
+    except StopRequested:
+        return stop.EXIT_CODE
     finally:
-        if node is not None and not node.destroy_node():
-            print(f'{PROG}: the worker did not stop within 5 s; exiting anyway', file=sys.stderr)
-            rclpy.try_shutdown()
-            os._exit(0)              # a thread blocked in a C call must not hold the process
-        rclpy.try_shutdown()
+        stop.set_phase(STOPPING)        # a second signal from here on ends the process at once
+        _shutdown(node, executor, spinner)
+
+
+def _spin(executor: Any, node: Any, stop: Any) -> None:
+    """The executor thread: spin until the executor is shut down; any end of it stops the process."""
+    from rclpy.executors import ExternalShutdownException
+    try:
+        executor.spin()
+    except ExternalShutdownException:
+        pass
+    except Exception as err:  # noqa: BLE001 - report in one line, then let main shut down
+        try:
+            node.get_logger().error(f'executor stopped: {type(err).__name__}: {err}')
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        stop.event.set()
+
+
+def _shutdown(node: Any, executor: Any, spinner: Any, worker_timeout: float = 1.0) -> None:
+    """Stop the worker (at most ``worker_timeout`` s: the whole shutdown stays within 2 s, C40), the
+    executor, the node and rclpy, in that order: nothing publishes on a context that is gone."""
+    import rclpy
+    if node is not None and not node.worker.stop(timeout=worker_timeout):
+        print(f'{PROG}: the worker is still inside a frame after {worker_timeout:.0f} s; exiting anyway',
+              file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)                   # a thread blocked in a C call must not hold the process
+    if executor is not None:
+        executor.shutdown(timeout_sec=1.0)
+        if spinner is not None and spinner.is_alive():
+            spinner.join(1.0)
+    if node is not None:
+        node.destroy_node()
+    rclpy.try_shutdown()
 
 
 if __name__ == '__main__':
