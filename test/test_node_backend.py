@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip('onnx')
 pytest.importorskip('onnxruntime')
 
 from depth3dseg_ros.core.classes import NYU13  # noqa: E402

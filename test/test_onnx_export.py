@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,14 @@ def tiny_pt(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp('tiny') / 'tiny.pt'
     save_model(path, _tiny_model(), {'classes': NYU13, 'input_size': [64, 48]})
     return path
+
+
+@pytest.fixture(scope='module')
+def tiny_onnx(tiny_pt, tmp_path_factory) -> Path:
+    """The tiny model exported once (fixed 64×48) for the tests that only read it."""
+    out = tmp_path_factory.mktemp('tiny_onnx') / 'tiny.onnx'
+    export_onnx(tiny_pt, out)
+    return out
 
 
 @pytest.fixture(scope='module')
@@ -169,10 +178,8 @@ def _strip(src: Path, dst: Path, drop: tuple) -> Path:
 
 
 @pytest.mark.parametrize('key', ['classes', 'input_size', 'mean', 'arch', 'format'])
-def test_onnx_without_metadata_is_refused(tiny_pt, tmp_path, key):
-    full = tmp_path / 'full.onnx'
-    export_onnx(tiny_pt, full)
-    bad = _strip(full, tmp_path / 'bad.onnx', (key,))
+def test_onnx_without_metadata_is_refused(tiny_onnx, tmp_path, key):
+    bad = _strip(tiny_onnx, tmp_path / 'bad.onnx', (key,))
     with pytest.raises(ModelFileError, match=f"missing '{key}'"):
         Segmenter(bad, device='cpu', num_threads=1)
     with pytest.raises(ModelFileError, match=f"missing '{key}'"):
@@ -183,13 +190,28 @@ def test_foreign_onnx_is_refused(tmp_path):
     """An ONNX file from elsewhere (no metadata at all) and a file that is not ONNX."""
     lin = torch.nn.Linear(3, 2)
     path = tmp_path / 'foreign.onnx'
-    torch.onnx.export(lin, (torch.zeros(1, 3),), str(path), dynamo=False, opset_version=17)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')   # the TorchScript exporter's deprecation notice
+        torch.onnx.export(lin, (torch.zeros(1, 3),), str(path), dynamo=False, opset_version=17)
     with pytest.raises(ModelFileError, match="missing 'format'.*depth3dseg-export"):
         Segmenter(path, device='cpu', num_threads=1)
     junk = tmp_path / 'junk.onnx'
     junk.write_bytes(b'\x00\x01 not onnx')
     with pytest.raises(ModelFileError, match='junk.onnx'):
         Segmenter(junk, device='cpu', num_threads=1)
+
+
+def test_dynamic_graph_serves_another_input_size(tiny_pt, tmp_path):
+    """A --dynamic export runs at an input_size other than the exported one, like torch does."""
+    out = tmp_path / 'dyn.onnx'
+    export_onnx(tiny_pt, out, dynamic=True)
+    o = Segmenter(out, device='cpu', num_threads=1, input_size=(96, 72))
+    t = Segmenter(tiny_pt, device='cpu', backend='torch', num_threads=1, input_size=(96, 72))
+    rgb = np.random.default_rng(3).integers(0, 256, (120, 160, 3), dtype=np.uint8)
+    K = np.array([[150.0, 0, 80], [0, 150.0, 60], [0, 0, 1]])
+    a, b = t.infer(rgb, K), o.infer(rgb, K)
+    assert b.labels.shape == (72, 96) and (a.labels == b.labels).mean() >= 0.999
+    np.testing.assert_allclose(a.points, b.points, atol=1e-4)
 
 
 def test_backend_choice(tiny_pt, tmp_path):
