@@ -225,3 +225,12 @@ def test_refused_cloud_still_describes_outputs_with_k_scaled_once_and_d_kept():
     assert out.xyz is None
     assert np.array_equal(out.camera.K, resize_intrinsics(K, (W, H), (NW, NH))) and list(out.camera.D) == list(D5)
     assert output_camera(plan_input(None, (W, H)), None, (NW, NH)) is None
+
+
+def test_rules_module_imports_no_ros_client_library():
+    import subprocess
+    import sys
+    code = ('import sys, depth3dseg_ros.node.frame; '
+            'print([m for m in sys.modules if m.split(".")[0] in ("rclpy", "rosbags")])')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == '[]'

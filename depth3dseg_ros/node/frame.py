@@ -31,6 +31,7 @@ import numpy as np
 from depth3dseg_ros.core.geometry import backproject_np, resize_intrinsics
 from depth3dseg_ros.core.imageops import resize_depth, resize_labels
 from depth3dseg_ros.ros.camera_info import Intrinsics
+from depth3dseg_ros.ros.sync import FAR, LATE, PASSED, STALE
 
 DISTORTION_MODES = ('rectify', 'refuse_cloud', 'ignore')
 #: distortion models :class:`Rectifier` undistorts ('' = unnamed, taken as plumb_bob, REP 104)
@@ -39,6 +40,18 @@ RECTIFIABLE = ('plumb_bob', 'rational_polynomial', 'equidistant', '')
 #: per px of width is a 179.9 degree pinhole field of view, 1e3 a 0.06 degree one
 FOCAL_REL = (1e-3, 1e3)
 OFFSET_REL = 1e3
+
+#: an image that goes out with the latest CameraInfo (ros/sync.py): reason -> (group, why); the node warns
+#: once per group: stamps that cannot match (stale, far) and single CameraInfos missing (passed, late)
+LATEST_WARNINGS = {
+    STALE: ('unmatchable', 'CameraInfo stamps stay behind the image stamps by more than sync_slop (constant, '
+                           'unset or offset stamps?)'),
+    FAR: ('unmatchable', 'the image stamp is far from every CameraInfo stamp (unset or old CameraInfo '
+                         'stamps, or an image stamped in the future)'),
+    PASSED: ('missing', 'no CameraInfo within sync_slop of the image stamp, a newer one has arrived '
+                        '(lost CameraInfo?)'),
+    LATE: ('missing', "the next image arrived before this image's CameraInfo"),
+}
 
 
 @dataclass(frozen=True)

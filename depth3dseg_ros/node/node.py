@@ -48,32 +48,19 @@ from std_msgs.msg import String
 
 from depth3dseg_ros.core.depth import meters_to_16uc1
 from depth3dseg_ros.core.imageops import overlay
-from depth3dseg_ros.node.frame import Rectifier, frame_outputs, plan_input
+from depth3dseg_ros.node.frame import LATEST_WARNINGS, Rectifier, frame_outputs, plan_input
 from depth3dseg_ros.node.params import (SPEC_BY_NAME, SPECS, NodeParams, declare_and_read, unknown_names, updated,
                                         validate)
-from depth3dseg_ros.node.worker import LatestSlot, StageStats, Worker
+from depth3dseg_ros.node.worker import LatestSlot, StageStats, Worker, summary_line
 from depth3dseg_ros.paths import share_file
 from depth3dseg_ros.ros.camera_info import Intrinsics, camera_info_for_output, intrinsics_from_camera_info
 from depth3dseg_ros.ros.compressed import ImageTooLargeError, check_pixel_limit, compressed_to_rgb
 from depth3dseg_ros.ros.image import EmptyImageError, cv2_to_imgmsg, describe, to_rgb
 from depth3dseg_ros.ros.pointcloud2 import create_cloud
-from depth3dseg_ros.ros.sync import FAR, LATE, LATEST, NONE, PASSED, STALE, Pair, StampSync, header_stamp_ns
+from depth3dseg_ros.ros.sync import LATEST, NONE, Pair, StampSync, header_stamp_ns
 
 SHIPPED_MODEL = ('models', 'depth3dseg_nyu13.pt')
 OUTPUTS = ('labels', 'overlay', 'depth', 'points')
-
-# when an image goes out with the latest CameraInfo (ros/sync.py): one warning per group of reasons,
-# logged once: stamps that cannot match (stale, far) and single CameraInfos missing (passed, late)
-LATEST_WARNINGS = {
-    STALE: ('unmatchable', 'CameraInfo stamps stay behind the image stamps by more than sync_slop (constant, '
-                           'unset or offset stamps?)'),
-    FAR: ('unmatchable', 'the image stamp is far from every CameraInfo stamp (unset or old CameraInfo '
-                         'stamps, or an image stamped in the future)'),
-    PASSED: ('missing', 'no CameraInfo within sync_slop of the image stamp, a newer one has arrived '
-                        '(lost CameraInfo?)'),
-    LATE: ('missing', "the next image arrived before this image's CameraInfo"),
-}
-
 
 def resolve_model_file(model_file: str) -> str:
     """``model_file`` or, when empty, the shipped model from the share dir.
@@ -395,10 +382,7 @@ class Depth3DSegNode(Node):
             s = self.stats.summary()
             s.update(received=self.slot.put_count, dropped=self.slot.dropped,
                      **{f'camera_info_{k}': v for k, v in self.sync.counts.items()})
-            line = (f"{s['rate_hz']:.1f} Hz, age p50 {s['age_ms_p50']:.0f} ms p95 {s['age_ms_p95']:.0f} ms, "
-                    f"decode {s['decode_ms']:.1f} / inference {s['inference_ms']:.1f} / cloud {s['cloud_ms']:.1f}"
-                    f" / publish {s['publish_ms']:.1f} ms, received {s['received']}, processed "
-                    f"{s['processed']}, dropped {s['dropped']}, skipped {s['skipped']}, refused {s['refused']}")
+            line = summary_line(s)
             if s['processed']:
                 self.get_logger().info(line)
             level = DiagnosticStatus.OK

@@ -134,3 +134,12 @@ class StageStats:
             out.update(processed=self.processed, skipped=self.skipped, refused=self.refused,
                        publish_errors=self.publish_errors)
             return out
+
+
+def summary_line(s: dict) -> str:
+    """The node's periodic log line from a ``StageStats.summary()`` completed with ``received`` and
+    ``dropped``: rate, frame age, mean ms per stage and the frame counts."""
+    return (f"{s['rate_hz']:.1f} Hz, age p50 {s['age_ms_p50']:.0f} ms p95 {s['age_ms_p95']:.0f} ms, "
+            f"decode {s['decode_ms']:.1f} / inference {s['inference_ms']:.1f} / cloud {s['cloud_ms']:.1f}"
+            f" / publish {s['publish_ms']:.1f} ms, received {s['received']}, processed "
+            f"{s['processed']}, dropped {s['dropped']}, skipped {s['skipped']}, refused {s['refused']}")
