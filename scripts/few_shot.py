@@ -16,10 +16,10 @@ import json
 import os
 from pathlib import Path
 
-from depth3dseg_ros.bags.extract import extract, load_config as load_extract_config
+from depth3dseg_ros.bags.extract import extract, load_extract_config
 from depth3dseg_ros.samples import real_camera_bag
 from depth3dseg_ros.training import evaluate, train
-from depth3dseg_ros.training.dataset import read_index
+from depth3dseg_ros.dataset_format import read_index
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = REPO / 'models' / 'depth3dseg_nyu13.pt'

@@ -12,7 +12,7 @@ import pytest
 from bagutil import (DETECTIONS_TYPE, TOPICS, ExtraTopic, bag_typestore, frame_messages, make_frames,
                      set_metadata_compression, write_bag, write_messages)
 from depth3dseg_ros.bags.reader import (BagReader, UnsupportedCompression, detect_format,
-                                        header_stamp_ns, resolve_typestore)
+                                        raw_header_stamp_ns, resolve_typestore)
 
 IMAGE = 'sensor_msgs/msg/Image'
 
@@ -191,19 +191,19 @@ def test_typestore_selection_and_errors(tmp_path, real_dir):
 
 
 def test_header_stamp_from_bytes_matches_deserialized(real_dir):
-    """header_stamp_ns reads sec/nanosec from CDR (little and big endian) and ROS 1 bytes."""
+    """raw_header_stamp_ns reads sec/nanosec from CDR (little and big endian) and ROS 1 bytes."""
     frames = make_frames(real_dir, 1)
     for storage in ('sqlite3', 'ros1'):
         ts = bag_typestore(storage)
         (_, _, mt, msg) = frame_messages(ts, frames, with_depth=False, with_labels=False, with_info=False)[0]
         raw = ts.serialize_ros1(msg, mt) if storage == 'ros1' else ts.serialize_cdr(msg, mt)
-        assert header_stamp_ns(raw, storage == 'ros1') == frames[0].stamp_ns
+        assert raw_header_stamp_ns(raw, storage == 'ros1') == frames[0].stamp_ns
     ts = bag_typestore('sqlite3')
     (_, _, mt, msg) = frame_messages(ts, frames, with_depth=False, with_labels=False, with_info=False)[0]
     raw_be = ts.serialize_cdr(msg, mt, little_endian=False)
-    assert header_stamp_ns(raw_be, False) == frames[0].stamp_ns
+    assert raw_header_stamp_ns(raw_be, False) == frames[0].stamp_ns
     with pytest.raises(ValueError, match='too short'):
-        header_stamp_ns(b'\x00\x01\x00\x00', False)
+        raw_header_stamp_ns(b'\x00\x01\x00\x00', False)
 
 
 # ---------------------------------------------------------------- storage from the files' own bytes

@@ -13,7 +13,7 @@ import pytest
 from rosbags.rosbag2.storage_mcap import McapReader
 
 from bagutil import TOPICS, make_frames, read_png, write_bag
-from depth3dseg_ros.bags.dataset_writer import read_index
+from depth3dseg_ros.dataset_format import read_index
 from depth3dseg_ros.bags.extract import ExtractConfig, extract, main
 from depth3dseg_ros.bags.mcap_salvage import scan_mcap
 from depth3dseg_ros.bags.reader import BagReader, detect_format, mcap_is_closed

@@ -18,8 +18,8 @@ from hypothesis import given, settings, strategies as st
 from bagutil import (TOPICS, ExtraTopic, bag_typestore, frame_messages, make_frames, read_png,
                      set_metadata_compression, write_bag, write_messages)
 from depth3dseg_ros.bags import dataset_writer
-from depth3dseg_ros.bags.dataset_writer import read_index
-from depth3dseg_ros.bags.extract import ExtractConfig, extract, load_config, main
+from depth3dseg_ros.dataset_format import read_index
+from depth3dseg_ros.bags.extract import ExtractConfig, extract, load_extract_config, main
 from depth3dseg_ros.bags.pairing import match_nearest
 from depth3dseg_ros.core.classes import NYU13, ClassSet
 
@@ -87,7 +87,7 @@ def test_c29_all_compression_variants_give_identical_datasets(tmp_path, real_dir
         extract([bag], out, ExtractConfig())
         entries = read_index(out)
         files = [(out / e[k]).read_bytes() for e in entries for k in ('rgb', 'depth', 'labels') if e[k]]
-        norm = [{k: v for k, v in e.items() if k not in ('id', 'bag', 'rgb', 'depth', 'labels')}
+        norm = [{k: v for k, v in e.items() if k not in ('id', 'bag', 'rgb', 'depth', 'labels', 'dir')}
                 for e in entries]
         if ref is None:
             ref = (files, norm)
@@ -181,7 +181,7 @@ def test_pairing_tolerance_and_skip_reasons(tmp_path, real_dir):
     assert [e['depth'] for e in entries] == [None] * 4
     assert [e['labels'] is None for e in entries] == [False, True, False, False]
 
-    report = extract([bag], tmp_path / 'ds40', load_config(None, overrides={'tolerance_ms': 40}))
+    report = extract([bag], tmp_path / 'ds40', load_extract_config(None, overrides={'tolerance_ms': 40}))
     depth = _topic(report, 'jitter', TOPICS['depth'])
     assert depth['used'] == 3 and depth['reasons'] == {'frame not extracted': 2, 'size mismatch': 1}
     entries = _check_frames(tmp_path / 'ds40', frames)
@@ -211,7 +211,7 @@ def test_several_bags_every_max_frames_and_idempotent_rerun(tmp_path, real_dir):
     a = write_bag(tmp_path / 'x' / 'run', frames)
     b = write_bag(tmp_path / 'y' / 'run', frames, storage='mcap')
     out = tmp_path / 'ds'
-    cfg = load_config(None, overrides={'every': 2, 'max_frames': 5})
+    cfg = load_extract_config(None, overrides={'every': 2, 'max_frames': 5})
     report = extract([a, b], out, cfg)
     ids = [e['id'] for e in read_index(out)]
     assert ids == ['run_000000', 'run_000002', 'run_000004', 'run_2_000000', 'run_2_000002']
@@ -321,10 +321,10 @@ def test_cli_yaml_preset_and_errors(tmp_path, real_dir, capsys):
     err = capsys.readouterr().err
     assert "rgb_topic='/nope'" in err and '/camera/color/image_raw' in err
     with pytest.raises(ValueError, match='every=0'):
-        load_config(None, overrides={'every': 0})
+        load_extract_config(None, overrides={'every': 0})
     with pytest.raises(ValueError, match="unknown key 'rgb'"):
         (tmp_path / 'bad.yaml').write_text('rgb: /x\n')
-        load_config(str(tmp_path / 'bad.yaml'))
+        load_extract_config(str(tmp_path / 'bad.yaml'))
     with pytest.raises(SystemExit):
         main([str(bag)])  # -o missing
     capsys.readouterr()

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from bagutil import TOPICS, make_frames, read_png, write_bag
-from depth3dseg_ros.bags.dataset_writer import DatasetWriter, check_label_range, read_index
+from depth3dseg_ros.bags.dataset_writer import DatasetWriter, check_label_range
+from depth3dseg_ros.dataset_format import read_index
 from depth3dseg_ros.bags.extract import ExtractConfig, extract, main
 from depth3dseg_ros.core.classes import NYU13
 from depth3dseg_ros.training import evaluate, train

@@ -37,6 +37,7 @@ import numpy as np
 
 from depth3dseg_ros.bags.png_stored import png_stored_parts
 from depth3dseg_ros.core.classes import ClassSet
+from depth3dseg_ros.dataset_format import complete_index_bytes, read_index
 
 FORMAT_VERSION = 1
 DEPTH_SCALE = 0.001  # metres per unit of the stored 16-bit depth PNG
@@ -112,17 +113,12 @@ class DatasetWriter:
     def _load_index(self) -> None:
         if not self.index_path.is_file():
             return
-        data = self.index_path.read_bytes()
-        good_end = data.rfind(b'\n') + 1  # a torn last line (no newline) is dropped
-        for n, line in enumerate(data[:good_end].splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f'{self.index_path}:{n}: not a JSON line ({err})') from None
+        for entry in read_index(self.root, check_keys=False):   # a torn last line is left out ...
+            entry.pop('dir')
             self.entries[entry['id']] = entry
-        if good_end < len(data):
+        good, size = complete_index_bytes(self.root)
+        good_end = len(good)
+        if good_end < size:                                      # ... and cut off the file here
             with open(self.index_path, 'r+b') as fh:
                 fh.truncate(good_end)
                 fh.flush()
@@ -313,21 +309,13 @@ class DatasetWriter:
         self.close()
 
 
-def read_index(root: Path | str) -> List[Dict[str, Any]]:
-    """All complete index entries of a dataset directory, in file order (torn last line ignored)."""
-    path = Path(root) / 'index.jsonl'
-    data = path.read_bytes() if path.is_file() else b''
-    data = data[:data.rfind(b'\n') + 1]
-    return [json.loads(line) for line in data.splitlines() if line.strip()]
-
-
 def check_label_range(records: Sequence[Mapping[str, Any]], classes: ClassSet, workers: int = 4) -> Dict[str, Any]:
     """Check, before training or evaluation starts, that every label image holds only ids of ``classes``
     (0..len(classes)-1; case C43: e.g. 255 = ignore written by another tool), so a bad id stops the run
     up front instead of mid-epoch in a DataLoader worker.
 
     Args:
-        records: frame records as ``training.dataset.read_index`` returns them (index entries plus
+        records: frame records as ``dataset_format.read_index`` returns them (index entries plus
             ``dir``, the dataset directory). Entries written by this writer carry ``label_max`` (the
             frame's largest id): those are checked from the index alone. Labelled entries without it
             (datasets extracted before it was recorded) are decoded (cv2, ``workers`` threads).

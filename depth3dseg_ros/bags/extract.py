@@ -42,6 +42,7 @@ from depth3dseg_ros.bags.pairing import DEFAULT_TOLERANCE_NS
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, BagReader, detect_format, resolve_typestore
 from depth3dseg_ros.bags.topic_check import MissingTopics, check_topics, parse_allow_missing
 from depth3dseg_ros.core.classes import NYU13, ClassSet
+from depth3dseg_ros.dataset_format import complete_index_bytes
 
 LOG = logging.getLogger('depth3dseg-extract')
 
@@ -128,7 +129,7 @@ class ExtractConfig:
             self.allow_missing = parse_allow_missing(self.allow_missing)
 
 
-def load_config(path: Optional[str], preset: Optional[str] = None,
+def load_extract_config(path: Optional[str], preset: Optional[str] = None,
                 overrides: Optional[Dict[str, Any]] = None) -> ExtractConfig:
     """Defaults <- preset <- YAML file <- overrides (None values in ``overrides`` are ignored).
 
@@ -147,7 +148,7 @@ def load_config(path: Optional[str], preset: Optional[str] = None,
         if not isinstance(data, dict):
             raise ValueError(f'{path}: expected a mapping of extract settings')
         if 'preset' in data:
-            return load_config(None, data.pop('preset'), {**data, **{k: v for k, v in
+            return load_extract_config(None, data.pop('preset'), {**data, **{k: v for k, v in
                                                                      (overrides or {}).items()
                                                                      if v is not None}})
         for key, value in data.items():
@@ -221,16 +222,9 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
     try:
         return _extract(paths, formats, out_dir, cfg)
     except BaseException:
-        if created and out_dir.is_dir() and not read_index_bytes(out_dir):
+        if created and out_dir.is_dir() and not complete_index_bytes(out_dir)[0]:
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
-
-
-def read_index_bytes(out_dir: Path) -> bytes:
-    """The complete lines of ``out_dir/index.jsonl`` (b'' when absent)."""
-    index = out_dir / 'index.jsonl'
-    data = index.read_bytes() if index.is_file() else b''
-    return data[:data.rfind(b'\n') + 1]
 
 
 def _extract(paths: Sequence[Path], formats: Sequence[Any], out_dir: Path, cfg: ExtractConfig) -> Dict[str, Any]:
@@ -330,7 +324,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     overrides = {k: v for k, v in vars(args).items()
                  if k not in ('bags', 'output', 'config', 'preset', 'quiet')}
     try:
-        cfg = load_config(args.config, args.preset, overrides)
+        cfg = load_extract_config(args.config, args.preset, overrides)
         if cfg.allow_missing is None:  # the CLI always checks the requested topics (issue 15)
             cfg.allow_missing = []
         report = extract(args.bags, args.output, cfg)

@@ -77,7 +77,7 @@ def resolve_typestore(name: str) -> Any:
         raise ValueError(f'typestore={name!r} is not one of: {valid}') from None
 
 
-def header_stamp_ns(raw: bytes | memoryview, ros1: bool) -> int:
+def raw_header_stamp_ns(raw: bytes | memoryview, ros1: bool) -> int:
     """Header stamp (ns) of a serialized message whose first field is std_msgs/Header.
 
     ROS 2 CDR: 4-byte encapsulation (byte 1 = 1 little, 0 big endian), then int32 sec, uint32 nanosec.
@@ -385,7 +385,7 @@ class BagReader:
             raise ValueError(f'cannot deserialize {msgtype}: {err}') from None
 
     def stamp_ns(self, raw: bytes, msgtype: str) -> int:
-        """Header stamp of a raw message whose type starts with a std_msgs Header (see header_stamp_ns).
+        """Header stamp of a raw message whose type starts with a std_msgs Header (see raw_header_stamp_ns).
 
         Raises:
             ValueError: the type has no leading ``header`` field, or the bytes are too short.
@@ -393,4 +393,4 @@ class BagReader:
         fields = self.reader.typestore.fielddefs[msgtype][1]
         if not fields or fields[0][0] != 'header':
             raise ValueError(f'{msgtype} has no leading header field')
-        return header_stamp_ns(raw, self.is_ros1)
+        return raw_header_stamp_ns(raw, self.is_ros1)

@@ -5,8 +5,8 @@ gamma, vignetting, shot/read noise, motion blur, JPEG, colour casts, depth-senso
 after the geometric transform and before the colour jitter; it never touches labels or K.
 
 Reads the format of docs/ARCHITECTURE.md "Dataset directory" (manifest.json, index.jsonl, rgb/depth/labels
-PNGs). Every sample is resized to the network input size; label and depth images are resized with
-nearest neighbour (core.imageops, C22/C09: no invented ids, no blended depth), and K is adjusted for
+PNGs) through depth3dseg_ros.dataset_format, its one reader. Every sample is resized to the network input
+size; label and depth images are resized with nearest neighbour (core.imageops, C22/C09: no invented ids, no blended depth), and K is adjusted for
 every resize, crop and flip (core.geometry, C18; METHOD M2: "K must be the K of the image the network
 actually saw"). Frames without depth or labels are kept, with ``has_depth`` / ``has_labels`` False
 (METHOD M5: they still train on the terms they have).
@@ -16,8 +16,6 @@ sample gets the same augmentation whatever the worker, the process (DDP) or a re
 """
 from __future__ import annotations
 
-import json
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -31,9 +29,9 @@ from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.core.depth import depth_to_meters
 from depth3dseg_ros.core.geometry import crop_intrinsics, resize_intrinsics
 from depth3dseg_ros.core.imageops import resize_depth, resize_labels
+from depth3dseg_ros.dataset_format import read_index, read_manifest
 from depth3dseg_ros.training.camera_aug import augment_depth, augment_rgb, resolve_camera
 
-INDEX_KEYS = ('id', 'rgb', 'depth', 'labels', 'K', 'width', 'height')
 
 
 def load_classes(spec: str | ClassSet) -> ClassSet:
@@ -45,47 +43,10 @@ def load_classes(spec: str | ClassSet) -> ClassSet:
     return ClassSet.from_yaml(spec)
 
 
-def read_index(directory: str | Path) -> list[dict[str, Any]]:
-    """Parse ``<directory>/index.jsonl``: one dict per complete frame, with ``dir`` added (Path).
-
-    A last line without its newline (a frame being appended by depth3dseg-extract) is skipped with a
-    warning. Raises FileNotFoundError if the index is missing, ValueError naming the file and line for
-    a malformed line or a missing key.
-    """
-    d = Path(directory)
-    path = d / 'index.jsonl'
-    if not path.is_file():
-        raise FileNotFoundError(f'dataset index {path} not found (is {d} a depth3dseg-extract directory?)')
-    text = path.read_text()
-    lines = text.split('\n')
-    out = []
-    for no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if no == len(lines):  # no trailing newline: still being written
-                warnings.warn(f'{path}:{no}: incomplete last line skipped')
-                continue
-            raise ValueError(f'{path}:{no}: not valid JSON ({exc})') from None
-        missing = [k for k in INDEX_KEYS if k not in rec]
-        if missing:
-            raise ValueError(f'{path}:{no}: frame record lacks keys {missing}')
-        if len(rec['K']) != 9:
-            raise ValueError(f"{path}:{no}: K has {len(rec['K'])} values, expected 9")
-        rec['dir'] = d
-        out.append(rec)
-    return out
-
-
 def read_manifest_classes(directory: str | Path) -> ClassSet | None:
     """The ClassSet stored in ``<directory>/manifest.json`` (None when there is no manifest/classes)."""
-    p = Path(directory) / 'manifest.json'
-    if not p.is_file():
-        return None
-    data = json.loads(p.read_text())
-    return ClassSet.from_dict(data['classes']) if data.get('classes') else None
+    data = read_manifest(directory)
+    return ClassSet.from_dict(data['classes']) if data and data.get('classes') else None
 
 
 def load_records(dirs: Sequence[str | Path], classes: ClassSet) -> list[dict[str, Any]]:

@@ -154,7 +154,7 @@ def format_table(report: dict[str, Any], names: list[str]) -> str:
 def extract_bags_to(bags: list[str], dst: Path, config: str | None, preset: str | None) -> Path:
     """Extract ``bags`` with bags.extract (the depth3dseg-extract code path, ``config``/``preset`` as
     there) into the dataset directory ``dst``; returns dst. Errors are those of bags.extract.extract."""
-    from depth3dseg_ros.bags.extract import extract, load_config as load_extract_config
+    from depth3dseg_ros.bags.extract import extract, load_extract_config
     extract(bags, dst, load_extract_config(config, preset))
     return dst
 
