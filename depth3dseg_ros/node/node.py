@@ -40,6 +40,7 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy._rclpy_pybind11 import RCLError
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -48,10 +49,11 @@ from std_msgs.msg import String
 
 from depth3dseg_ros.core.depth import meters_to_16uc1
 from depth3dseg_ros.core.imageops import overlay
+from depth3dseg_ros.node.diagnostics import AgeFilteredStats, CameraSlot, Counts, Health, format_value
 from depth3dseg_ros.node.frame import LATEST_WARNINGS, Rectifier, frame_outputs, plan_input
 from depth3dseg_ros.node.params import (SPEC_BY_NAME, SPECS, NodeParams, declare_and_read, unknown_names, updated,
                                         validate)
-from depth3dseg_ros.node.worker import LatestSlot, StageStats, Worker, summary_line
+from depth3dseg_ros.node.worker import Worker, summary_line
 from depth3dseg_ros.paths import share_file
 from depth3dseg_ros.ros.camera_info import Intrinsics, camera_info_for_output, intrinsics_from_camera_info
 from depth3dseg_ros.ros.compressed import ImageTooLargeError, check_pixel_limit, compressed_to_rgb
@@ -115,8 +117,9 @@ class Depth3DSegNode(Node):
         warm_ms = self._warm_up()
         self.palette = np.asarray(self.classes.colors, np.uint8)
         self.sync = StampSync(slop=p.sync_slop, queue_size=3)
-        self.slot = LatestSlot()
-        self.stats = StageStats()
+        self.slot = CameraSlot()              # LatestSlot + time and frame_id of the latest frame
+        self.stats = AgeFilteredStats()       # StageStats without implausible frame ages (stamp 0)
+        self._health = Health(time.monotonic())   # windowed rates and levels (node/diagnostics.py)
         self.rectifier = Rectifier()                  # undistort maps cached per CameraInfo (issue 14)
         self._last_error: dict[str, float] = {}
         self._warned: set[str] = set()
@@ -138,7 +141,9 @@ class Depth3DSegNode(Node):
         self._info_topic = self.resolve_topic_name('camera_info')
         self.create_subscription(CameraInfo, 'camera_info', self._on_info,
                                  make_qos(p.input_reliability, max(p.input_depth, 5)))
-        self._diag_timer = self.create_timer(p.diagnostics_period, self._on_diagnostics)
+        # steady clock: a /clock jump back (looped bag, use_sim_time) must not stop it (issue 14)
+        self._diag_timer = self.create_timer(p.diagnostics_period, self._on_diagnostics,
+                                             clock=Clock(clock_type=ClockType.STEADY_TIME))
         # run-time parameter changes (C44): checked like start-up, applied from the next frame
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.add_post_set_parameters_callback(self._on_parameters_set)
@@ -378,20 +383,22 @@ class Depth3DSegNode(Node):
 
     # -- health -------------------------------------------------------------------------------
     def _on_diagnostics(self) -> None:
+        """Steady-clock timer: log the summary line and publish one DiagnosticStatus (node/diagnostics.py:
+        windowed rates, OK/WARN/ERROR, hardware_id = camera frame_id). Never raises."""
         try:
             s = self.stats.summary()
-            s.update(received=self.slot.put_count, dropped=self.slot.dropped,
+            counts = Counts(received=self.slot.put_count, processed=s['processed'], dropped=self.slot.dropped,
+                            skipped=s['skipped'], refused=s.get('refused', 0), publish_errors=s['publish_errors'])
+            s.update(age_ignored=self.stats.age_ignored,
                      **{f'camera_info_{k}': v for k, v in self.sync.counts.items()})
-            line = summary_line(s)
-            if s['processed']:
+            rep = self._health.report(time.monotonic(), counts, self.slot.last_put, self.slot.frame_id, extra=s)
+            line = summary_line(rep.values)
+            if rep.values['rate_hz'] > 0:
                 self.get_logger().info(line)
-            level = DiagnosticStatus.OK
-            if s['skipped'] or s['refused'] or s['publish_errors']:
-                level = DiagnosticStatus.WARN
-            status = DiagnosticStatus(level=level, name=f'{self.get_name()}: pipeline',
-                                      message=line, hardware_id=self.get_fully_qualified_name(),
-                                      values=[KeyValue(key=k, value=f'{v:.3f}' if isinstance(v, float) else str(v))
-                                              for k, v in s.items()])
+            message = line if rep.message == 'ok' else f'{rep.message}; {line}'
+            status = DiagnosticStatus(level=bytes([rep.level]), name=f'{self.get_name()}: pipeline',
+                                      message=message, hardware_id=rep.hardware_id,
+                                      values=[KeyValue(key=k, value=format_value(v)) for k, v in rep.values.items()])
             arr = DiagnosticArray(status=[status])
             arr.header.stamp = self.get_clock().now().to_msg()
             self.pub_diag.publish(arr)

@@ -1,0 +1,98 @@
+"""node/diagnostics.py, pure (issue 14): windowed rates that decay, levels, time going backwards,
+implausible frame ages (stamp 0), hardware_id from the camera frame_id."""
+from types import SimpleNamespace
+
+import pytest
+
+from depth3dseg_ros.node.diagnostics import (AGE_MAX_S, DROP_WARN_RATIO, ERROR, OK, STALE_S, WARN, WINDOW_S,
+                                             AgeFilteredStats, CameraSlot, Counts, Health, age_is_valid)
+
+
+def feed(h, t0, t1, hz, counts, period=1.0, drop_every=0):
+    """Frames at ``hz`` from t0 to t1, a report every ``period`` s; returns the last report."""
+    rep, t, next_frame = None, t0, t0
+    while t <= t1 + 1e-9:
+        while next_frame <= t:
+            counts.received += 1
+            if drop_every and counts.received % drop_every == 0:
+                counts.dropped += 1
+            else:
+                counts.processed += 1
+            next_frame += 1.0 / hz
+        rep = h.report(t, Counts(**vars(counts)), last_input=next_frame - 1.0 / hz, frame_id='cam_optical')
+        t += period
+    return rep
+
+
+def test_rate_is_windowed_and_decays_to_zero_when_input_stops():
+    h, c = Health(start=100.0), Counts()
+    rep = feed(h, 100.0, 130.0, 8.0, c)
+    assert rep.values['rate_hz'] == pytest.approx(8.0, abs=0.3) and rep.level == OK
+    assert rep.hardware_id == 'cam_optical'
+    last_input = 130.0
+    for t in (131.0, 133.0, 130.0 + WINDOW_S + 1.0, 160.0):
+        rep = h.report(t, Counts(**vars(c)), last_input=last_input)
+    assert rep.values['rate_hz'] == 0.0 and rep.values['input_rate_hz'] == 0.0   # 30 s later: 0, not 7.8
+    assert rep.level == ERROR and 'no input frame for 30.0 s' in rep.message
+    assert rep.values['seconds_since_input'] == pytest.approx(30.0)
+
+
+def test_stale_after_stale_s_without_any_input_since_start():
+    h = Health(start=0.0)
+    assert h.report(1.0, Counts(), None).level == OK
+    rep = h.report(STALE_S + 0.5, Counts(), None)
+    assert rep.level == ERROR and 'since start-up' in rep.message
+    assert rep.values['seconds_since_input'] == -1.0
+
+
+def test_warn_on_drop_ratio_and_recovery():
+    h, c = Health(start=0.0), Counts()
+    rep = feed(h, 0.0, 20.0, 10.0, c, drop_every=2)          # 50 % dropped (the issue: 39 %)
+    assert rep.level == WARN and 'dropped' in rep.message and rep.values['drop_ratio'] > DROP_WARN_RATIO
+    rep = feed(h, 21.0, 40.0, 10.0, c)                        # no drops any more: OK within a window
+    assert rep.level == OK and rep.values['drop_ratio'] == 0.0
+    h2, c2 = Health(start=0.0), Counts()
+    assert feed(h2, 0.0, 20.0, 10.0, c2, drop_every=10).level == OK      # 10 % is below the threshold
+
+
+def test_warn_on_low_processed_rate_and_on_skipped_frames():
+    h = Health(start=0.0)
+    h.report(0.0, Counts(), None)
+    rep = h.report(4.0, Counts(received=40, processed=2, dropped=0), last_input=3.9)
+    assert rep.level == WARN and 'processing 0.50 Hz' in rep.message
+    h = Health(start=0.0)
+    h.report(0.0, Counts(), None)
+    rep = h.report(2.0, Counts(received=20, processed=19, skipped=1), last_input=1.9)
+    assert rep.level == WARN and '1 malformed' in rep.message
+    rep = h.report(2.0 + WINDOW_S + 2.0, Counts(received=90, processed=89, skipped=1), last_input=8.9)
+    assert rep.level == OK                                     # an old fault does not stay WARN forever
+
+
+def test_time_going_backwards_resets_never_stalls():
+    h, c = Health(start=1000.0), Counts()
+    feed(h, 1000.0, 1010.0, 10.0, c)
+    rep = h.report(5.0, Counts(**vars(c)), last_input=1009.9)   # clock jumped back (looped bag)
+    assert h.resets == 1 and rep.values['rate_hz'] >= 0.0 and rep.values['seconds_since_input'] == 0.0
+    rep = feed(h, 6.0, 20.0, 10.0, c)                          # goes on from the new time at once
+    assert rep.values['rate_hz'] == pytest.approx(10.0, abs=0.5) and rep.level == OK
+
+
+def test_frame_age_stamp_zero_and_far_future_ignored():
+    assert age_is_valid(35.0) and age_is_valid(-500.0)
+    assert not age_is_valid(1.7e12) and not age_is_valid(-5_000.0) and not age_is_valid(None)
+    assert not age_is_valid(AGE_MAX_S * 1e3 + 1)
+    st = AgeFilteredStats()
+    for age in (40.0, 50.0, 60.0, 1.764e12, -3.6e6):          # stamp 0 -> now - 0 = 56 years
+        st.add({'total': 10.0}, age)
+    s = st.summary()
+    assert st.age_ignored == 2 and s['processed'] == 5
+    assert s['age_ms_p95'] <= 60.0 and s['age_ms_p50'] == 50.0
+
+
+def test_camera_slot_records_frame_id_and_time():
+    slot = CameraSlot()
+    assert slot.last_put is None and slot.frame_id == ''
+    pair = SimpleNamespace(image=SimpleNamespace(header=SimpleNamespace(frame_id='front_color_optical')))
+    assert slot.put(pair) is False and slot.put(pair) is True
+    assert slot.frame_id == 'front_color_optical' and slot.last_put is not None
+    assert (slot.put_count, slot.dropped) == (2, 1)
