@@ -1,0 +1,78 @@
+"""Issue 14 rules inside a real node, in-process (real rclpy node in its own Context, real Segmenter with the
+tiny model; the node's ``_publish`` records what each frame would publish, as test_node_snapshot does):
+a raw Image over ``max_image_pixels`` is refused and counted, the limit and ``distortion`` change at run
+time, and a rectified frame's cloud is the back-projection of its published depth with its published K.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import rclpy
+from rclpy.context import Context
+from rclpy.parameter import Parameter
+
+from depth3dseg_ros.core.geometry import backproject_np
+from depth3dseg_ros.node.node import Depth3DSegNode
+from depth3dseg_ros.ros.image import imgmsg_to_cv2
+from depth3dseg_ros.ros.pointcloud2 import read_points
+from depth3dseg_ros.ros.sync import MATCHED, Pair
+from nodeutil import camera_image, camera_info_msg, make_tiny_model
+
+K = np.array([[70.0, 0, 39.5], [0, 72.0, 29.5], [0, 0, 1]])
+D5 = [-0.28, 0.07, 0.001, -0.002, 0.0]
+
+
+@pytest.fixture(scope='module')
+def node(tmp_path_factory):
+    model = make_tiny_model(tmp_path_factory.mktemp('m') / 'tiny.pt')
+    ctx = Context()
+    rclpy.init(context=ctx)
+    overrides = [Parameter('model_file', value=str(model)), Parameter('device', value='cpu'),
+                 Parameter('input_width', value=64), Parameter('input_height', value=48),
+                 Parameter('torch_threads', value=1), Parameter('max_image_pixels', value=80 * 60 - 1)]
+    n = Depth3DSegNode(node_name='d3s_rules', context=ctx, parameter_overrides=overrides)
+    n.published = []
+    n._publish = lambda name, msg: n.published.append((name, msg))
+    yield n
+    n.destroy_node()
+    rclpy.try_shutdown(context=ctx)
+
+
+def run(node, info, t=10**18):
+    node.published.clear()
+    node._process(Pair(camera_image(80, 60, t), info, MATCHED))
+    return {k: v for k, v in node.published if v is not None}
+
+
+@pytest.mark.timeout(120)
+def test_raw_image_over_the_limit_is_refused_and_counted_then_the_limit_changes(node):
+    assert run(node, camera_info_msg(K, 80, 60, 0)) == {} and node.stats.refused == 1
+    assert node.stats.skipped == 0 and node.stats.processed == 0
+    assert node.set_parameters([Parameter('max_image_pixels', value=80 * 60)])[0].successful
+    got = run(node, camera_info_msg(K, 80, 60, 0))
+    assert {'labels', 'overlay', 'depth', 'points', 'depth/camera_info'} <= set(got)
+    assert node.stats.refused == 1 and node.stats.summary()['refused'] == 1
+
+
+@pytest.mark.timeout(120)
+def test_distortion_modes_at_run_time(node):
+    node.set_parameters([Parameter('max_image_pixels', value=10**8)])
+    info = camera_info_msg(K, 80, 60, 0)
+    info.d = D5
+    got = run(node, info)                                             # rectify (default)
+    ci = got['depth/camera_info']
+    assert list(ci.d) == [0.0] * 5 and node.rectifier.built == 1
+    depth, Kout = imgmsg_to_cv2(got['depth']), np.reshape(ci.k, (3, 3))
+    pts = read_points(got['points'], organized=True)
+    xyz = np.stack([pts['x'], pts['y'], pts['z']], -1)
+    assert np.allclose(xyz, backproject_np(depth, Kout), equal_nan=True, atol=1e-5)
+    run(node, info)
+    assert node.rectifier.built == 1                                  # maps cached for this CameraInfo
+    assert node.set_parameters([Parameter('distortion', value='refuse_cloud')])[0].successful
+    got = run(node, info)
+    assert 'points' not in got and list(got['depth/camera_info'].d) == D5 and 'labels' in got
+    assert node.set_parameters([Parameter('distortion', value='ignore')])[0].successful
+    got = run(node, info)
+    assert 'points' in got and list(got['depth/camera_info'].d) == D5
+    res = node.set_parameters([Parameter('distortion', value='undistort')])[0]
+    assert not res.successful and "distortion='undistort' is not one of ['rectify', 'refuse_cloud', 'ignore']" in res.reason
