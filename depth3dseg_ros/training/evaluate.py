@@ -8,7 +8,8 @@ against ground truth resized to that size with nearest neighbour (labels: C22, d
 C18). Metrics (core.metrics.SegDepthEvaluator, accumulated over all pixels): mIoU, per-class IoU and pixel
 accuracy for the 2D, 3D and fused labels; AbsRel, RMSE and δ1–δ3 for depth; and frames/s of the batched
 forward pass. Writes ``report.json`` and ``report.txt`` (the table also printed), and with ``--grids N``
-``grid_XXX.png`` images (rgb | ground truth | fused prediction | predicted depth).
+``grid_XXX.png`` images (rgb | ground truth | fused prediction | predicted depth). A tqdm progress bar
+over the batches goes to stderr when it is a terminal (``--no-progress`` turns it off), like training's.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ FLAT_KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_2d', 'pixel_acc_3d',
 def evaluate_model(model: torch.nn.Module, dataset: FrameDataset, classes: ClassSet,
                    device: torch.device | str = 'cpu', batch_size: int = 8, loss_cfg: Any = None,
                    weighting: Any = None, amp_ctx: Callable = nullcontext, full: bool = False,
-                   measured_depth: bool = False) -> dict[str, Any]:
+                   measured_depth: bool = False, progress: bool = False) -> dict[str, Any]:
     """Run ``model`` (Depth3DSeg) over ``dataset`` (un-augmented FrameDataset) and return metrics.
 
     Returns a dict with the flat keys of FLAT_KEYS (float, None when undefined: no labelled / no depth
@@ -54,7 +55,9 @@ def evaluate_model(model: torch.nn.Module, dataset: FrameDataset, classes: Class
     ``measured_depth``: give the model each frame's sensor depth as measured depth (the cloud and the 3D
     net use it where valid, Depth3DSeg.forward), as an RGB-D camera's node would; frames without depth
     run on the prediction alone. The depth metrics always score the network's predicted depth.
+    ``progress``: a tqdm bar over the batches on stderr (as depth3dseg-train shows; off by default).
     """
+    from tqdm import tqdm
     device = torch.device(device)
     was_training = model.training
     model.eval()
@@ -62,7 +65,7 @@ def evaluate_model(model: torch.nn.Module, dataset: FrameDataset, classes: Class
                            max_depth=getattr(model, 'arch', {}).get('max_depth'))
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=0)
     loss_sum, n_frames, t_fwd = 0.0, 0, 0.0
-    for batch in loader:
+    for batch in tqdm(loader, desc='eval', unit='batch', disable=not progress, dynamic_ncols=True, leave=False):
         batch = {k: v.to(device) for k, v in batch.items()}
         if device.type == 'cuda':
             torch.cuda.synchronize()
@@ -176,7 +179,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="feed each frame's sensor depth to the model as measured depth (RGB-D camera): the "
                         'cloud and 3D net use it where valid')
     p.add_argument('--only-with-depth', action='store_true', help='evaluate only the frames that have depth')
+    p.add_argument('--no-progress', action='store_true',
+                   help='no progress bar (it is shown only when stderr is a terminal anyway)')
     return p.parse_args(argv)
+
+
+def show_progress(no_progress: bool, stream: Any = None) -> bool:
+    """Whether depth3dseg-eval shows its tqdm bar: not with ``--no-progress``, and only when ``stream``
+    (default stderr, where tqdm writes) is a terminal (no bar in logs, pipes or CI)."""
+    stream = sys.stderr if stream is None else stream
+    return not no_progress and bool(getattr(stream, 'isatty', lambda: False)())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,7 +230,7 @@ def _run(args: argparse.Namespace) -> int:
                           mean=meta['mean'], std=meta['std'], augment=None)
         t0 = time.perf_counter()
         report = evaluate_model(model, ds, classes, device, batch_size=args.batch_size, full=True,
-                                measured_depth=args.measured_depth)
+                                measured_depth=args.measured_depth, progress=show_progress(args.no_progress))
         report['wall_frames_per_s'] = report['frames'] / (time.perf_counter() - t0)
         report.update(model=str(args.model), data=args.data or args.bag, batch_size=args.batch_size,
                       measured_depth=args.measured_depth, only_with_depth=args.only_with_depth,
