@@ -30,7 +30,7 @@ _log = logging.getLogger(__name__)
 def ort_available() -> bool:
     """True when ``import onnxruntime`` works."""
     try:
-        import onnxruntime  # noqa: F401
+        import onnxruntime  # noqa: F401  (availability probe)
     except ImportError:
         return False
     return True

@@ -40,11 +40,11 @@ import cv2
 import numpy as np
 import torch
 
+from .backends import BACKENDS, OrtGraph, choose_backend
 from .classes import ClassSet
 from .fusion import LABEL_SOURCES, labels_confidence, source_probs
 from .geometry import check_intrinsics_np, resize_intrinsics
 from .imageops import resize_depth
-from .backends import BACKENDS, OrtGraph, choose_backend
 from .model import Depth3DSeg, fold_batchnorm
 from .modelfile import load_model, make_meta
 

@@ -142,7 +142,7 @@ def pointnet_graph(pn: PointSegNet, xyz: torch.Tensor, valid: torch.Tensor, feat
         v, p0, f0 = valid, xyz, feats
     p = torch.where(v, p0, torch.zeros_like(p0))
     fc = torch.where(v, f0, torch.zeros_like(f0))
-    b, inf = p.shape[0], float('inf')
+    inf = float('inf')
     idx, mask = knn_graph(p, v, pn.k, pn.window)                       # k×N, masked -> N
     parts = [p, fc] + ([_normals(p, v)] if pn.normals else [])
     f = torch.cat(parts, 1).flatten(2).transpose(1, 2)                 # B×N×F
