@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 import yaml
 from torch.utils.data import DataLoader
@@ -123,6 +124,29 @@ def main() -> None:
               f'{ips[key][0] / ref:.2f} x forward')
     print(f"eval forward (batched):     {rep['frames_per_s']:8.2f} frames/s  (one pass over 10 frames)")
     print(f'eval with loading+metrics:  {eval_wall:8.2f} frames/s')
+    cam_ms = camera_aug_ms(a.size)
+    print(f"camera augmentation:        {cam_ms[0]:8.1f} ms per frame with the 'real_camera' preset, "
+          f'{cam_ms[1]:.1f} ms with every op on ({a.size[0]}x{a.size[1]}, RGB + depth; median of 20)')
+
+
+def camera_aug_ms(size) -> tuple[float, float]:
+    """Median ms of training.camera_aug on one frame of ``size`` (W, H): the preset, every op forced on."""
+    from depth3dseg_ros.training import camera_aug as ca
+    w, h = size
+    rgb = np.random.default_rng(0).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    depth = np.random.default_rng(0).uniform(0.5, 5, (h, w)).astype(np.float32)
+    out = []
+    for spec in ('real_camera', {'preset': 'real_camera', **{op: {'p': 1.0} for op in ca.OPS}}):
+        cfg = ca.resolve_camera(spec)
+        runs = []
+        for i in range(20):
+            rng = np.random.default_rng(i)
+            t = time.perf_counter()
+            ca.augment_rgb(rgb, rng, cfg)
+            ca.augment_depth(depth, rng, cfg)
+            runs.append(time.perf_counter() - t)
+        out.append(1000 * statistics.median(runs))
+    return out[0], out[1]
 
 if __name__ == '__main__':
     main()
