@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SETUP_STAMP := $(VENV)/.depth3dseg-setup
 
-.PHONY: setup demo test bench bench-gpu clean-venv
+.PHONY: setup demo test test-fast bench bench-gpu clean-venv
 
 setup: $(SETUP_STAMP)
 
@@ -21,6 +21,10 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest test
+
+# The quick tier for the edit loop (no multi-process ROS tests, subprocess CLIs or training runs; test/conftest.py).
+test-fast: setup
+	$(PY) -m pytest test -m "not slow" -q
 
 bench: setup
 	set -e; for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f; done
