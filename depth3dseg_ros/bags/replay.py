@@ -237,16 +237,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns 0 on success or after SIGINT/SIGTERM, 2 on a bad argument or bag (message on
-    stderr). Signals: procutil.StopSignals (C40, C45), installed before the heavy imports."""
+    """Entry point: exit code 0 on success or after SIGINT/SIGTERM, 2 on a bad argument or bag (message on
+    stderr). Signals: procutil.StopSignals (C40, C45), installed before the heavy imports. Ends the
+    process itself (``os._exit`` after the clean-up, output flushed) instead of returning."""
     from depth3dseg_ros.procutil import StopRequested, StopSignals
     stop = StopSignals('depth3dseg-replay', raise_running=True)
     try:
-        return _main(argv, stop)
+        rc = _main(argv, stop)
     except StopRequested:
-        return stop.EXIT_CODE
+        rc = stop.EXIT_CODE
     finally:
         stop.finished()
+    stop.exit_now(rc)                 # done: skip the interpreter's slow teardown (C40)
+    return rc
 
 
 def _main(argv: list[str] | None, stop: Any) -> int:

@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None, segmenter_factory: Callable[..., Any] | 
     model loading, idle, busy, a second one during shutdown) ends the process within about 2 s, without
     a traceback, exit code 0. rclpy runs with ``SignalHandlerOptions.NO``; the executor spins in a thread
     while the main thread waits for the signal, then stops the worker, the executor, the node and rclpy.
+    Once rclpy has been initialised, ``main`` does not return: after the clean-up it ends the process
+    with the exit code (``os._exit``, output flushed), skipping the interpreter's slow teardown.
 
     Args:
         argv: command line (default ``sys.argv``), ROS arguments included.
@@ -109,14 +111,17 @@ def main(argv: list[str] | None = None, segmenter_factory: Callable[..., Any] | 
     from depth3dseg_ros.procutil import StopRequested, StopSignals
     stop = StopSignals(PROG)             # first: a signal during the imports below ends quietly (C40)
     try:
-        return _main(argv, segmenter_factory, stop)
+        rc = _main(argv, segmenter_factory, stop)
     except StopRequested:                # a signal before the node ran: nothing more to clean up
-        return stop.EXIT_CODE
+        rc = stop.EXIT_CODE
     finally:
         if getattr(stop, 'ros_started', False):
-            stop.finished()              # interpreter teardown: signals ignored (nothing left to stop)
+            stop.finished()              # signals ignored from here on (nothing left to stop)
         else:
             stop.restore()               # --help / argument errors (also called in-process by tests)
+    if getattr(stop, 'ros_started', False):
+        stop.exit_now(rc)                # rclpy is shut down: skip the ~1 s interpreter teardown (C40)
+    return rc
 
 
 def _main(argv: list[str] | None, segmenter_factory: Callable[..., Any] | None, stop: Any) -> int:
