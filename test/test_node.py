@@ -96,7 +96,7 @@ def ros():
     rclpy.try_shutdown()
 
 
-def _start(tmp, model_file, name, with_info=True, **params):
+def _start(tmp, model_file, name, with_info=True, extra_remaps=None, **params):
     """Start node ``name`` and a harness; ready when the harness has the node's ~/classes and both
     sides' topics are matched. FastDDS discovery between two fresh processes occasionally never
     completes (docs/pip_ros_stack.md §1: 1 in ~40 runs), so a node that is not
@@ -106,7 +106,8 @@ def _start(tmp, model_file, name, with_info=True, **params):
     h = Harness(name, f'/{name}_cam/image', f'/{name}_cam/camera_info', with_info)
     for attempt in range(2):
         proc = NodeProcess(tmp / f'{name}_{attempt}.log', dict(base, **params), name=name,
-                           remaps={'image': f'/{name}_cam/image', 'camera_info': f'/{name}_cam/camera_info'})
+                           remaps={'image': f'/{name}_cam/image', 'camera_info': f'/{name}_cam/camera_info',
+                                   **(extra_remaps or {})})
         if h.wait(proc, lambda: bool(h.classes), timeout=40 if attempt == 0 else 90):
             break
         log = proc.log()

@@ -214,11 +214,12 @@ def test_c44_updated_applies_dynamic_changes_and_refuses_like_start_up():
 
 
 def test_c44_start_up_only_set_is_the_one_documented():
-    """Model, device, precision, input size, QoS, compressed input and torch threads are read at start-up;
-    docs/node.md's "changes" column says so for each parameter."""
+    """Model, device, precision, input size, QoS, compressed input, the measured-depth subscription and
+    torch threads are read at start-up; docs/node.md's "changes" column says so for each parameter."""
     startup = {s.name for s in SPECS if not s.dynamic}
     assert startup == {'model_file', 'device', 'half', 'backend', 'input_width', 'input_height', 'input_reliability',
-                       'input_depth', 'output_reliability', 'output_depth', 'use_compressed', 'torch_threads'}
+                       'input_depth', 'output_reliability', 'output_depth', 'use_compressed', 'use_measured_depth',
+                       'torch_threads'}
     text = (REPO / 'docs' / 'node.md').read_text()
     for spec in SPECS:
         row = next(ln for ln in text.splitlines() if ln.startswith(f'| `{spec.name}` |'))

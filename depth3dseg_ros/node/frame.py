@@ -28,6 +28,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from depth3dseg_ros.core.depth import depth_to_meters
 from depth3dseg_ros.core.geometry import backproject_np, resize_intrinsics
 from depth3dseg_ros.core.imageops import resize_depth, resize_labels
 from depth3dseg_ros.ros.camera_info import Intrinsics
@@ -165,6 +166,36 @@ class InputPlan:
         if self.maps is None:
             return rgb
         return cv2.remap(rgb, self.maps[0], self.maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+
+    def prepare_depth(self, depth: np.ndarray) -> np.ndarray:
+        """A depth image registered to the raw colour image (H×W float32 metres, NaN = no data) rectified
+        with the same ``maps``, nearest neighbour (no blended depth at edges, C09; NaN outside)."""
+        if self.maps is None:
+            return depth
+        return cv2.remap(depth, self.maps[0], self.maps[1], cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT,
+                         borderValue=float('nan'))
+
+
+def registered_depth(raw: np.ndarray, encoding: str, image_wh: tuple[int, int], plan: InputPlan
+                     ) -> tuple[np.ndarray | None, Problem | None]:
+    """Measured depth for the 3D branch (issue 12): a depth image registered to the colour image, as
+    (H×W float32 metres with NaN = no data, rectified like the colour image; None) or (None, Problem).
+
+    Args: raw: the depth pixels (ros.image.imgmsg_to_cv2), encoding: its ROS encoding (16UC1 mm, 32FC1 m,
+    …, core.depth.depth_to_meters), image_wh: (width, height) of the decoded colour image, plan: the frame's
+    InputPlan. A frame without geometry (plan.K None) takes no measured depth.
+    """
+    if plan.K is None:
+        return None, None
+    try:
+        depth = depth_to_meters(raw, encoding)
+    except ValueError as err:
+        return None, Problem('depth', f'ignoring depth image: {err}')
+    if depth.shape != (image_wh[1], image_wh[0]):
+        return None, Problem('depth_size', f'depth image {depth.shape[1]}x{depth.shape[0]} is not registered to '
+                                           f'the {image_wh[0]}x{image_wh[1]} colour image: cloud from the '
+                                           'predicted depth')
+    return plan.prepare_depth(depth), None
 
 
 def plan_input(intr: Intrinsics | None, image_wh: tuple[int, int], distortion: str = 'rectify',

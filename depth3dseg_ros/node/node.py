@@ -50,16 +50,16 @@ from std_msgs.msg import String
 from depth3dseg_ros.core.depth import meters_to_16uc1
 from depth3dseg_ros.core.imageops import overlay
 from depth3dseg_ros.node.diagnostics import AgeFilteredStats, CameraSlot, Counts, Health, format_value
-from depth3dseg_ros.node.frame import LATEST_WARNINGS, Rectifier, frame_outputs, plan_input
+from depth3dseg_ros.node.frame import LATEST_WARNINGS, Rectifier, frame_outputs, plan_input, registered_depth
 from depth3dseg_ros.node.params import (SPEC_BY_NAME, SPECS, NodeParams, declare_and_read, unknown_names, updated,
                                         validate)
 from depth3dseg_ros.node.worker import Worker, summary_line
 from depth3dseg_ros.paths import share_file
 from depth3dseg_ros.ros.camera_info import Intrinsics, camera_info_for_output, intrinsics_from_camera_info
 from depth3dseg_ros.ros.compressed import ImageTooLargeError, check_pixel_limit, compressed_to_rgb
-from depth3dseg_ros.ros.image import EmptyImageError, cv2_to_imgmsg, describe, to_rgb
+from depth3dseg_ros.ros.image import EmptyImageError, cv2_to_imgmsg, describe, imgmsg_to_cv2, to_rgb
 from depth3dseg_ros.ros.pointcloud2 import create_cloud
-from depth3dseg_ros.ros.sync import LATEST, NONE, Pair, StampSync, header_stamp_ns
+from depth3dseg_ros.ros.sync import LATEST, NONE, Pair, StampBuffer, StampSync, header_stamp_ns
 
 SHIPPED_MODEL = ('models', 'depth3dseg_nyu13.pt')
 OUTPUTS = ('labels', 'overlay', 'depth', 'points')
@@ -139,6 +139,11 @@ class Depth3DSegNode(Node):
         else:
             self.create_subscription(Image, 'image', self._on_image, in_qos)
         self._info_topic = self.resolve_topic_name('camera_info')
+        self._depths = None                # measured depth registered to the colour image (issue 12)
+        if p.use_measured_depth:
+            self._depths = StampBuffer(8)
+            self.create_subscription(Image, 'depth', self._depths.add,
+                                     make_qos(p.input_reliability, max(p.input_depth, 5)))
         self.create_subscription(CameraInfo, 'camera_info', self._on_info,
                                  make_qos(p.input_reliability, max(p.input_depth, 5)))
         # steady clock: a /clock jump back (looped bag, use_sim_time) must not stop it (issue 14)
@@ -309,6 +314,24 @@ class Depth3DSegNode(Node):
             self._error_throttled(str(err).split('=')[0], f'dropping malformed image [{what}]: {err}')
         return None
 
+    def _measured_depth(self, msg: Any, rgb: np.ndarray, plan: Any, p: NodeParams) -> np.ndarray | None:
+        """The frame's registered depth (node/frame.registered_depth), or None with a throttled log."""
+        dmsg = self._depths.nearest(header_stamp_ns(msg), p.sync_slop) if plan.K is not None else None
+        if dmsg is None:
+            if plan.K is not None:
+                self.get_logger().warning(f'no depth image within sync_slop={p.sync_slop} s of the colour '
+                                          'image: cloud from the predicted depth', throttle_duration_sec=10.0)
+            return None
+        try:
+            raw = imgmsg_to_cv2(dmsg)
+        except ValueError as err:
+            self._error_throttled('depth', f'ignoring depth image [{describe(dmsg)}]: {err}')
+            return None
+        depth, problem = registered_depth(raw, dmsg.encoding, (rgb.shape[1], rgb.shape[0]), plan)
+        if problem is not None:
+            self._error_throttled(problem.key, problem.text)
+        return depth
+
     def _error_throttled(self, key: str, text: str, period: float = 5.0) -> None:
         now = time.monotonic()
         if now - self._last_error.get(key, -1e9) >= period:
@@ -336,9 +359,11 @@ class Depth3DSegNode(Node):
         plan = plan_input(self._intrinsics(pair.info, p), (rgb.shape[1], rgb.shape[0]), p.distortion, self.rectifier)
         for problem in plan.problems:
             self._error_throttled(problem.key, problem.text)
+        depth_in = self._measured_depth(msg, rgb, plan, p) if self._depths is not None else None
         rgb = plan.prepare(rgb)
         t1 = time.perf_counter()
-        res = self.seg.infer(rgb, plan.K, p.label_source)
+        res = (self.seg.infer(rgb, plan.K, p.label_source) if depth_in is None
+               else self.seg.infer(rgb, plan.K, p.label_source, depth=depth_in))
         t2 = time.perf_counter()
         out = frame_outputs(res, plan, rgb, p.max_depth, p.output_resolution,
                             cloud=p.publish_points and 'points' in self.pubs)

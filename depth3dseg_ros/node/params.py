@@ -82,6 +82,10 @@ SPECS: tuple[ParamSpec, ...] = (
               min=0.0),
     ParamSpec('use_compressed', False, 'subscribe sensor_msgs/CompressedImage on <image>/compressed',
               dynamic=False),
+    ParamSpec('use_measured_depth', False, 'RGB-D cameras: subscribe a depth image registered to the colour '
+              'image on depth (16UC1 mm or 32FC1 m, paired by stamp within sync_slop); the cloud and the 3D '
+              'branch use it where valid, the prediction fills its holes; ~/depth stays the prediction',
+              dynamic=False),
     ParamSpec('max_image_pixels', 8192 * 8192, 'input images with more pixels are refused (compressed ones '
               'from their header, before decoding)', min=1),
     ParamSpec('output_resolution', 'network', 'outputs at the network size, or resized to the camera '
@@ -123,6 +127,7 @@ class NodeParams:
     output_depth: int
     sync_slop: float
     use_compressed: bool
+    use_measured_depth: bool
     max_image_pixels: int
     output_resolution: str
     diagnostics_period: float

@@ -233,3 +233,26 @@ class StampSync:
         if how == MATCHED:
             self._late_in_a_row = 0
         return Pair(image, info, how, dt, reason)
+
+
+class StampBuffer:
+    """The last ``size`` messages of a topic, looked up by header stamp (e.g. a depth image registered to
+    the colour image: issue 12, measured depth). Appends come from the executor thread, look-ups from the
+    worker: ``deque.append`` and ``list(deque)`` are atomic in CPython, so no lock is needed."""
+
+    def __init__(self, size: int = 8) -> None:
+        self._msgs: deque = deque(maxlen=int(size))
+
+    def add(self, msg: Any) -> None:
+        """Keep ``msg`` (the oldest is dropped when full)."""
+        self._msgs.append(msg)
+
+    def nearest(self, stamp_ns: int, slop_s: float) -> Any | None:
+        """The kept message whose stamp is nearest ``stamp_ns`` if within ``slop_s`` seconds (0 = exact),
+        else None."""
+        best, best_dt = None, None
+        for m in list(self._msgs):
+            dt = abs(header_stamp_ns(m) - stamp_ns)
+            if best_dt is None or dt < best_dt:
+                best, best_dt = m, dt
+        return best if best_dt is not None and best_dt <= slop_s * 1e9 else None
