@@ -1,6 +1,7 @@
 """Benchmark: depth3dseg_node end to end at 640x480 input, with a per-stage breakdown.
 
     python bench/bench_node.py [--model M] [--seconds 10] [--rate 30] [--threads 0]
+                               [--backends torch onnxruntime]
 
 * model: the shipped models/depth3dseg_nyu13.pt, or (when it is not there) a randomly initialised
   default-arch Depth3DSeg saved with core.modelfile — the same compute, untrained; the output says which.
@@ -10,7 +11,11 @@
   + CameraInfo at ``--rate`` Hz (stamps = publish time) for ``--seconds``; measured here: output rate of
   ``~/points``, latency = arrival - stamp (p50/p95); from the node's /diagnostics: mean ms per stage
   (decode, inference, cloud, publish) and received/processed/dropped.
-Goal (issue 7): >= 30 fps end to end; non-model stages (decode + cloud + publish) <= 10 % of frame time.
+* ``--backends torch onnxruntime``: the same stream through the node once per inference backend, back to
+  back (the model exported with core.onnx_export for onnxruntime), and the frame-rate ratio of each to
+  the first: machines here differ up to 3x in speed, so the goal is a ratio measured in one run.
+Goals: >= 30 fps end to end (issue 7; on this 2-core machine: onnxruntime / torch >= 1.6x, issue 13);
+non-model stages (decode + cloud + publish) <= 10 % of frame time.
 """
 from __future__ import annotations
 
@@ -63,7 +68,7 @@ def reference_ms(path: str, threads: int, runs: int = 20) -> tuple[float, tuple[
     return float(np.mean(t)), seg.input_size
 
 
-def end_to_end(path: str, seconds: float, rate: float, threads: int, tmp: Path) -> dict:
+def end_to_end(path: str, seconds: float, rate: float, threads: int, tmp: Path, backend: str = 'torch') -> dict:
     """Run the node in a subprocess and stream frames at it; returns the measured figures."""
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
@@ -74,11 +79,11 @@ def end_to_end(path: str, seconds: float, rate: float, threads: int, tmp: Path) 
     from depth3dseg_ros.ros.camera_info import make_camera_info
     from depth3dseg_ros.ros.image import cv2_to_imgmsg
 
-    log = open(tmp / 'node.log', 'w')
+    log = open(tmp / f'node_{backend}.log', 'w')
     proc = popen_tied([sys.executable, '-m', 'depth3dseg_ros.node.main', '--ros-args',
                              '-r', '__node:=bench_node', '-r', 'image:=/bench/image', '-r', 'camera_info:=/bench/camera_info',
                              '-p', f'model_file:={path}', '-p', 'device:=cpu', '-p', f'torch_threads:={threads}',
-                             '-p', 'diagnostics_period:=1.0'], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+                             '-p', 'diagnostics_period:=1.0', '-p', f'backend:={backend}'], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     rclpy.init()
     node = rclpy.create_node('bench_harness')
     rel = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
@@ -112,7 +117,7 @@ def end_to_end(path: str, seconds: float, rate: float, threads: int, tmp: Path) 
     try:
         stream(120, stop=lambda: len(arrivals) >= 5 or proc.poll() is not None)   # until outputs flow
         if len(arrivals) < 5:
-            raise RuntimeError('no output from the node:\n' + (tmp / 'node.log').read_text()[-3000:])
+            raise RuntimeError('no output from the node:\n' + (tmp / f'node_{backend}.log').read_text()[-3000:])
         end = time.monotonic() + 2.5
         while time.monotonic() < end:
             rclpy.spin_once(node, timeout_sec=0.05)
@@ -142,32 +147,53 @@ def end_to_end(path: str, seconds: float, rate: float, threads: int, tmp: Path) 
                 dropped=after['dropped'] - before['dropped'])
 
 
+def report(r: dict, ref: float, label: str) -> None:
+    """Print one end-to-end run's figures (``ref``: Segmenter.infer ms in this process)."""
+    st = r['stages']
+    non_model = st['decode'] + st['cloud'] + st['publish']
+    print(f"[{label}] end to end: {r['out']} outputs of {r['sent']} sent, {r['fps']:.1f} fps; latency p50 "
+          f"{r['lat_p50']:.0f} ms p95 {r['lat_p95']:.0f} ms; node received {r['received']:.0f}, processed "
+          f"{r['processed']:.0f}, dropped {r['dropped']:.0f}")
+    print(f'[{label}] node stages (mean ms): ' + ', '.join(f'{k} {v:.1f}' for k, v in st.items()))
+    print(f"[{label}] non-model stages (decode+cloud+publish): {non_model:.1f} ms = "
+          f"{100 * non_model / st['total']:.1f} % of frame time (goal <= 10 %); end-to-end fps / reference fps = "
+          f"{r['fps'] * ref / 1e3:.2f}; goal 30 fps: {'met' if r['fps'] >= 30 else 'NOT met'}")
+
+
 def main() -> None:
+    """Parse the arguments, run the reference and each backend's end-to-end stream, print the figures."""
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--model', default=None)
     ap.add_argument('--seconds', type=float, default=10.0)
     ap.add_argument('--rate', type=float, default=30.0)
     ap.add_argument('--threads', type=int, default=1, help='torch threads, node and reference (0 = torch default)')
+    ap.add_argument('--backends', nargs='+', default=['torch'], choices=('torch', 'onnxruntime'),
+                    help='node inference backends to run back to back (ratios against the first)')
     args = ap.parse_args()
     from depth3dseg_ros.rosenv import apply_ros_env, pick_domain_id
     apply_ros_env(domain_id=int(os.environ.get('ROS_DOMAIN_ID') or pick_domain_id()))
+    runs = {}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         path, what = model_file(args.model, tmp)
         ref, size = reference_ms(path, args.threads)
-        r = end_to_end(path, args.seconds, args.rate, args.threads, tmp)
-    st = r['stages']
-    non_model = st['decode'] + st['cloud'] + st['publish']
+        for backend in args.backends:
+            model = path
+            if backend == 'onnxruntime':
+                from depth3dseg_ros.core.onnx_export import export_onnx
+                model = str(tmp / 'model.onnx')
+                export_onnx(path, model)
+            runs[backend] = end_to_end(model, args.seconds, args.rate, args.threads, tmp, backend)
     print(f'model: {what}; network input {size[0]}x{size[1]}; camera 640x480 rgb8 at {args.rate:g} Hz '
           f'for {args.seconds:g} s; cpu threads {os.cpu_count()}, torch threads {args.threads or "default"}')
-    print(f'reference (Segmenter.infer alone, this process): {ref:.1f} ms/frame = {1e3 / ref:.1f} fps')
-    print(f"end to end: {r['out']} outputs of {r['sent']} sent, {r['fps']:.1f} fps; latency p50 {r['lat_p50']:.0f} ms "
-          f"p95 {r['lat_p95']:.0f} ms; node received {r['received']:.0f}, processed {r['processed']:.0f}, "
-          f"dropped {r['dropped']:.0f}")
-    print('node stages (mean ms): ' + ', '.join(f'{k} {v:.1f}' for k, v in st.items()))
-    print(f"non-model stages (decode+cloud+publish): {non_model:.1f} ms = {100 * non_model / st['total']:.1f} % "
-          f"of frame time (goal <= 10 %); end-to-end fps / reference fps = {r['fps'] * ref / 1e3:.2f}; "
-          f"goal 30 fps: {'met' if r['fps'] >= 30 else 'NOT met'}")
+    print(f'reference (Segmenter.infer alone, torch, this process): {ref:.1f} ms/frame = {1e3 / ref:.1f} fps')
+    for backend, r in runs.items():
+        report(r, ref, backend)
+    first = args.backends[0]
+    for backend, r in runs.items():
+        if backend != first:
+            ratio = r['fps'] / runs[first]['fps'] if runs[first]['fps'] else float('nan')
+            print(f'frame rate {backend} / {first}: {ratio:.2f}x (issue 13 goal for onnxruntime / torch: >= 1.6x)')
 
 
 if __name__ == '__main__':
