@@ -19,11 +19,14 @@ $(SETUP_STAMP): requirements.txt setup.py
 demo: setup
 	$(PY) -m depth3dseg_ros.node.demo --out demo_out
 
+# Lint first (ruff.toml: ament-like flake8 + pep257 public-API docstring checks), so a lint error fails CI.
 test: setup
+	$(VENV)/bin/ruff check
 	$(PY) -m pytest test
 
 # The quick tier for the edit loop (no multi-process ROS tests, subprocess CLIs or training runs; test/conftest.py).
 test-fast: setup
+	$(VENV)/bin/ruff check
 	$(PY) -m pytest test -m "not slow" -q
 
 bench: setup

@@ -2,8 +2,9 @@
 
 Prints, per input size (default 320×240 and 640×480): median forward ms/frame and frames/s (after
 warm-up) of the 2D+depth model, of the 3D network alone (on the cloud of the predicted depth) and of the
-whole Depth3DSeg forward, as trained and in the Segmenter's inference form (BN folded, channels-last); FLOPs (torch.utils.flop_counter.FlopCounterMode) and parameters; the ratio
-3D / 2D time, and the ratio of the whole forward at 320×240 to the 33.3 ms camera period (30 Hz); and the
+whole Depth3DSeg forward, as trained and in the Segmenter's inference form (BN folded, channels-last);
+FLOPs (torch.utils.flop_counter.FlopCounterMode) and parameters; the ratio 3D / 2D time, and the ratio
+of the whole forward at 320×240 to the 33.3 ms camera period (30 Hz); and the
 Segmenter's end-to-end infer() of a 640×480 uint8 frame (resize, normalise, forward, postprocess).
 
     python bench/bench_core.py                      # CPU, torch's default threads
@@ -74,6 +75,7 @@ def _ratio(fn_a, fn_b, device: torch.device, runs: int, warmup: int) -> tuple:
 
 def bench_size(model: Depth3DSeg, fast: Depth3DSeg, w: int, h: int, device: torch.device,
                dtype: torch.dtype, runs: int, warmup: int) -> dict:
+    """Time one input size w×h (2D, 3D, whole forward; as trained and in the fast form) and count FLOPs."""
     torch.manual_seed(0)
     x = torch.randn(1, 3, h, w, device=device, dtype=dtype)
     K = torch.as_tensor(resize_intrinsics(NYU_K, (640, 480), (w, h)), dtype=dtype, device=device)[None]
@@ -181,6 +183,7 @@ def bench_onnx(model: Depth3DSeg, w: int, h: int, runs: int, warmup: int, thread
 
 
 def main(argv=None) -> int:
+    """Run the core-network benchmark (CLI); returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--device', default='cpu', help="'cpu', 'cuda', 'auto'")
     ap.add_argument('--half', action='store_true', help='fp16 (CUDA only)')

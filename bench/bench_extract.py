@@ -39,6 +39,7 @@ from rosbags.typesys import Stores, get_typestore  # noqa: E402
 
 
 def bag_bytes(path: Path) -> int:
+    """Size on disk of a bag (a file, or every file under a rosbag2 directory), bytes."""
     return sum(p.stat().st_size for p in path.rglob('*') if p.is_file()) if path.is_dir() \
         else path.stat().st_size
 
@@ -54,6 +55,7 @@ def plain_read(path: Path) -> int:
 
 
 def best(fn, repeat: int) -> float:
+    """Best (smallest) wall time of ``repeat`` calls of ``fn``, seconds."""
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -63,6 +65,7 @@ def best(fn, repeat: int) -> float:
 
 
 def main() -> None:
+    """Run the extraction benchmark (CLI): build the bag, then time plain read and extract."""
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--frames', type=int, default=60)
     ap.add_argument('--storage', default='sqlite3', choices=['sqlite3', 'mcap', 'ros1'])

@@ -87,6 +87,7 @@ def _miou(segs, frames, num_classes):
 
 
 def main(argv=None) -> int:
+    """Run the INT8 quantisation trial (CLI): export, quantise, compare speed and mIoU; exit status."""
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--model', type=Path, default=REPO / 'models' / 'depth3dseg_nyu13.pt')
     ap.add_argument('--calib', type=Path, required=True, help='dataset dir of calibration frames')

@@ -83,6 +83,7 @@ def clouds_match(a: PointCloud2, b: PointCloud2) -> bool:
 
 
 def main() -> None:
+    """Run the message-layer benchmark (CLI) on a random 640x480 frame and print the figures."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--repeat', type=int, default=50)
     ap.add_argument('--ref-repeat', type=int, default=2)

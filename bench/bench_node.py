@@ -81,9 +81,10 @@ def end_to_end(path: str, seconds: float, rate: float, threads: int, tmp: Path, 
 
     log = open(tmp / f'node_{backend}.log', 'w')
     proc = popen_tied([sys.executable, '-m', 'depth3dseg_ros.node.main', '--ros-args',
-                             '-r', '__node:=bench_node', '-r', 'image:=/bench/image', '-r', 'camera_info:=/bench/camera_info',
-                             '-p', f'model_file:={path}', '-p', 'device:=cpu', '-p', f'torch_threads:={threads}',
-                             '-p', 'diagnostics_period:=1.0', '-p', f'backend:={backend}'], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+                       '-r', '__node:=bench_node', '-r', 'image:=/bench/image', '-r', 'camera_info:=/bench/camera_info',
+                       '-p', f'model_file:={path}', '-p', 'device:=cpu', '-p', f'torch_threads:={threads}',
+                       '-p', 'diagnostics_period:=1.0', '-p', f'backend:={backend}'],
+                      stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     rclpy.init()
     node = rclpy.create_node('bench_harness')
     rel = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
@@ -142,7 +143,8 @@ def end_to_end(path: str, seconds: float, rate: float, threads: int, tmp: Path, 
     span = (got[-1][1] - got[0][1]) / 1e9 if len(got) > 1 else float('nan')
     return dict(sent=sent, out=len(got), fps=(len(got) - 1) / span if len(got) > 1 else 0.0,
                 lat_p50=float(np.percentile(lat, 50)), lat_p95=float(np.percentile(lat, 95)),
-                stages={k: after.get(f'{k}_ms', float('nan')) for k in ('decode', 'inference', 'cloud', 'publish', 'total')},
+                stages={k: after.get(f'{k}_ms', float('nan'))
+                        for k in ('decode', 'inference', 'cloud', 'publish', 'total')},
                 received=after['received'] - before['received'], processed=after['processed'] - before['processed'],
                 dropped=after['dropped'] - before['dropped'])
 

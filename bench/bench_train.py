@@ -43,6 +43,7 @@ def _sync(device: torch.device) -> None:
 
 
 def main() -> None:
+    """Run the training/evaluation throughput benchmark (CLI) and print images/s and frames/s per stage."""
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--batch', type=int, default=8)
     p.add_argument('--size', type=int, nargs=2, default=[320, 240], metavar=('W', 'H'))

@@ -51,6 +51,7 @@ def _verify(pt: Path, onnx_path: Path) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Export a model file to ONNX (CLI depth3dseg-export); returns the exit status (0 done, 2 bad input)."""
     ap = argparse.ArgumentParser(prog='depth3dseg-export', description=__doc__.split('\n')[0])
     ap.add_argument('model', type=Path, help='model file (.pt) written by depth3dseg-train')
     ap.add_argument('-o', '--out', type=Path, default=None, help='output .onnx (default: beside the .pt)')

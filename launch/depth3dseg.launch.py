@@ -29,6 +29,7 @@ PACKAGE = 'depth3dseg_ros'
 
 
 def generate_launch_description():
+    """The launch description: the arguments, the DDS transport default and depth3dseg_node."""
     share = get_package_share_directory(PACKAGE)
     args = [
         DeclareLaunchArgument('model_file', default_value='',

@@ -20,6 +20,7 @@ REAL_KEYS = ('miou_fused', 'miou_2d', 'miou_3d', 'absrel', 'delta1')
 
 
 def load(run: Path) -> dict | None:
+    """Figures of one run directory (last validation epoch, real-bag report), None if missing."""
     try:
         val = json.loads((run / 'summary.json').read_text())['history'][-1]
         real = json.loads((run / 'eval_real' / 'report.json').read_text())
@@ -29,10 +30,12 @@ def load(run: Path) -> dict | None:
 
 
 def fmt(v: list) -> str:
+    """A value, or mean ± sample sd of several, with 3 decimals."""
     return f'{v[0]:.3f}' if len(v) == 1 else f'{statistics.mean(v):.3f} ± {statistics.stdev(v):.3f}'
 
 
 def main(argv: list) -> int:
+    """Print the Markdown tables for the OUT_DIRs in ``argv``; returns the exit status."""
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2

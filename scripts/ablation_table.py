@@ -26,6 +26,7 @@ def last_epoch(run_dir: Path) -> dict:
 
 
 def fmt(values: list) -> str:
+    """A value, or mean ± sample sd of several, with 3 decimals."""
     if len(values) == 1:
         return f'{values[0]:.3f}'
     return f'{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}'
@@ -50,6 +51,7 @@ def table(dirs: list, figs: dict) -> None:
 
 
 def main(argv: list) -> int:
+    """Print the Markdown tables for the RUN_DIRs in ``argv``; returns the exit status."""
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2

@@ -41,12 +41,14 @@ def subset(src: Path, dst: Path, ids: set[str]) -> Path:
 
 
 def evaluate_on(model: Path, data: Path, out: Path) -> dict:
+    """Run depth3dseg-eval of ``model`` on ``data`` (report in ``out``); returns the figures of KEYS."""
     assert evaluate.main(['--model', str(model), '--data', str(data), '--out', str(out), '--device', 'cpu']) == 0
     rep = json.loads((out / 'report.json').read_text())
     return {k: rep[k] for k in KEYS}
 
 
 def main() -> int:
+    """Run the two-fold few-shot fine-tuning and evaluation (CLI); returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--out', type=Path, default=REPO / 'runs' / 'few_shot')
     ap.add_argument('--epochs', type=int, default=40)

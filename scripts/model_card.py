@@ -36,6 +36,7 @@ def run_eval(model: Path, source: list[str], out: Path) -> dict:
 
 
 def main() -> int:
+    """Evaluate the model on the synthetic validation set and the real bag; write the model card JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--model', default=str(REPO / 'models' / 'depth3dseg_nyu13.pt'))
     ap.add_argument('--synth-val', default=str(REPO / 'data' / 'ds_synth_val'))

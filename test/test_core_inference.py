@@ -235,7 +235,9 @@ def test_warmup_without_k_neither_logs_nor_uses_up_the_no_k_warning(nyu0001, cap
     rgb, K = nyu0001
     model = Depth3DSeg(len(NYU13), **SMALL).eval()
     seg = Segmenter.from_model(model, {'classes': NYU13, 'input_size': [32, 24]}, device='cpu', num_threads=0)
-    no_k = lambda: [r for r in caplog.records if 'no K given' in r.getMessage()]  # noqa: E731
+
+    def no_k():
+        return [r for r in caplog.records if 'no K given' in r.getMessage()]
     with caplog.at_level('WARNING', logger='depth3dseg_ros.core.inference'):
         seg.warmup(runs=1, with_k=False)
         seg.warmup(runs=1, with_k=False, label_source='3d', image_size=(64, 48))

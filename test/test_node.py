@@ -113,7 +113,8 @@ def _start(tmp, model_file, name, with_info=True, extra_remaps=None, **params):
         log = proc.log()
         proc.stop()
         assert attempt == 0, 'node not discovered twice:\n' + log
-    assert h.wait(proc, lambda: h.pub_img.get_subscription_count() and (not with_info or h.pub_info.get_subscription_count())
+    assert h.wait(proc, lambda: h.pub_img.get_subscription_count()
+                  and (not with_info or h.pub_info.get_subscription_count())
                   and h.node.count_publishers(f'/{name}/points'), timeout=30), proc.log()
     h.wait(proc, lambda: False, 0.5)                        # let the matches settle both ways
     return proc, h

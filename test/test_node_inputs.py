@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 import rclpy
-from sensor_msgs.msg import CameraInfo, CompressedImage
+from sensor_msgs.msg import CompressedImage
 from std_msgs.msg import Header
 
 from depth3dseg_ros.ros.compressed import encode_compressed

@@ -75,4 +75,5 @@ def test_distortion_modes_at_run_time(node):
     got = run(node, info)
     assert 'points' in got and list(got['depth/camera_info'].d) == D5
     res = node.set_parameters([Parameter('distortion', value='undistort')])[0]
-    assert not res.successful and "distortion='undistort' is not one of ['rectify', 'refuse_cloud', 'ignore']" in res.reason
+    assert not res.successful
+    assert "distortion='undistort' is not one of ['rectify', 'refuse_cloud', 'ignore']" in res.reason

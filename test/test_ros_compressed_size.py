@@ -91,7 +91,8 @@ def test_limit_is_inclusive_and_png_and_compressed_depth_are_checked():
         check_pixel_limit(8193, 8192, DEFAULT_MAX_PIXELS)
     check_pixel_limit(10**6, 10**6, None)                                   # None: no limit
     assert check_compressed_size(msg(png(), 'png'), 53 * 37) == (53, 37)
-    with pytest.raises(ImageTooLargeError, match=r"format='png'\) header says 53x37 = 1961 pixels > max_image_pixels=1960"):
+    with pytest.raises(ImageTooLargeError,
+                       match=r"format='png'\) header says 53x37 = 1961 pixels > max_image_pixels=1960"):
         decode_compressed(msg(png(), 'png'), 1960)
     depth = encode_compressed_depth(np.full((30, 40), 1500, np.uint16), '16UC1')
     raw = bytes(depth.data)

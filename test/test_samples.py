@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 from functools import partial
-from pathlib import Path
 
 import pytest
 

@@ -1,6 +1,6 @@
 """The shipped default model: it loads, produces outputs of the right shapes on a real frame, and
-reproduces on the real-camera sample bag (depth3dseg_ros.samples) the real-data figures its model card states (models/model_card.json,
-the machine-readable copy of models/README.md's tables).
+reproduces on the real-camera sample bag (depth3dseg_ros.samples) the real-data figures its model card
+states (models/model_card.json, the machine-readable copy of models/README.md's tables).
 """
 from __future__ import annotations
 

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import cv2
-import numpy as np
 
 from depth3dseg_ros.core.classes import NYU13
 from depth3dseg_ros.core.depth import meters_to_16uc1

@@ -19,8 +19,9 @@ Crash safety: each frame's files are written to ``.<name>.tmp`` names and moved 
 ``os.replace``; only then is its index line appended and flushed to the OS (so a killed process never
 leaves a frame indexed without its files); the index is fsync'ed at least once a second and when the
 writer is flushed or closed (``fsync_interval_s``). A frame is part of the dataset iff its line is in
-index.jsonl, so an interrupted run never leaves a half-written frame in the index. A torn last line (killed mid-write) is dropped when the directory is reopened. Re-running is
-idempotent: frames whose id is already indexed are skipped (:meth:`DatasetWriter.has`).
+index.jsonl, so an interrupted run never leaves a half-written frame in the index. A torn last line
+(killed mid-write) is dropped when the directory is reopened. Re-running is idempotent: frames whose id
+is already indexed are skipped (:meth:`DatasetWriter.has`).
 """
 from __future__ import annotations
 

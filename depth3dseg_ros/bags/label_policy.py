@@ -38,6 +38,7 @@ class LabelRange:
         self.ids: set = set()
 
     def apply(self, fr: FrameData) -> Optional[FrameData]:
+        """Apply the policy to one frame: the frame to write (out-of-range ids set to void) or None (refused)."""
         lab = fr.labels
         if lab is None or not lab.size or int(lab.max()) < self.n:
             return fr
@@ -53,6 +54,7 @@ class LabelRange:
         return fr
 
     def to_dict(self) -> Dict[str, Any]:
+        """The policy and its counts as a JSON-ready dict (``labels_out_of_range`` of the per-bag extract report)."""
         return {'policy': self.policy, 'num_classes': self.n, 'void_id': self.void, 'frames': self.frames,
                 'pixels': self.pixels, 'ids': sorted(self.ids)}
 

@@ -94,6 +94,7 @@ class McapScan:
 
     @property
     def message_count(self) -> int:
+        """Number of messages recovered (all segments)."""
         return sum(len(s.messages) for s in self.segments)
 
     def describe(self) -> str:

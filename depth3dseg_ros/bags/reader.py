@@ -203,9 +203,10 @@ class BagReader:
         file order (bags.mcap_salvage). Message-mode compression is undone in :meth:`messages`."""
         files = self._dir_files()
         if fmt.recovery:
-            (LOG.warning if self.warn else LOG.debug)('bag %s has no metadata.yaml (the recording was not closed?): reading its %d %s storage '
-                        'file(s) %s directly; topics, types and message counts come from the files', self.path,
-                        len(files), fmt.storage, [f.name for f in files])
+            (LOG.warning if self.warn else LOG.debug)(
+                'bag %s has no metadata.yaml (the recording was not closed?): reading its %d %s storage '
+                'file(s) %s directly; topics, types and message counts come from the files', self.path,
+                len(files), fmt.storage, [f.name for f in files])
         self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
         # message-mode zstd: known from metadata.yaml, or (no metadata.yaml) seen by each message's magic
         self._message_zstd = fmt.compression_mode == 'message' or bool(fmt.recovery)
@@ -230,9 +231,10 @@ class BagReader:
         meta_path = self.path / 'metadata.yaml'
         files = _rosbag2_files(self.path, (yaml.safe_load(meta_path.read_text(encoding='utf-8')) or {})
                                .get('rosbag2_bagfile_information', {}))
-        (LOG.warning if self.warn else LOG.debug)('bag %s: metadata.yaml names storage %r but its file(s) %s are %s: reading them as %s '
-                    '(the file contents decide; metadata.yaml is only a hint)', self.path,
-                    fmt.metadata_storage, [f.name for f in files], fmt.storage, fmt.storage)
+        (LOG.warning if self.warn else LOG.debug)(
+            'bag %s: metadata.yaml names storage %r but its file(s) %s are %s: reading them as %s '
+            '(the file contents decide; metadata.yaml is only a hint)', self.path,
+            fmt.metadata_storage, [f.name for f in files], fmt.storage, fmt.storage)
         self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
         tmp = Path(self._tmp.name)
         if fmt.storage == 'ros1':
@@ -369,7 +371,8 @@ class BagReader:
         if not conns:
             return
         for conn, t_ns, raw in self.reader.messages(connections=conns):
-            if self._message_zstd and not self.is_ros1 and raw[:4] == MAGIC_ZSTD:  # CDR starts 00 0x 00 00: no ambiguity
+            # CDR starts 00 0x 00 00: no ambiguity with the zstd magic
+            if self._message_zstd and not self.is_ros1 and raw[:4] == MAGIC_ZSTD:
                 raw = zstd.decompress(raw)
             yield conn.topic, conn.msgtype, t_ns, raw
 

@@ -167,5 +167,6 @@ class OrtGraph:
         self._outputs = list(OUTPUT_NAMES)
 
     def run(self, rgb: np.ndarray, K: np.ndarray, measured_depth: np.ndarray) -> Dict[str, np.ndarray]:
+        """Run the session: rgb 1×3×H×W, K 1×3×3, measured_depth 1×1×H×W (float32) -> {OUTPUT_NAMES name: ndarray}."""
         res = self.session.run(self._outputs, {'rgb': rgb, 'K': K, 'measured_depth': measured_depth})
         return dict(zip(self._outputs, res))

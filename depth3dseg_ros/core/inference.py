@@ -17,8 +17,8 @@ S3D probabilities where the 3D point is valid, S2D elsewhere).
 
 Measured depth (RGB-D cameras): ``infer(..., depth=D)`` with a depth image registered to the colour image
 builds the cloud (and so S3D and ``points``) from the measured depth where it is valid and from the
-prediction in its holes; the returned ``depth`` is still the network's prediction. Without K the 3D branch cannot run: the
-labels come from S2D and ``InferenceResult.label_source`` says '2d' (a warning is logged once).
+prediction in its holes; the returned ``depth`` is still the network's prediction. Without K the 3D
+branch cannot run: the labels come from S2D and ``InferenceResult.label_source`` says '2d' (a warning is logged once).
 
 Backends (core.backends): ``backend='torch'`` runs the model file in PyTorch; ``'onnxruntime'`` runs the
 whole graph exported by depth3dseg-export (core.onnx_export) in ONNX Runtime; ``'auto'`` (default) takes

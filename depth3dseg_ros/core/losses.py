@@ -34,6 +34,7 @@ class Term(NamedTuple):
 
     @property
     def present(self) -> bool:
+        """True when the term has at least one valid element (count > 0)."""
         return self.count > 0
 
 

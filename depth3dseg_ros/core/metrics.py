@@ -47,6 +47,7 @@ class ConfusionMatrix:
         self.mat = np.zeros((self.num_classes, self.num_classes), np.int64)
 
     def reset(self) -> None:
+        """Set every count to zero."""
         self.mat[:] = 0
 
     def update(self, pred: Array, gt: Array, valid: Optional[Array] = None) -> None:
@@ -143,6 +144,7 @@ class DepthMetrics:
         self.reset()
 
     def reset(self) -> None:
+        """Forget the accumulated sums (no frames counted)."""
         self.n = 0
         self.sum_absrel = 0.0
         self.sum_sq = 0.0
@@ -221,6 +223,7 @@ class SegDepthEvaluator:
     @torch.no_grad()
     def update(self, out: Dict[str, torch.Tensor], labels: Optional[torch.Tensor],
                depth_gt: Optional[torch.Tensor] = None) -> None:
+        """Add one batch (see the class docstring): 2D/3D/fused confusion matrices and depth sums."""
         if labels is not None:
             valid = out.get('valid')
             # labels by core.fusion, the rule of Segmenter.infer: the figures are the node's labels'

@@ -148,6 +148,12 @@ class DepthSegNet(nn.Module):
         nn.init.constant_(self.depth_head[-1].bias, math.log(p / (1 - p)))
 
     def forward(self, rgb_norm: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """M1 on a batch.
+
+        rgb_norm B×3×H×W float (normalised with the model file's mean/std), any H, W >= 2 ->
+        dict(depth B×1×H×W float m in (min_depth, max_depth), seg2d B×C×H×W float logits), both at the
+        input size. Raises ValueError for an input that is not B×3×H×W floating point.
+        """
         if rgb_norm.dim() != 4 or rgb_norm.shape[1] != 3 or not rgb_norm.is_floating_point():
             raise ValueError(f'rgb_norm must be a float B×3×H×W tensor, got {tuple(rgb_norm.shape)} '
                              f'{rgb_norm.dtype}')
@@ -186,7 +192,8 @@ class Depth3DSeg(nn.Module):
     dict(depth B×1×H×W m, seg2d B×C×H×W logits, seg3d B×C×H×W logits, xyz B×3×H×W m float32 (optical
     frame, 0 where invalid; back-projected in float32 even for an fp16 model), valid B×1×H×W bool).
     The 3D net sees the metric X, Y, Z of the predicted depth (core.geometry.backproject, M2) plus
-    per-pixel colour, so losses on seg3d reach the depth head (the coupling of M3). Raises ValueError for bad shapes (see DepthSegNet, backproject).
+    per-pixel colour, so losses on seg3d reach the depth head (the coupling of M3). Raises ValueError for
+    bad shapes (see DepthSegNet, backproject).
     """
 
     def __init__(self, num_classes: int = 14, **kwargs: Any):
@@ -201,6 +208,7 @@ class Depth3DSeg(nn.Module):
 
     @property
     def num_classes(self) -> int:
+        """C, the number of output channels (class ids, void included)."""
         return self.arch['num_classes']
 
     @classmethod

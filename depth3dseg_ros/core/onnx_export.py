@@ -32,8 +32,8 @@ from .model import fold_batchnorm
 from .modelfile import ModelFileError, _validate_meta, load_model
 from .onnx_graph import INPUT_NAMES, OUTPUT_NAMES, InferenceGraph
 
-__all__ = ['export_onnx', 'export_module', 'read_onnx_meta', 'sha256_file', 'ONNX_FORMAT', 'ONNX_VERSION', 'REQUIRED_KEYS',
-           'DEFAULT_OPSET']
+__all__ = ['export_onnx', 'export_module', 'read_onnx_meta', 'sha256_file', 'ONNX_FORMAT', 'ONNX_VERSION',
+           'REQUIRED_KEYS', 'DEFAULT_OPSET']
 
 ONNX_FORMAT = 'depth3dseg-onnx'
 ONNX_VERSION = 1

@@ -235,6 +235,13 @@ class InferenceGraph(nn.Module):
         self.pointnet = model.pointnet
 
     def forward(self, rgb: torch.Tensor, K: torch.Tensor, measured_depth: torch.Tensor):
+        """M1 + M2 + M3 as in `Depth3DSeg.forward`, in exportable operators.
+
+        rgb 1×3×H×W float32 (normalised), K 1×3×3 float32 (at H×W, pixels), measured_depth 1×1×H×W float32 m
+        (NaN/±inf/<= 0 = no data; all-NaN when none) -> tuple in OUTPUT_NAMES order: depth 1×1×H×W m
+        (predicted), seg2d 1×C×H×W logits, seg3d 1×C×H×W logits, xyz 1×3×H×W m float32 (0 where invalid),
+        valid 1×1×H×W bool, measured 1×1×H×W bool.
+        """
         out = self.net(rgb)
         pred = out['depth']
         measured = torch.isfinite(measured_depth) & (measured_depth > 0)

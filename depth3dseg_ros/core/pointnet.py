@@ -10,10 +10,10 @@ reduced resolution (every ``stride``-th pixel, the centre pixel of each stride×
    O(N·k) and pixel-adjacent points that are far apart in 3D (across a depth edge) are not neighbours;
 2. per-point input features: X, Y, Z (metres, optical frame), colour, and optionally the organized-cloud
    normal (cross product of the 4-neighbour differences, zero where a neighbour is invalid);
-3. EdgeConv layers (``channels``; two by default) ``h_i = max_j ReLU(W_n f_j + W_c f_i + W_g g_ij)`` over the valid neighbours j,
-   with edge geometry g_ij = [p_j − p_i (m), (p_j − p_i)/r_i, |p_j − p_i|]: relative coordinates, and the
-   same in the local scale frame r_i = mean neighbour distance (so the features do not change with the
-   sampling density, which falls with depth); then a per-point 1×1 layer;
+3. EdgeConv layers (``channels``; two by default) ``h_i = max_j ReLU(W_n f_j + W_c f_i + W_g g_ij)`` over
+   the valid neighbours j, with edge geometry g_ij = [p_j − p_i (m), (p_j − p_i)/r_i, |p_j − p_i|]:
+   relative coordinates, and the same in the local scale frame r_i = mean neighbour distance (so the
+   features do not change with the sampling density, which falls with depth); then a per-point 1×1 layer;
 4. a PointNet global feature (max over the valid points) and a per-point head -> C class logits;
 5. back to H×W: every full-resolution point takes the logits of the valid subsampled point nearest to
    it in 3D among the 2×2 subsampled points around it in the image (a 3D-aware nearest upsampling: a
@@ -215,6 +215,13 @@ class PointSegNet(nn.Module):
         self.out = nn.Linear(head, num_classes)
 
     def forward(self, xyz: torch.Tensor, valid: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
+        """M3 on a batch of organized clouds.
+
+        xyz B×3×H×W float m (optical frame), valid B×1×H×W bool, feats B×F×H×W float (F = in_feats,
+        e.g. normalised colour) -> B×C×H×W logits in the weights' dtype (0 at invalid pixels and where no
+        valid subsampled point is within reach); the geometry runs in float32. Raises ValueError for
+        inconsistent shapes.
+        """
         if xyz.dim() != 4 or xyz.shape[1] != 3 or valid.shape != (xyz.shape[0], 1) + xyz.shape[2:] \
                 or feats.dim() != 4 or feats.shape[1] != self.in_feats or feats.shape[2:] != xyz.shape[2:] \
                 or feats.shape[0] != xyz.shape[0]:

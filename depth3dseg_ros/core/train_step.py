@@ -78,6 +78,7 @@ class LossConfig:
         return {t: float(getattr(self, f'w_{t}')) for t in TERMS}
 
     def to_dict(self) -> Dict[str, Any]:
+        """The fields as a plain dict (JSON/YAML-ready; ``from_dict`` reads it back)."""
         return dataclasses.asdict(self)
 
     @classmethod

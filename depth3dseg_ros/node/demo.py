@@ -207,7 +207,8 @@ def write_report(out: Path, rec: Recorder, info: dict) -> dict:
              f"| output frame_id | {', '.join(report['frame_ids'])} |",
              f"| cloud.ply points (last frame) | {n_ply} |", '',
              '## Against the bag\'s ground truth (processed frames, GT resized nearest to the output size)', '',
-             '| labelled frames | mIoU | pixel acc | depth frames | AbsRel | RMSE (m) | δ1 |', '|---|---|---|---|---|---|---|',
+             '| labelled frames | mIoU | pixel acc | depth frames | AbsRel | RMSE (m) | δ1 |',
+             '|---|---|---|---|---|---|---|',
              '| {labelled_frames} | {miou} | {pixel_acc} | {depth_frames} | {absrel} | {rmse_m} | {delta1} |'.format(
                  **{k: (f'{v:.3f}' if isinstance(v, float) else v) for k, v in report['ground_truth'].items()}),
              '',

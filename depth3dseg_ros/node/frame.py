@@ -84,7 +84,8 @@ def intrinsics_problem(K: np.ndarray, width: int, height: int, name: str = 'Came
                     f'({lo:g} .. {hi:g} px)')
     for label, v in (('cx', float(K[0, 2])), ('cy', float(K[1, 2])), ('skew', float(K[0, 1]))):
         if not abs(v) <= OFFSET_REL * size:
-            return f'{name} {label}={v!r} is not plausible for a {width}x{height} image (|{label}| > {OFFSET_REL * size:g} px)'
+            return (f'{name} {label}={v!r} is not plausible for a {width}x{height} image '
+                    f'(|{label}| > {OFFSET_REL * size:g} px)')
     return None
 
 

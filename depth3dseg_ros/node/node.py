@@ -155,7 +155,8 @@ class Depth3DSegNode(Node):
         self.worker = Worker(self.slot, self._process, self._on_worker_error)
         self.worker.start()
         self.get_logger().info(
-            f'model {model_file} ({len(self.classes)} classes, warm-up {warm_ms:.0f} ms), label_source={p.label_source}, '
+            f'model {model_file} ({len(self.classes)} classes, warm-up {warm_ms:.0f} ms), '
+            f'label_source={p.label_source}, '
             f'input {self.resolve_topic_name("image")}{"/compressed" if p.use_compressed else ""} '
             f'({p.input_reliability}), '
             f'outputs {sorted(self.pubs)} ({p.output_reliability}), output_resolution={p.output_resolution}')

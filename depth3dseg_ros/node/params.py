@@ -42,8 +42,8 @@ class ParamSpec:
 
 
 SPECS: tuple[ParamSpec, ...] = (
-    ParamSpec('model_file', '', "model file (.pt, core.modelfile, or .onnx from depth3dseg-export); '' = the shipped models/depth3dseg_nyu13.pt "
-              'from the package share dir', dynamic=False),
+    ParamSpec('model_file', '', "model file (.pt, core.modelfile, or .onnx from depth3dseg-export); '' = the "
+              'shipped models/depth3dseg_nyu13.pt from the package share dir', dynamic=False),
     ParamSpec('device', 'auto', 'torch device; auto = cuda when available, else cpu', ('auto', 'cuda', 'cpu'),
               dynamic=False),
     ParamSpec('half', False, 'fp16 inference (cuda only)', dynamic=False),

@@ -299,7 +299,9 @@ def pack_cloud(xyz: np.ndarray, rgb: np.ndarray | None = None, labels: np.ndarra
             raise ValueError(f'labels dtype={lab.dtype} must be ids in 0..{np.iinfo(dt["label"]).max}')
     if not organized:
         keep = valid.reshape(-1)
-        sel = lambda a, c: None if a is None else np.asarray(a).reshape(-1, *([c] if c else []))[keep]  # noqa: E731
+
+        def sel(a, c):  # the valid points of a per-pixel array (c channels, 0 = none), None stays None
+            return None if a is None else np.asarray(a).reshape(-1, *([c] if c else []))[keep]
         p, rgb, labels, confidence = sel(p, 3), sel(rgb, 3), sel(labels, 0), sel(confidence, 0)
         p = p.reshape(1, -1, 3)
         rgb, labels, confidence = (None if a is None else a.reshape(1, -1, *a.shape[1:])
@@ -333,8 +335,8 @@ def create_cloud(header: Any, xyz: np.ndarray, rgb: np.ndarray | None = None, la
     Fields x, y, z FLOAT32 (offsets 0/4/8), rgb FLOAT32 (12, packed 0x00RRGGBB bits), label UINT32 or
     UINT16, confidence FLOAT32; point_step = packed size (20 for x,y,z,rgb,label); row_step =
     width*point_step; is_dense True only when every x, y, z is finite (an organized cloud stores a point
-    with a NaN or ±inf coordinate as NaN, NaN, NaN and is not dense; an unorganized one drops it). See :func:`pack_cloud`
-    for the arguments (C09 invalid never (0,0,0); C14/C15 rgb; C20 sizes; C25 stride/unorganized).
+    with a NaN or ±inf coordinate as NaN, NaN, NaN and is not dense; an unorganized one drops it). See
+    :func:`pack_cloud` for the arguments (C09 invalid never (0,0,0); C14/C15 rgb; C20 sizes; C25 stride/unorganized).
     msg_cls None = rclpy sensor_msgs.msg.PointCloud2, or a rosbags typestore class.
     """
     cls = msg_cls or rclpy_cls('sensor_msgs/msg/PointCloud2')

@@ -83,6 +83,7 @@ def generate(out: Path, scenes: int, frames_per_scene: int, width: int = 320, he
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Build the depth3dseg-synth argument parser."""
     ap = argparse.ArgumentParser(prog='depth3dseg-synth', description=__doc__.split('\n')[0])
     ap.add_argument('--out', required=True, type=Path, help='rosbag2 directory to create')
     ap.add_argument('--scenes', type=int, default=10, help='number of random rooms')
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Generate a synthetic labelled RGB-D bag (CLI depth3dseg-synth); returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
         n = generate(args.out, args.scenes, args.frames_per_scene, args.width, args.height, args.seed,

@@ -42,7 +42,8 @@ def make_scene(rng: np.random.Generator) -> SceneSpec:
     chairs around; clutter and books on top), 1–3 bookshelves with books, 0–3 cabinets (one may carry a
     TV), a sofa and/or a bed, 1–4 loose chairs, 1–5 floor clutter groups, 2–5 larger objects (box
     stacks, lamps, plants, bins); items that do not fit are dropped. Lighting: random direction, colour,
-    ambient/diffuse/specular coefficients, shadows in about a quarter of the rooms. ``fov_y_deg`` 45–58 (Kinect-like vertical field of view).
+    ambient/diffuse/specular coefficients, shadows in about a quarter of the rooms. ``fov_y_deg`` 45–58
+    (Kinect-like vertical field of view).
     """
     lx, ly, hc = float(rng.uniform(4.0, 7.5)), float(rng.uniform(4.0, 7.5)), float(rng.uniform(2.4, 3.0))
     fw, fd = 0.25 * lx, 0.25 * ly

@@ -6,10 +6,10 @@ after the geometric transform and before the colour jitter; it never touches lab
 
 Reads the format of docs/ARCHITECTURE.md "Dataset directory" (manifest.json, index.jsonl, rgb/depth/labels
 PNGs) through depth3dseg_ros.dataset_format, its one reader. Every sample is resized to the network input
-size; label and depth images are resized with nearest neighbour (core.imageops, C22/C09: no invented ids, no blended depth), and K is adjusted for
-every resize, crop and flip (core.geometry, C18; METHOD M2: "K must be the K of the image the network
-actually saw"). Frames without depth or labels are kept, with ``has_depth`` / ``has_labels`` False
-(METHOD M5: they still train on the terms they have).
+size; label and depth images are resized with nearest neighbour (core.imageops, C22/C09: no invented ids,
+no blended depth), and K is adjusted for every resize, crop and flip (core.geometry, C18; METHOD M2:
+"K must be the K of the image the network actually saw"). Frames without depth or labels are kept, with
+``has_depth`` / ``has_labels`` False (METHOD M5: they still train on the terms they have).
 
 Augmentation randomness is drawn from ``numpy.random.default_rng([seed, epoch, index])``: the same
 sample gets the same augmentation whatever the worker, the process (DDP) or a resume (exact resume).
@@ -142,7 +142,9 @@ def geometric_transform(rgb: np.ndarray, depth: np.ndarray | None, labels: np.nd
         depth = None if depth is None else depth[:, ::-1]
         labels = None if labels is None else labels[:, ::-1]
         K = flip_intrinsics(K, ow)
-    cont = (lambda a: None if a is None else np.ascontiguousarray(a))
+
+    def cont(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else np.ascontiguousarray(a)
     return cont(rgb), cont(depth), cont(labels), np.asarray(K, dtype=np.float64)
 
 

@@ -39,6 +39,7 @@ def pick_device(name: str, local_rank: int) -> torch.device:
 
 
 def seed_everything(seed: int, deterministic: bool, device: torch.device) -> None:
+    """Seed Python, NumPy and torch; with ``deterministic`` also ask torch (and cuBLAS) for deterministic kernels."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

@@ -163,6 +163,7 @@ def extract_bags_to(bags: list[str], dst: Path, config: str | None, preset: str 
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Parse the depth3dseg-eval command line (``argv`` None: sys.argv)."""
     p = argparse.ArgumentParser(prog='depth3dseg-eval',
                                 description=__doc__.split('\n\n')[0].replace('``', ''))
     p.add_argument('--model', required=True, help='model file (core.modelfile, e.g. runs/x/model.pt)')

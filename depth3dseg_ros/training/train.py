@@ -2,8 +2,9 @@
 
 Reads top to bottom like nanoGPT's train.py: ``_run`` calls four named steps in order — `setup_run`
 (config as plain data, data, model, optimiser, schedule, resumed state), `train_epoch`,
-`validate_and_checkpoint`, `export` — on one `Run` that holds the state they share. ``python -m torch.distributed.run --nproc_per_node N`` (torchrun)
-runs the same script as DDP (nccl on CUDA, gloo on CPU); only rank 0 validates, logs and writes files.
+`validate_and_checkpoint`, `export` — on one `Run` that holds the state they share.
+``python -m torch.distributed.run --nproc_per_node N`` (torchrun) runs the same script as DDP (nccl on
+CUDA, gloo on CPU); only rank 0 validates, logs and writes files.
 
     depth3dseg-train --config config/train.yaml --set data.train=[ds/a,ds/b] --out runs/x [--resume]
                      [--max-steps-per-epoch N] [--time-limit-min M]
@@ -50,6 +51,7 @@ LOSS_KEYS = ('total', 'seg2d', 'seg3d', 'depth', 'consistency')
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Parse the depth3dseg-train command line (``argv`` None: sys.argv)."""
     p = argparse.ArgumentParser(prog='depth3dseg-train',
                                 description=__doc__.split('\n\n')[0].replace('``', ''))
     p.add_argument('--config', default=None, help='training YAML (defaults: config/train.yaml keys)')
@@ -72,6 +74,7 @@ def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
 
 
 def build_datasets(cfg: dict, classes) -> tuple[FrameDataset, FrameDataset]:
+    """The (training, validation) datasets of a config; label ranges are checked first (C43)."""
     d, m = cfg['data'], cfg['model']
     if not d['train']:
         raise ValueError('config data.train=[] must name at least one dataset directory')
@@ -126,6 +129,7 @@ class Run:
 
     @property
     def master(self) -> bool:
+        """True on rank 0 (the process that logs and writes files)."""
         return self.rank == 0
 
     def checkpoint(self) -> dict[str, Any]:
