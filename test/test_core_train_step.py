@@ -166,3 +166,29 @@ def test_losses_in_float32_under_bf16_autocast():
     assert all(out[k].dtype == torch.float32 and torch.isfinite(out[k]) for k in TERMS + ('total',))
     out['total'].backward()
     assert grad_norm(model.net.depth_head.parameters()) > 0
+
+
+@pytest.mark.parametrize('detach', [False, True])
+def test_measured_depth_builds_the_training_cloud_where_valid(detach):
+    model = small_model(2)
+    batch = make_batch()
+    out = forward_model(model, batch['rgb'], batch['K'], detach, batch['depth'])
+    z = out['xyz'][:, 2:3]
+    ok = torch.isfinite(batch['depth'])
+    assert torch.allclose(z[ok], batch['depth'][ok])                       # the sensor depth where valid
+    pred = out['depth'].detach()
+    assert torch.allclose(z[~ok], pred[~ok])                               # the prediction in its holes
+
+
+def test_measured_depth_for_3d_probability_switches_the_cloud_and_is_checked():
+    batch = make_batch()
+    never = compute_losses(small_model(3), batch, only('seg3d'))
+    always = compute_losses(small_model(3), batch, only('seg3d', measured_depth_for_3d=1.0))
+    assert never['seg3d'].item() != pytest.approx(always['seg3d'].item())
+    torch.manual_seed(5)
+    a = compute_losses(small_model(3), batch, only('seg3d', measured_depth_for_3d=0.5))
+    torch.manual_seed(5)
+    b = compute_losses(small_model(3), batch, only('seg3d', measured_depth_for_3d=0.5))
+    assert a['seg3d'].item() == b['seg3d'].item()                          # drawn from torch's RNG
+    with pytest.raises(ValueError, match='measured_depth_for_3d=1.5'):
+        LossConfig(measured_depth_for_3d=1.5)

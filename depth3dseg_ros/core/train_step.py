@@ -45,6 +45,10 @@ class LossConfig:
         created by `make_weighting`); the fixed weights then still switch terms on/off and scale them.
     void_id: label id ignored by the cross-entropies.
     detach_depth_for_3d: ablation only — stop the 3D/consistency gradients at the predicted depth.
+    measured_depth_for_3d: probability (per batch, drawn from torch's RNG, so resumes repeat it) that the
+        cloud is built from the batch's sensor depth where valid, the prediction filling its holes
+        (Depth3DSeg.forward measured_depth): the 3D net then also learns on sensor clouds, as it sees them
+        behind an RGB-D camera (issue 12). 0 (default) = always the predicted depth (M2, M3).
     Raises ValueError naming the field for a bad value.
     """
     w_seg2d: float = 1.0
@@ -58,6 +62,7 @@ class LossConfig:
     uncertainty_weighting: bool = False
     void_id: int = 0
     detach_depth_for_3d: bool = False
+    measured_depth_for_3d: float = 0.0
 
     def __post_init__(self) -> None:
         for t in TERMS:
@@ -72,6 +77,9 @@ class LossConfig:
             raise ValueError(f'LossConfig.silog_lambda={self.silog_lambda} must be in [0, 1]')
         if not 0.0 < self.berhu_c <= 1.0:
             raise ValueError(f'LossConfig.berhu_c={self.berhu_c} must be in (0, 1]')
+        p = self.measured_depth_for_3d
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+            raise ValueError(f'LossConfig.measured_depth_for_3d={p!r} must be a probability in [0, 1]')
 
     def weights(self) -> Dict[str, float]:
         """{'seg2d': w, 'seg3d': w, 'depth': w, 'consistency': w}."""
@@ -101,8 +109,10 @@ def make_weighting(cfg: LossConfig) -> Optional[UncertaintyWeighting]:
 
 
 def forward_model(model: nn.Module, rgb: torch.Tensor, K: torch.Tensor,
-                  detach_depth_for_3d: bool = False) -> Dict[str, torch.Tensor]:
-    """The model's forward pass, ``model(rgb, K) -> dict(depth, seg2d, seg3d, xyz, valid)``.
+                  detach_depth_for_3d: bool = False, measured: Optional[torch.Tensor] = None
+                  ) -> Dict[str, torch.Tensor]:
+    """The model's forward pass, ``model(rgb, K) -> dict(depth, seg2d, seg3d, xyz, valid)``; with
+    ``measured`` (B×1×H×W metres, NaN = none) the cloud uses it where valid (Depth3DSeg.forward).
 
     With ``detach_depth_for_3d`` (ablation only) the same pipeline is run from its parts —
     ``model.forward_2d(rgb)`` (M1), `backproject` of the *detached* depth (M2) and
@@ -111,13 +121,17 @@ def forward_model(model: nn.Module, rgb: torch.Tensor, K: torch.Tensor,
     DataParallel wrapper.
     """
     if not detach_depth_for_3d:
-        return model(rgb, K)
+        return model(rgb, K) if measured is None else model(rgb, K, measured)
     if isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
         raise ValueError('LossConfig.detach_depth_for_3d=True (ablation) needs the bare model: it runs '
                          'the model in parts, which (Distributed)DataParallel cannot synchronise; '
                          'train it in one process')
     out = dict(model.forward_2d(rgb))
-    xyz, valid = backproject(out['depth'].detach(), K)
+    depth = out['depth'].detach()
+    if measured is not None:
+        m = measured.to(depth)
+        depth = torch.where(torch.isfinite(m) & (m > 0), m, depth)
+    xyz, valid = backproject(depth, K)
     out['seg3d'] = model.pointnet(xyz, valid, rgb)
     out['xyz'], out['valid'] = xyz, valid
     return out
@@ -195,5 +209,9 @@ def compute_losses(model: nn.Module, batch: Mapping[str, Any], cfg: LossConfig,
     if rgb.dim() != 4 or rgb.shape[1] != 3:
         raise ValueError(f"batch['rgb'] must be B×3×H×W, got {tuple(rgb.shape)}")
     K = torch.as_tensor(batch['K']).to(device=rgb.device, dtype=rgb.dtype)
-    out = forward_model(model, rgb, K, cfg.detach_depth_for_3d)
+    measured = None
+    if cfg.measured_depth_for_3d > 0 and batch.get('depth') is not None \
+            and float(torch.rand(())) < cfg.measured_depth_for_3d:
+        measured = torch.as_tensor(batch['depth']).to(device=rgb.device, dtype=torch.float32)
+    out = forward_model(model, rgb, K, cfg.detach_depth_for_3d, measured)
     return losses_from_outputs(out, batch, cfg, weighting)
