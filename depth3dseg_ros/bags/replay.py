@@ -22,6 +22,7 @@ Any bag bags.reader.BagReader opens (rosbag2 sqlite3/MCAP, compressed, ROS 1) is
 Example (the README's):
     depth3dseg-replay "$(python -m depth3dseg_ros.samples bag)" --clock
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,7 +35,11 @@ from typing import Any, Callable
 # numpy, rosbags (bags.reader) and rclpy are imported where used: ``main`` installs its signal
 # handlers before any heavy import (C40)
 
-CAMERA_TYPES = ('sensor_msgs/msg/Image', 'sensor_msgs/msg/CompressedImage', 'sensor_msgs/msg/CameraInfo')
+CAMERA_TYPES = (
+    'sensor_msgs/msg/Image',
+    'sensor_msgs/msg/CompressedImage',
+    'sensor_msgs/msg/CameraInfo',
+)
 
 
 def ros_msg_class(msgtype: str) -> type:
@@ -80,17 +85,20 @@ def to_rclpy(obj: Any, cls: type) -> Any:
         ValueError: a field of ``cls`` is missing from ``obj`` (naming the type and field).
     """
     import numpy as np
+
     out = cls()
     for name, ftype in cls.get_fields_and_field_types().items():
         src = name if hasattr(obj, name) else name.upper()
         if not hasattr(obj, src):
-            raise ValueError(f'{cls.__name__}.{name}: no such field in the bag message {type(obj).__name__}')
+            raise ValueError(
+                f'{cls.__name__}.{name}: no such field in the bag message {type(obj).__name__}'
+            )
         value = getattr(obj, src)
         current = getattr(out, name)
         if hasattr(current, 'get_fields_and_field_types'):
             value = to_rclpy(value, type(current))
         elif ftype.startswith('sequence<') and '/' in ftype:
-            elem = ros_msg_class(ftype[len('sequence<'):-1].replace('/', '/msg/', 1))
+            elem = ros_msg_class(ftype[len('sequence<') : -1].replace('/', '/msg/', 1))
             value = [to_rclpy(v, elem) for v in value]
         elif isinstance(value, np.ndarray) and ftype in ('sequence<uint8>', 'uint8[]'):
             value = value.tobytes()
@@ -113,27 +121,50 @@ class Replayer:
         ValueError: rate <= 0, unknown topics, uninstalled message types.
     """
 
-    def __init__(self, node: Any, bag: Path | str, rate: float = 1.0, topics: list[str] | None = None,
-                 clock: bool = False, reliable: bool = True, depth: int = 5,
-                 clock_period: float = 0.01) -> None:
+    def __init__(
+        self,
+        node: Any,
+        bag: Path | str,
+        rate: float = 1.0,
+        topics: list[str] | None = None,
+        clock: bool = False,
+        reliable: bool = True,
+        depth: int = 5,
+        clock_period: float = 0.01,
+    ) -> None:
         from rclpy.qos import QoSProfile, ReliabilityPolicy
 
         from depth3dseg_ros.bags.reader import BagReader
+
         if not rate > 0:
             raise ValueError(f'--rate={rate!r} must be > 0')
-        self.node, self.bag, self.rate, self.clock_period = node, Path(bag), float(rate), clock_period
+        self.node, self.bag, self.rate, self.clock_period = (
+            node,
+            Path(bag),
+            float(rate),
+            clock_period,
+        )
         self._reader = BagReader(self.bag).open()
         try:
-            self.topics = select_topics({t: e.msgtype for t, e in self._reader.topics().items()}, topics)
-            qos = QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE if reliable
-                             else ReliabilityPolicy.BEST_EFFORT)
-            self.pubs = {t: node.create_publisher(ros_msg_class(m), t, qos) for t, m in self.topics.items()}
+            self.topics = select_topics(
+                {t: e.msgtype for t, e in self._reader.topics().items()}, topics
+            )
+            qos = QoSProfile(
+                depth=depth,
+                reliability=ReliabilityPolicy.RELIABLE
+                if reliable
+                else ReliabilityPolicy.BEST_EFFORT,
+            )
+            self.pubs = {
+                t: node.create_publisher(ros_msg_class(m), t, qos) for t, m in self.topics.items()
+            }
         except Exception:
             self._reader.close()
             raise
         self.clock_pub = None
         if clock:
             from rosgraph_msgs.msg import Clock
+
             self._clock_cls = Clock
             self.clock_pub = node.create_publisher(Clock, '/clock', 10)
         self.counts = {t: 0 for t in self.topics}
@@ -142,7 +173,9 @@ class Replayer:
         """Close the bag."""
         self._reader.close()
 
-    def wait_for_subscribers(self, timeout: float, spin: Callable[[float], None], quiet: float = 1.0) -> bool:
+    def wait_for_subscribers(
+        self, timeout: float, spin: Callable[[float], None], quiet: float = 1.0
+    ) -> bool:
         """Wait (at most ``timeout`` s) until a subscriber has matched one of the publishers, then until
         no further publisher matches for ``quiet`` s (or all have one), then 1 s more. True when one
         matched.
@@ -158,7 +191,9 @@ class Replayer:
             now_matched = {t for t, p in self.pubs.items() if p.get_subscription_count() > 0}
             if now_matched != matched:
                 matched, last_change = now_matched, time.monotonic()
-            if matched and (len(matched) == len(self.pubs) or time.monotonic() - last_change >= quiet):
+            if matched and (
+                len(matched) == len(self.pubs) or time.monotonic() - last_change >= quiet
+            ):
                 settle = time.monotonic() + 1.0
                 while time.monotonic() < settle:
                     spin(0.05)
@@ -174,6 +209,7 @@ class Replayer:
         a signal is handled at once (C40).
         """
         from rclpy.duration import Duration
+
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if all(p.wait_for_all_acked(Duration(seconds=0.1)) for p in self.pubs.values()):
@@ -195,9 +231,11 @@ class Replayer:
                 self._publish_clock(bag_t0 + int((now - wall0) * self.rate * 1e9))
                 time.sleep(min(self.clock_period, wall_target - now))
             else:
-                time.sleep(min(0.1, wall_target - now))   # short steps: a signal is handled at once
+                time.sleep(min(0.1, wall_target - now))  # short steps: a signal is handled at once
 
-    def run(self, loop: bool = False, should_stop: Callable[[], bool] = lambda: False) -> dict[str, int]:
+    def run(
+        self, loop: bool = False, should_stop: Callable[[], bool] = lambda: False
+    ) -> dict[str, int]:
         """Replay (forever with ``loop``; until ``should_stop()``); return per-topic publish counts."""
         ros1 = self._reader.is_ros1
         while True:
@@ -209,9 +247,12 @@ class Replayer:
                     bag_t0 = t_ns
                 self._sleep_until(wall0 + (t_ns - bag_t0) / 1e9 / self.rate, bag_t0, wall0)
                 self._publish_clock(t_ns)
-                if ros1:   # ROS 1 layout differs (Header.seq, K/k): decode, copy into the rclpy type
-                    self.pubs[topic].publish(to_rclpy(self._reader.deserialize(raw, msgtype),
-                                                      self.pubs[topic].msg_type))
+                if (
+                    ros1
+                ):  # ROS 1 layout differs (Header.seq, K/k): decode, copy into the rclpy type
+                    self.pubs[topic].publish(
+                        to_rclpy(self._reader.deserialize(raw, msgtype), self.pubs[topic].msg_type)
+                    )
                 else:
                     self.pubs[topic].publish(bytes(raw))
                 self.counts[topic] += 1
@@ -225,14 +266,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('bag', help='rosbag2 directory, .db3/.mcap file or ROS 1 .bag')
     p.add_argument('--rate', type=float, default=1.0, help='time scale (2 = twice as fast)')
     p.add_argument('--loop', action='store_true', help='replay forever')
-    p.add_argument('--topics', nargs='+', default=None, help='topics to replay (default: camera topics)')
+    p.add_argument(
+        '--topics', nargs='+', default=None, help='topics to replay (default: camera topics)'
+    )
     p.add_argument('--clock', action='store_true', help='publish /clock (for use_sim_time)')
     p.add_argument('--qos', choices=('reliable', 'best_effort'), default='reliable')
     p.add_argument('--depth', type=int, default=5, help='publisher KEEP_LAST depth')
-    p.add_argument('--wait-subscribers', type=float, default=10.0, metavar='S',
-                   help='wait up to S seconds (default 10; 0 = do not wait) for a subscriber before the first '
-                        'message, then until no more match for 1 s')
-    p.add_argument('--delay', type=float, default=0.0, metavar='S', help='sleep S seconds before starting')
+    p.add_argument(
+        '--wait-subscribers',
+        type=float,
+        default=10.0,
+        metavar='S',
+        help='wait up to S seconds (default 10; 0 = do not wait) for a subscriber before the first '
+        'message, then until no more match for 1 s',
+    )
+    p.add_argument(
+        '--delay', type=float, default=0.0, metavar='S', help='sleep S seconds before starting'
+    )
     return p
 
 
@@ -241,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     stderr). Signals: procutil.StopSignals (C40, C45), installed before the heavy imports. Ends the
     process itself (``os._exit`` after the clean-up, output flushed) instead of returning."""
     from depth3dseg_ros.procutil import StopRequested, StopSignals
+
     stop = StopSignals('depth3dseg-replay', raise_running=True)
     try:
         rc = _main(argv, stop)
@@ -248,14 +299,16 @@ def main(argv: list[str] | None = None) -> int:
         rc = stop.EXIT_CODE
     finally:
         stop.finished()
-    stop.exit_now(rc)                 # done: skip the interpreter's slow teardown (C40)
+    stop.exit_now(rc)  # done: skip the interpreter's slow teardown (C40)
     return rc
 
 
 def _main(argv: list[str] | None, stop: Any) -> int:
     from depth3dseg_ros.procutil import RUNNING, STARTING, STOPPING
+
     argv = sys.argv if argv is None else [sys.argv[0]] + list(argv)
     from depth3dseg_ros.rosenv import apply_ros_env
+
     apply_ros_env()
     import rclpy
     from rclpy.signals import SignalHandlerOptions
@@ -271,35 +324,55 @@ def _main(argv: list[str] | None, stop: Any) -> int:
         stop.set_phase(STARTING)
         node = rclpy.create_node('depth3dseg_replay')
         try:
-            rep = Replayer(node, args.bag, rate=args.rate, topics=args.topics, clock=args.clock,
-                           reliable=args.qos == 'reliable', depth=args.depth)
+            rep = Replayer(
+                node,
+                args.bag,
+                rate=args.rate,
+                topics=args.topics,
+                clock=args.clock,
+                reliable=args.qos == 'reliable',
+                depth=args.depth,
+            )
         except (ValueError, FileNotFoundError, RuntimeError) as err:
             print(f'depth3dseg-replay: {err}', file=sys.stderr)
             return 2
-        stop.set_phase(RUNNING)       # raise_running: a signal raises StopRequested out of the loop
+        stop.set_phase(RUNNING)  # raise_running: a signal raises StopRequested out of the loop
         if args.wait_subscribers > 0:
-            print(f'depth3dseg-replay: waiting up to {args.wait_subscribers:g} s for a subscriber on '
-                  f'{", ".join(rep.topics)} (--wait-subscribers)', file=sys.stderr, flush=True)
-            if not rep.wait_for_subscribers(args.wait_subscribers,
-                                            lambda s: rclpy.spin_once(node, timeout_sec=s)):
-                print(f'depth3dseg-replay: no subscriber after {args.wait_subscribers:g} s; publishing anyway',
-                      file=sys.stderr, flush=True)
+            print(
+                f'depth3dseg-replay: waiting up to {args.wait_subscribers:g} s for a subscriber on '
+                f'{", ".join(rep.topics)} (--wait-subscribers)',
+                file=sys.stderr,
+                flush=True,
+            )
+            if not rep.wait_for_subscribers(
+                args.wait_subscribers, lambda s: rclpy.spin_once(node, timeout_sec=s)
+            ):
+                print(
+                    f'depth3dseg-replay: no subscriber after {args.wait_subscribers:g} s; publishing anyway',
+                    file=sys.stderr,
+                    flush=True,
+                )
         if args.delay > 0:
             time.sleep(args.delay)
-        print(f'depth3dseg-replay: replaying {", ".join(rep.topics)} from {args.bag} at rate {args.rate:g}'
-              f'{" with /clock" if args.clock else ""}{" in a loop" if args.loop else ""}', file=sys.stderr, flush=True)
+        print(
+            f'depth3dseg-replay: replaying {", ".join(rep.topics)} from {args.bag} at rate {args.rate:g}'
+            f'{" with /clock" if args.clock else ""}{" in a loop" if args.loop else ""}',
+            file=sys.stderr,
+            flush=True,
+        )
         counts = rep.run(loop=args.loop)
         if args.qos == 'reliable':
             rep.wait_for_acks()
         print('depth3dseg-replay: published ' + ', '.join(f'{t}={n}' for t, n in counts.items()))
         return 0
     finally:
-        stop.set_phase(STOPPING)      # a second signal from here on ends the process at once
+        stop.set_phase(STOPPING)  # a second signal from here on ends the process at once
         if rep is not None:
             rep.close()
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+        rclpy.get_default_context().destroy()  # the DDS participant leaves now (main ends with os._exit)
 
 
 if __name__ == '__main__':

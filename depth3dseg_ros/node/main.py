@@ -16,6 +16,7 @@ Before rclpy starts: ``-h``/``--help`` (outside ``--ros-args``) prints a usage w
 arguments rcl cannot parse, stop with exit code 2 and an ``error:`` line instead of an RCLError
 traceback.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,6 +51,7 @@ More: docs/node.md (topics, parameters, launch, RViz, bag replay)."""
 def usage() -> str:
     """The ``--help`` text, its parameter list generated from node/params.py SPECS."""
     from depth3dseg_ros.node.params import ParamSpec, usage_lines
+
     sim_time = ParamSpec('use_sim_time', False, 'follow /clock (rclpy declares it on every node)')
     return USAGE.format(params='\n'.join(usage_lines(extra=[sim_time])))
 
@@ -85,7 +87,9 @@ def check_params_files(files: list[str | None]) -> str | None:
     """The error line for the first ``--params-file`` that is missing or not a file, else None."""
     for path in files:
         if path is None:
-            return f'{PROG}: error: --params-file needs a path (--params-file config/depth3dseg.yaml)'
+            return (
+                f'{PROG}: error: --params-file needs a path (--params-file config/depth3dseg.yaml)'
+            )
         if not os.path.exists(path):
             return f'{PROG}: error: --params-file {path} does not exist'
         if not os.path.isfile(path):
@@ -93,7 +97,9 @@ def check_params_files(files: list[str | None]) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None, segmenter_factory: Callable[..., Any] | None = None) -> int:
+def main(
+    argv: list[str] | None = None, segmenter_factory: Callable[..., Any] | None = None
+) -> int:
     """Run the node until SIGINT/SIGTERM. Returns 0, or 2 when start-up fails (message on stderr).
 
     Signals (docs/cases.md C40, C45; procutil.StopSignals): SIGINT or SIGTERM at any moment (imports,
@@ -109,23 +115,25 @@ def main(argv: list[str] | None = None, segmenter_factory: Callable[..., Any] | 
             tests use it to wrap the real Segmenter.
     """
     from depth3dseg_ros.procutil import StopRequested, StopSignals
-    stop = StopSignals(PROG)             # first: a signal during the imports below ends quietly (C40)
+
+    stop = StopSignals(PROG)  # first: a signal during the imports below ends quietly (C40)
     try:
         rc = _main(argv, segmenter_factory, stop)
-    except StopRequested:                # a signal before the node ran: nothing more to clean up
+    except StopRequested:  # a signal before the node ran: nothing more to clean up
         rc = stop.EXIT_CODE
     finally:
         if getattr(stop, 'ros_started', False):
-            stop.finished()              # signals ignored from here on (nothing left to stop)
+            stop.finished()  # signals ignored from here on (nothing left to stop)
         else:
-            stop.restore()               # --help / argument errors (also called in-process by tests)
+            stop.restore()  # --help / argument errors (also called in-process by tests)
     if getattr(stop, 'ros_started', False):
-        stop.exit_now(rc)                # rclpy is shut down: skip the ~1 s interpreter teardown (C40)
+        stop.exit_now(rc)  # rclpy is shut down: skip the ~1 s interpreter teardown (C40)
     return rc
 
 
 def _main(argv: list[str] | None, segmenter_factory: Callable[..., Any] | None, stop: Any) -> int:
     from depth3dseg_ros.procutil import RUNNING, STARTING, STOPPING, StopRequested
+
     argv = sys.argv if argv is None else argv
     help_asked, params_files, stray = scan_args(list(argv))
     if help_asked:
@@ -133,12 +141,15 @@ def _main(argv: list[str] | None, segmenter_factory: Callable[..., Any] | None, 
         return 0
     error = check_params_files(params_files)
     if stray and not error:
-        error = (f'{PROG}: error: unexpected arguments {stray}: ROS parameters and remappings go after '
-                 f'--ros-args ({PROG} --ros-args -p name:=value; {PROG} --help lists the parameters)')
+        error = (
+            f'{PROG}: error: unexpected arguments {stray}: ROS parameters and remappings go after '
+            f'--ros-args ({PROG} --ros-args -p name:=value; {PROG} --help lists the parameters)'
+        )
     if error:
         print(error, file=sys.stderr)
         return 2
     from depth3dseg_ros.rosenv import apply_ros_env
+
     apply_ros_env()
     import rclpy
     from rclpy._rclpy_pybind11 import RCLError
@@ -151,13 +162,13 @@ def _main(argv: list[str] | None, segmenter_factory: Callable[..., Any] | None, 
         # NO: rclpy's handlers would shut the context down under the worker (publish on an invalid
         # context, rclpy #937) and replace ours; StopSignals wakes the main thread instead (C45)
         rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
-    except RCLError as err:   # e.g. `-p name` without `:=value`: one line, no traceback
+    except RCLError as err:  # e.g. `-p name` without `:=value`: one line, no traceback
         print(f'{PROG}: error: bad ROS arguments: {str(err).split(", at ")[0]}', file=sys.stderr)
         return 2
     stop.ros_started = True
     node = executor = spinner = None
     try:
-        stop.set_phase(STARTING)        # a signal now raises StopRequested (model loading, warm-up)
+        stop.set_phase(STARTING)  # a signal now raises StopRequested (model loading, warm-up)
         try:
             node = Depth3DSegNode(segmenter_factory=segmenter_factory)
         except Exception as err:  # noqa: BLE001 - start-up failure: one clear line, no traceback
@@ -165,23 +176,27 @@ def _main(argv: list[str] | None, segmenter_factory: Callable[..., Any] | None, 
             return 2
         executor = SingleThreadedExecutor()
         executor.add_node(node)
-        spinner = threading.Thread(target=_spin, args=(executor, node, stop), name='depth3dseg-executor',
-                                   daemon=True)
-        stop.set_phase(RUNNING)         # from here a signal only sets stop.event
+        spinner = threading.Thread(
+            target=_spin, args=(executor, node, stop), name='depth3dseg-executor', daemon=True
+        )
+        stop.set_phase(RUNNING)  # from here a signal only sets stop.event
         spinner.start()
-        while not stop.event.wait(0.5):   # the main thread only waits: Python runs the handler at once
+        while not stop.event.wait(
+            0.5
+        ):  # the main thread only waits: Python runs the handler at once
             pass
         return 0
     except StopRequested:
         return stop.EXIT_CODE
     finally:
-        stop.set_phase(STOPPING)        # a second signal from here on ends the process at once
+        stop.set_phase(STOPPING)  # a second signal from here on ends the process at once
         _shutdown(node, executor, spinner)
 
 
 def _spin(executor: Any, node: Any, stop: Any) -> None:
     """The executor thread: spin until the executor is shut down; any end of it stops the process."""
     from rclpy.executors import ExternalShutdownException
+
     try:
         executor.spin()
     except ExternalShutdownException:
@@ -199,12 +214,15 @@ def _shutdown(node: Any, executor: Any, spinner: Any, worker_timeout: float = 1.
     """Stop the worker (at most ``worker_timeout`` s: the whole shutdown stays within 2 s, C40), the
     executor, the node and rclpy, in that order: nothing publishes on a context that is gone."""
     import rclpy
+
     if node is not None and not node.worker.stop(timeout=worker_timeout):
-        print(f'{PROG}: the worker is still inside a frame after {worker_timeout:.0f} s; exiting anyway',
-              file=sys.stderr)
+        print(
+            f'{PROG}: the worker is still inside a frame after {worker_timeout:.0f} s; exiting anyway',
+            file=sys.stderr,
+        )
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)                   # a thread blocked in a C call must not hold the process
+        os._exit(0)  # a thread blocked in a C call must not hold the process
     if executor is not None:
         executor.shutdown(timeout_sec=1.0)
         if spinner is not None and spinner.is_alive():
@@ -212,6 +230,9 @@ def _shutdown(node: Any, executor: Any, spinner: Any, worker_timeout: float = 1.
     if node is not None:
         node.destroy_node()
     rclpy.try_shutdown()
+    # delete the DDS participant now (rmw context fini), as the interpreter's teardown would: the
+    # process then ends with os._exit, and peers must see this participant leave, not time it out
+    rclpy.get_default_context().destroy()
 
 
 if __name__ == '__main__':
