@@ -9,6 +9,7 @@ Prints, all measured in this run on this machine:
 
 Usage: python bench/bench_msgs.py [--repeat N] [--ref-repeat M]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,9 @@ def timed(fn, repeat: int) -> tuple[float, float]:
     return statistics.median(times), min(times)
 
 
-def reference_cloud(depth: np.ndarray, K: np.ndarray, rgb: np.ndarray, labels: np.ndarray) -> PointCloud2:
+def reference_cloud(
+    depth: np.ndarray, K: np.ndarray, rgb: np.ndarray, labels: np.ndarray
+) -> PointCloud2:
     """Per-point Python packing (the sensor_msgs_py-era way): one struct.pack_into per point."""
     fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
     h, w = depth.shape
@@ -63,6 +66,7 @@ def reference_cloud(depth: np.ndarray, K: np.ndarray, rgb: np.ndarray, labels: n
             off += 20
     msg = PointCloud2(height=h, width=w, point_step=20, row_step=w * 20, is_dense=False)
     import array
+
     data = array.array('B')
     data.frombytes(buf)
     msg.data = data
@@ -70,16 +74,20 @@ def reference_cloud(depth: np.ndarray, K: np.ndarray, rgb: np.ndarray, labels: n
 
 
 def clouds_match(a: PointCloud2, b: PointCloud2) -> bool:
-    """Same points: rgb and label bytes identical, NaN pattern identical, x, y, z within 1 float32 ulp.
+    """Same points: rgb and label bytes identical, NaN pattern identical, x, y, z within 1 float32
+    ulp.
 
-    The reference computes in Python float64, ours in float32 (core.geometry), so x, y may differ in
-    the last bit.
+    The reference computes in Python float64, ours in float32 (core.geometry), so x, y may differ
+    in the last bit.
     """
     pa = np.frombuffer(a.data, np.uint8).reshape(-1, 20)
     pb = np.frombuffer(b.data, np.uint8).reshape(-1, 20)
     xa, xb = pa[:, :12].copy().view(np.float32), pb[:, :12].copy().view(np.float32)
-    return (np.array_equal(pa[:, 12:], pb[:, 12:]) and np.array_equal(np.isnan(xa), np.isnan(xb))
-            and np.allclose(xa, xb, rtol=2.5e-7, atol=1e-7, equal_nan=True))
+    return (
+        np.array_equal(pa[:, 12:], pb[:, 12:])
+        and np.array_equal(np.isnan(xa), np.isnan(xb))
+        and np.allclose(xa, xb, rtol=2.5e-7, atol=1e-7, equal_nan=True)
+    )
 
 
 def main() -> None:
@@ -94,8 +102,11 @@ def main() -> None:
     depth[rng.random((H, W)) < 0.1] = np.nan  # 10 % no-data pixels
     labels = rng.integers(0, 14, (H, W)).astype(np.uint8)
     load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else float('nan')
-    print(f'machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {load:.1f}, python '
-          f'{platform.python_version()}, numpy {np.__version__}; frame {W}x{H}; median (min) of {args.repeat} runs')
+    print(
+        f'machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {load:.1f}, python '
+        f'{platform.python_version()}, numpy {np.__version__}; frame {W}x{H}; median (min) of '
+        f'{args.repeat} runs'
+    )
 
     img = cv2_to_imgmsg(rgb, 'rgb8')
     med, best = timed(lambda: imgmsg_to_cv2(img), args.repeat)
@@ -107,9 +118,13 @@ def main() -> None:
     print(f'bgr8 decode to_rgb (channel swap):     {med:8.3f} ms  ({best:.3f})')
     ours, _ = timed(lambda: cv2_to_imgmsg(rgb, 'rgb8'), args.repeat)
     flat = rgb.reshape(-1)
-    ref, _ = timed(lambda: Image(height=H, width=W, encoding='rgb8', step=W * 3).__setattr__('data', flat), 3)
-    print(f'rgb8 Image build cv2_to_imgmsg:        {ours:8.3f} ms   vs numpy array through the rclpy setter '
-          f'{ref:.1f} ms  -> {ref / ours:.0f}x')
+    ref, _ = timed(
+        lambda: Image(height=H, width=W, encoding='rgb8', step=W * 3).__setattr__('data', flat), 3
+    )
+    print(
+        f'rgb8 Image build cv2_to_imgmsg:        {ours:8.3f} ms   vs numpy array through the '
+        f'rclpy setter {ref:.1f} ms  -> {ref / ours:.0f}x'
+    )
 
     ours_msg = create_cloud_from_depth(None, depth, K, rgb=rgb, labels=labels)
     t0 = time.perf_counter()
@@ -117,16 +132,25 @@ def main() -> None:
         ref_msg = reference_cloud(depth, K, rgb, labels)
     ref_ms = (time.perf_counter() - t0) * 1e3 / args.ref_repeat
     same = clouds_match(ours_msg, ref_msg)
-    med, best = timed(lambda: create_cloud_from_depth(None, depth, K, rgb=rgb, labels=labels), args.repeat)
+    med, best = timed(
+        lambda: create_cloud_from_depth(None, depth, K, rgb=rgb, labels=labels), args.repeat
+    )
     print(f'PointCloud2 {H * W} pts x,y,z,rgb,label (incl. back-projection):')
-    print(f'  vectorised create_cloud_from_depth:  {med:8.3f} ms  ({best:.3f})   len(data)={len(ours_msg.data)}')
+    print(
+        f'  vectorised create_cloud_from_depth:  {med:8.3f} ms  ({best:.3f})   '
+        f'len(data)={len(ours_msg.data)}'
+    )
     xyz = backproject_np(depth, K)
     bp, bp_min = timed(lambda: backproject_np(depth, K), args.repeat)
     pk, pk_min = timed(lambda: pack_cloud(xyz, rgb, labels), args.repeat)
-    print(f'    of which back-projection {bp:.3f} ({bp_min:.3f}), packing {pk:.3f} ({pk_min:.3f}) ms')
+    print(
+        f'    of which back-projection {bp:.3f} ({bp_min:.3f}), packing {pk:.3f} ({pk_min:.3f}) ms'
+    )
     print(f'  per-point struct.pack reference:     {ref_ms:8.1f} ms   same cloud: {same}')
-    print(f'  speed-up: {ref_ms / med:.0f}x (median), {ref_ms / best:.0f}x (best); '
-          f'goal >= 50x and <= 5 ms per frame')
+    print(
+        f'  speed-up: {ref_ms / med:.0f}x (median), {ref_ms / best:.0f}x (best); '
+        f'goal >= 50x and <= 5 ms per frame'
+    )
     if not same:
         raise SystemExit('outputs differ: the benchmark compares different clouds')
 

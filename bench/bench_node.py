@@ -4,19 +4,22 @@
                                [--backends torch onnxruntime]
 
 * model: the shipped models/depth3dseg_nyu13.pt, or (when it is not there) a randomly initialised
-  default-arch Depth3DSeg saved with core.modelfile — the same compute, untrained; the output says which.
-* reference, same run: ``Segmenter.infer`` alone in this process on the same 640x480 frame (model-only
-  time per frame, including its own resize/normalise/postprocess).
-* end to end: the node in a subprocess (real rclpy, LARGE_DATA), a publisher here sending 640x480 rgb8
-  + CameraInfo at ``--rate`` Hz (stamps = publish time) for ``--seconds``; measured here: output rate of
-  ``~/points``, latency = arrival - stamp (p50/p95); from the node's /diagnostics: mean ms per stage
-  (decode, inference, cloud, publish) and received/processed/dropped.
-* ``--backends torch onnxruntime``: the same stream through the node once per inference backend, back to
-  back (the model exported with core.onnx_export for onnxruntime), and the frame-rate ratio of each to
-  the first: machines here differ up to 3x in speed, so the goal is a ratio measured in one run.
-Goals: >= 30 fps end to end (issue 7; on this 2-core machine: onnxruntime / torch >= 1.6x, issue 13);
-non-model stages (decode + cloud + publish) <= 10 % of frame time.
+  default-arch Depth3DSeg saved with core.modelfile — the same compute, untrained; the output says
+  which.
+* reference, same run: ``Segmenter.infer`` alone in this process on the same 640x480 frame
+  (model-only time per frame, including its own resize/normalise/postprocess).
+* end to end: the node in a subprocess (real rclpy, LARGE_DATA), a publisher here sending 640x480
+  rgb8 + CameraInfo at ``--rate`` Hz (stamps = publish time) for ``--seconds``; measured here:
+  output rate of ``~/points``, latency = arrival - stamp (p50/p95); from the node's /diagnostics:
+  mean ms per stage (decode, inference, cloud, publish) and received/processed/dropped.
+* ``--backends torch onnxruntime``: the same stream through the node once per inference backend,
+  back to back (the model exported with core.onnx_export for onnxruntime), and the frame-rate ratio
+  of each to the first: machines here differ up to 3x in speed, so the goal is a ratio measured in
+  one run.
+Goals: >= 30 fps end to end (issue 7; on this 2-core machine: onnxruntime / torch >= 1.6x, issue
+13); non-model stages (decode + cloud + publish) <= 10 % of frame time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,14 +43,18 @@ K = np.array([[525.0, 0, 319.5], [0, 525.0, 239.5], [0, 0, 1]])
 def model_file(arg: str | None, tmp: Path) -> tuple[str, str]:
     """(path, description): --model, the shipped model, or a default-arch random model."""
     from depth3dseg_ros.paths import share_file
+
     if arg:
         return arg, f'given model {arg}'
     try:
-        return str(share_file('models', 'depth3dseg_nyu13.pt')), 'shipped model models/depth3dseg_nyu13.pt'
+        return str(
+            share_file('models', 'depth3dseg_nyu13.pt')
+        ), 'shipped model models/depth3dseg_nyu13.pt'
     except FileNotFoundError:
         from depth3dseg_ros.core.classes import NYU13
         from depth3dseg_ros.core.model import Depth3DSeg
         from depth3dseg_ros.core.modelfile import save_model
+
         path = tmp / 'default_arch.pt'
         save_model(path, Depth3DSeg(num_classes=len(NYU13)), {'classes': NYU13.to_dict()})
         return str(path), 'default-arch Depth3DSeg, random weights (shipped model not present yet)'
@@ -56,6 +63,7 @@ def model_file(arg: str | None, tmp: Path) -> tuple[str, str]:
 def reference_ms(path: str, threads: int, runs: int = 20) -> tuple[float, tuple[int, int]]:
     """Mean ms of Segmenter.infer on a 640x480 frame in this process (after a warm-up)."""
     from depth3dseg_ros.core.inference import Segmenter
+
     seg = Segmenter(path, device='cpu', num_threads=threads or None)
     rgb = np.random.default_rng(0).integers(0, 255, (H, W, 3), dtype=np.uint8)
     for _ in range(3):
@@ -68,7 +76,9 @@ def reference_ms(path: str, threads: int, runs: int = 20) -> tuple[float, tuple[
     return float(np.mean(t)), seg.input_size
 
 
-def end_to_end(path: str, seconds: float, rate: float, threads: int, tmp: Path, backend: str = 'torch') -> dict:
+def end_to_end(
+    path: str, seconds: float, rate: float, threads: int, tmp: Path, backend: str = 'torch'
+) -> dict:
     """Run the node in a subprocess and stream frames at it; returns the measured figures."""
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
@@ -80,11 +90,33 @@ def end_to_end(path: str, seconds: float, rate: float, threads: int, tmp: Path, 
     from depth3dseg_ros.ros.image import cv2_to_imgmsg
 
     log = open(tmp / f'node_{backend}.log', 'w')
-    proc = popen_tied([sys.executable, '-m', 'depth3dseg_ros.node.main', '--ros-args',
-                       '-r', '__node:=bench_node', '-r', 'image:=/bench/image', '-r', 'camera_info:=/bench/camera_info',
-                       '-p', f'model_file:={path}', '-p', 'device:=cpu', '-p', f'torch_threads:={threads}',
-                       '-p', 'diagnostics_period:=1.0', '-p', f'backend:={backend}'],
-                      stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    proc = popen_tied(
+        [
+            sys.executable,
+            '-m',
+            'depth3dseg_ros.node.main',
+            '--ros-args',
+            '-r',
+            '__node:=bench_node',
+            '-r',
+            'image:=/bench/image',
+            '-r',
+            'camera_info:=/bench/camera_info',
+            '-p',
+            f'model_file:={path}',
+            '-p',
+            'device:=cpu',
+            '-p',
+            f'torch_threads:={threads}',
+            '-p',
+            'diagnostics_period:=1.0',
+            '-p',
+            f'backend:={backend}',
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+    )
     rclpy.init()
     node = rclpy.create_node('bench_harness')
     rel = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
@@ -92,8 +124,14 @@ def end_to_end(path: str, seconds: float, rate: float, threads: int, tmp: Path, 
     pub_info = node.create_publisher(CameraInfo, '/bench/camera_info', rel)
     arrivals: list[tuple[int, int]] = []
     diag: list = []
-    node.create_subscription(PointCloud2, '/bench_node/points', lambda m: arrivals.append(
-        (m.header.stamp.sec * 10**9 + m.header.stamp.nanosec, time.time_ns())), rel)
+    node.create_subscription(
+        PointCloud2,
+        '/bench_node/points',
+        lambda m: arrivals.append(
+            (m.header.stamp.sec * 10**9 + m.header.stamp.nanosec, time.time_ns())
+        ),
+        rel,
+    )
     node.create_subscription(DiagnosticArray, '/diagnostics', diag.append, 10)
     rgb = np.random.default_rng(0).integers(0, 255, (H, W, 3), dtype=np.uint8)
 
@@ -112,20 +150,30 @@ def end_to_end(path: str, seconds: float, rate: float, threads: int, tmp: Path, 
         return n
 
     def counts() -> dict:
-        vals = {kv.key: kv.value for d in diag for s in d.status if s.name.startswith('bench_node') for kv in s.values}
+        vals = {
+            kv.key: kv.value
+            for d in diag
+            for s in d.status
+            if s.name.startswith('bench_node')
+            for kv in s.values
+        }
         return {k: float(v) for k, v in vals.items()}
 
     try:
-        stream(120, stop=lambda: len(arrivals) >= 5 or proc.poll() is not None)   # until outputs flow
+        stream(
+            120, stop=lambda: len(arrivals) >= 5 or proc.poll() is not None
+        )  # until outputs flow
         if len(arrivals) < 5:
-            raise RuntimeError('no output from the node:\n' + (tmp / f'node_{backend}.log').read_text()[-3000:])
+            raise RuntimeError(
+                'no output from the node:\n' + (tmp / f'node_{backend}.log').read_text()[-3000:]
+            )
         end = time.monotonic() + 2.5
         while time.monotonic() < end:
             rclpy.spin_once(node, timeout_sec=0.05)
         before, t_start = counts(), time.time_ns()
         arrivals.clear()
         sent = stream(seconds)
-        end = time.monotonic() + 2.5                                          # drain + a diagnostics period
+        end = time.monotonic() + 2.5  # drain + a diagnostics period
         while time.monotonic() < end:
             rclpy.spin_once(node, timeout_sec=0.05)
         after = counts()
@@ -141,38 +189,65 @@ def end_to_end(path: str, seconds: float, rate: float, threads: int, tmp: Path, 
     got = [(s, a) for s, a in arrivals if s >= t_start]
     lat = np.array([(a - s) / 1e6 for s, a in got])
     span = (got[-1][1] - got[0][1]) / 1e9 if len(got) > 1 else float('nan')
-    return dict(sent=sent, out=len(got), fps=(len(got) - 1) / span if len(got) > 1 else 0.0,
-                lat_p50=float(np.percentile(lat, 50)), lat_p95=float(np.percentile(lat, 95)),
-                stages={k: after.get(f'{k}_ms', float('nan'))
-                        for k in ('decode', 'inference', 'cloud', 'publish', 'total')},
-                received=after['received'] - before['received'], processed=after['processed'] - before['processed'],
-                dropped=after['dropped'] - before['dropped'])
+    return dict(
+        sent=sent,
+        out=len(got),
+        fps=(len(got) - 1) / span if len(got) > 1 else 0.0,
+        lat_p50=float(np.percentile(lat, 50)),
+        lat_p95=float(np.percentile(lat, 95)),
+        stages={
+            k: after.get(f'{k}_ms', float('nan'))
+            for k in ('decode', 'inference', 'cloud', 'publish', 'total')
+        },
+        received=after['received'] - before['received'],
+        processed=after['processed'] - before['processed'],
+        dropped=after['dropped'] - before['dropped'],
+    )
 
 
 def report(r: dict, ref: float, label: str) -> None:
     """Print one end-to-end run's figures (``ref``: Segmenter.infer ms in this process)."""
     st = r['stages']
     non_model = st['decode'] + st['cloud'] + st['publish']
-    print(f"[{label}] end to end: {r['out']} outputs of {r['sent']} sent, {r['fps']:.1f} fps; latency p50 "
-          f"{r['lat_p50']:.0f} ms p95 {r['lat_p95']:.0f} ms; node received {r['received']:.0f}, processed "
-          f"{r['processed']:.0f}, dropped {r['dropped']:.0f}")
+    print(
+        f"[{label}] end to end: {r['out']} outputs of {r['sent']} sent, {r['fps']:.1f} fps; "
+        "latency p50 "
+        f"{r['lat_p50']:.0f} ms p95 {r['lat_p95']:.0f} ms; node received {r['received']:.0f}, "
+        "processed "
+        f"{r['processed']:.0f}, dropped {r['dropped']:.0f}"
+    )
     print(f'[{label}] node stages (mean ms): ' + ', '.join(f'{k} {v:.1f}' for k, v in st.items()))
-    print(f"[{label}] non-model stages (decode+cloud+publish): {non_model:.1f} ms = "
-          f"{100 * non_model / st['total']:.1f} % of frame time (goal <= 10 %); end-to-end fps / reference fps = "
-          f"{r['fps'] * ref / 1e3:.2f}; goal 30 fps: {'met' if r['fps'] >= 30 else 'NOT met'}")
+    print(
+        f"[{label}] non-model stages (decode+cloud+publish): {non_model:.1f} ms = "
+        f"{100 * non_model / st['total']:.1f} % of frame time (goal <= 10 %); end-to-end fps / "
+        "reference fps = "
+        f"{r['fps'] * ref / 1e3:.2f}; goal 30 fps: {'met' if r['fps'] >= 30 else 'NOT met'}"
+    )
 
 
 def main() -> None:
-    """Parse the arguments, run the reference and each backend's end-to-end stream, print the figures."""
+    """Parse the arguments, run the reference and each backend's end-to-end stream, print the
+    figures."""
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--model', default=None)
     ap.add_argument('--seconds', type=float, default=10.0)
     ap.add_argument('--rate', type=float, default=30.0)
-    ap.add_argument('--threads', type=int, default=1, help='torch threads, node and reference (0 = torch default)')
-    ap.add_argument('--backends', nargs='+', default=['torch'], choices=('torch', 'onnxruntime'),
-                    help='node inference backends to run back to back (ratios against the first)')
+    ap.add_argument(
+        '--threads',
+        type=int,
+        default=1,
+        help='torch threads, node and reference (0 = torch default)',
+    )
+    ap.add_argument(
+        '--backends',
+        nargs='+',
+        default=['torch'],
+        choices=('torch', 'onnxruntime'),
+        help='node inference backends to run back to back (ratios against the first)',
+    )
     args = ap.parse_args()
     from depth3dseg_ros.rosenv import apply_ros_env, pick_domain_id
+
     apply_ros_env(domain_id=int(os.environ.get('ROS_DOMAIN_ID') or pick_domain_id()))
     runs = {}
     with tempfile.TemporaryDirectory() as d:
@@ -183,19 +258,29 @@ def main() -> None:
             model = path
             if backend == 'onnxruntime':
                 from depth3dseg_ros.core.onnx_export import export_onnx
+
                 model = str(tmp / 'model.onnx')
                 export_onnx(path, model)
             runs[backend] = end_to_end(model, args.seconds, args.rate, args.threads, tmp, backend)
-    print(f'model: {what}; network input {size[0]}x{size[1]}; camera 640x480 rgb8 at {args.rate:g} Hz '
-          f'for {args.seconds:g} s; cpu threads {os.cpu_count()}, torch threads {args.threads or "default"}')
-    print(f'reference (Segmenter.infer alone, torch, this process): {ref:.1f} ms/frame = {1e3 / ref:.1f} fps')
+    print(
+        f'model: {what}; network input {size[0]}x{size[1]}; camera 640x480 rgb8 at {args.rate:g} '
+        f'Hz for {args.seconds:g} s; cpu threads {os.cpu_count()}, torch threads '
+        f'{args.threads or "default"}'
+    )
+    print(
+        f'reference (Segmenter.infer alone, torch, this process): {ref:.1f} ms/frame = '
+        f'{1e3 / ref:.1f} fps'
+    )
     for backend, r in runs.items():
         report(r, ref, backend)
     first = args.backends[0]
     for backend, r in runs.items():
         if backend != first:
             ratio = r['fps'] / runs[first]['fps'] if runs[first]['fps'] else float('nan')
-            print(f'frame rate {backend} / {first}: {ratio:.2f}x (issue 13 goal for onnxruntime / torch: >= 1.6x)')
+            print(
+                f'frame rate {backend} / {first}: {ratio:.2f}x (issue 13 goal for onnxruntime / '
+                'torch: >= 1.6x)'
+            )
 
 
 if __name__ == '__main__':

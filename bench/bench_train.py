@@ -1,16 +1,20 @@
-"""Training and evaluation throughput of depth3dseg-train / depth3dseg-eval on this machine (CPU or GPU).
+"""Training and evaluation throughput of depth3dseg-train / depth3dseg-eval on this machine (CPU or
+GPU).
 
-    python bench/bench_train.py [--batch 8] [--size 320 240] [--steps 4] [--arch '{}'] [--device cpu]
+    python bench/bench_train.py [--batch 8] [--size 320 240] [--steps 4] [--arch '{}'] [--device
+    cpu]
 
-Builds a dataset directory from the real NYU frames (stored at 640×480, as an extraction would), then
-measures with the default architecture (core.model.DEFAULT_ARCH) at the network input size:
-  * train step images/s: forward + compute_losses + backward + AdamW on a pre-loaded augmented batch;
+Builds a dataset directory from the real NYU frames (stored at 640×480, as an extraction would),
+then measures with the default architecture (core.model.DEFAULT_ARCH) at the network input size:
+  * train step images/s: forward + compute_losses + backward + AdamW on a pre-loaded augmented
+    batch;
   * train loop images/s: the same with the DataLoader (PNG decode + augmentation, num_workers=0);
   * eval frames/s: training.evaluate.evaluate_model (batched forward + metrics);
 and prints ratios against the forward-only images/s of the same model measured in the same run
-(the reference). Rounds are interleaved and the minimum time of each operation is used (the machine is
-shared; medians are printed too). Figures go to docs/training.md with this command.
+(the reference). Rounds are interleaved and the minimum time of each operation is used (the machine
+is shared; medians are printed too). Figures go to docs/training.md with this command.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +47,9 @@ def _sync(device: torch.device) -> None:
 
 
 def main() -> None:
-    """Run the training/evaluation throughput benchmark (CLI) and print images/s and frames/s per stage."""
-    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    """Run the training/evaluation throughput benchmark (CLI) and print images/s and frames/s per
+    stage."""
+    p = argparse.ArgumentParser(description=' '.join(__doc__.split('\n\n')[0].split()))
     p.add_argument('--batch', type=int, default=8)
     p.add_argument('--size', type=int, nargs=2, default=[320, 240], metavar=('W', 'H'))
     p.add_argument('--steps', type=int, default=5, help='timed rounds after 1 warm-up step')
@@ -60,12 +65,16 @@ def main() -> None:
         model = Depth3DSeg(num_classes=len(NYU13), **yaml.safe_load(a.arch)).to(device)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         loss_cfg = LossConfig()
-        loader = DataLoader(ds, batch_size=min(a.batch, len(ds)), shuffle=True, drop_last=True, num_workers=0)
+        loader = DataLoader(
+            ds, batch_size=min(a.batch, len(ds)), shuffle=True, drop_last=True, num_workers=0
+        )
         batch = {k: v.to(device) for k, v in next(iter(loader)).items()}
         while len(batch['rgb']) < a.batch:  # 10 frames: repeat to fill a large batch
-            batch = {k: torch.cat([v, v])[:a.batch] for k, v in batch.items()}
-        print(f'device {device}, threads {torch.get_num_threads()}, input {a.size[0]}x{a.size[1]}, '
-              f'batch {a.batch}, params {count_params(model) / 1e6:.2f} M')
+            batch = {k: torch.cat([v, v])[: a.batch] for k, v in batch.items()}
+        print(
+            f'device {device}, threads {torch.get_num_threads()}, input {a.size[0]}x{a.size[1]}, '
+            f'batch {a.batch}, params {count_params(model) / 1e6:.2f} M'
+        )
 
         def step(b):
             losses = compute_losses(model, b, loss_cfg)
@@ -102,8 +111,8 @@ def main() -> None:
         model.train()
         step(batch)  # warm-up
         forward()
-        # interleaved repetitions: the machine is shared, so each op's minimum (least disturbed) and
-        # median are reported, and the ratios use the minima of the same rounds
+        # interleaved repetitions: the machine is shared, so each op's minimum (least disturbed)
+        # and median are reported, and the ratios use the minima of the same rounds
         times = {'forward': [], 'step': [], 'loop': []}
         for _ in range(a.steps):
             times['forward'].append(timed(forward))
@@ -117,22 +126,34 @@ def main() -> None:
 
     ips = {k: (a.batch / min(v), a.batch / statistics.median(v)) for k, v in times.items()}
     ref = ips['forward'][0]
-    print(f"data loading (one frame):   {1000 * statistics.median(load):8.1f} ms median "
-          '(PNG decode 640x480, augment, normalise)')
+    print(
+        f"data loading (one frame):   {1000 * statistics.median(load):8.1f} ms median "
+        '(PNG decode 640x480, augment, normalise)'
+    )
     print(f"forward only (reference):   {ref:8.2f} images/s (median {ips['forward'][1]:.2f})")
     for key, name in (('step', 'train step:'), ('loop', 'train loop (with loading):')):
-        print(f'{name:<27} {ips[key][0]:8.2f} images/s (median {ips[key][1]:.2f})  '
-              f'{ips[key][0] / ref:.2f} x forward')
-    print(f"eval forward (batched):     {rep['frames_per_s']:8.2f} frames/s  (one pass over 10 frames)")
+        print(
+            f'{name:<27} {ips[key][0]:8.2f} images/s (median {ips[key][1]:.2f})  '
+            f'{ips[key][0] / ref:.2f} x forward'
+        )
+    print(
+        f"eval forward (batched):     {rep['frames_per_s']:8.2f} frames/s  (one pass over 10 "
+        "frames)"
+    )
     print(f'eval with loading+metrics:  {eval_wall:8.2f} frames/s')
     cam_ms = camera_aug_ms(a.size)
-    print(f"camera augmentation:        {cam_ms[0]:8.1f} ms per frame with the 'real_camera' preset, "
-          f'{cam_ms[1]:.1f} ms with every op on ({a.size[0]}x{a.size[1]}, RGB + depth; median of 20)')
+    print(
+        f"camera augmentation:        {cam_ms[0]:8.1f} ms per frame with the 'real_camera' "
+        f'preset, {cam_ms[1]:.1f} ms with every op on ({a.size[0]}x{a.size[1]}, RGB + depth; '
+        'median of 20)'
+    )
 
 
 def camera_aug_ms(size) -> tuple[float, float]:
-    """Median ms of training.camera_aug on one frame of ``size`` (W, H): the preset, every op forced on."""
+    """Median ms of training.camera_aug on one frame of ``size`` (W, H): the preset, every op
+    forced on."""
     from depth3dseg_ros.training import camera_aug as ca
+
     w, h = size
     rgb = np.random.default_rng(0).integers(0, 256, (h, w, 3), dtype=np.uint8)
     depth = np.random.default_rng(0).uniform(0.5, 5, (h, w)).astype(np.float32)
@@ -148,6 +169,7 @@ def camera_aug_ms(size) -> tuple[float, float]:
             runs.append(time.perf_counter() - t)
         out.append(1000 * statistics.median(runs))
     return out[0], out[1]
+
 
 if __name__ == '__main__':
     main()

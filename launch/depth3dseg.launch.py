@@ -13,9 +13,10 @@ Example (the bundled bag's topics are the defaults):
   ros2 launch depth3dseg_ros depth3dseg.launch.py namespace:=front device:=cuda
 
 Needs ROS 2 ``launch`` / ``launch_ros`` (a ROS install; they are not on PyPI: in the pip-only setup
-start ``depth3dseg_node --ros-args ...`` directly, see docs/node.md). FASTDDS_BUILTIN_TRANSPORTS is set
-to LARGE_DATA unless the environment already has a value (depth3dseg_ros.rosenv).
+start ``depth3dseg_node --ros-args ...`` directly, see docs/node.md). FASTDDS_BUILTIN_TRANSPORTS is
+set to LARGE_DATA unless the environment already has a value (depth3dseg_ros.rosenv).
 """
+
 import os
 
 from ament_index_python.packages import get_package_share_directory
@@ -32,17 +33,33 @@ def generate_launch_description():
     """The launch description: the arguments, the DDS transport default and depth3dseg_node."""
     share = get_package_share_directory(PACKAGE)
     args = [
-        DeclareLaunchArgument('model_file', default_value='',
-                              description="model file ('' = the shipped depth3dseg_nyu13.pt)"),
-        DeclareLaunchArgument('namespace', default_value='', description='node namespace (one per camera)'),
-        DeclareLaunchArgument('params_file', default_value=os.path.join(share, 'config', 'depth3dseg.yaml'),
-                              description='parameter YAML (keys under /**)'),
-        DeclareLaunchArgument('image', default_value='/camera/color/image_raw',
-                              description='input image topic (sensor_msgs/Image)'),
-        DeclareLaunchArgument('camera_info', default_value='/camera/color/camera_info',
-                              description='input CameraInfo topic'),
+        DeclareLaunchArgument(
+            'model_file',
+            default_value='',
+            description="model file ('' = the shipped depth3dseg_nyu13.pt)",
+        ),
+        DeclareLaunchArgument(
+            'namespace', default_value='', description='node namespace (one per camera)'
+        ),
+        DeclareLaunchArgument(
+            'params_file',
+            default_value=os.path.join(share, 'config', 'depth3dseg.yaml'),
+            description='parameter YAML (keys under /**)',
+        ),
+        DeclareLaunchArgument(
+            'image',
+            default_value='/camera/color/image_raw',
+            description='input image topic (sensor_msgs/Image)',
+        ),
+        DeclareLaunchArgument(
+            'camera_info',
+            default_value='/camera/color/camera_info',
+            description='input CameraInfo topic',
+        ),
         DeclareLaunchArgument('device', default_value='auto', description='auto | cuda | cpu'),
-        DeclareLaunchArgument('use_sim_time', default_value='false', description='use /clock (bag replay)'),
+        DeclareLaunchArgument(
+            'use_sim_time', default_value='false', description='use /clock (bag replay)'
+        ),
     ]
     node = Node(
         package=PACKAGE,
@@ -56,14 +73,18 @@ def generate_launch_description():
                 # typed, so '' stays an empty string instead of YAML null
                 'model_file': ParameterValue(LaunchConfiguration('model_file'), value_type=str),
                 'device': ParameterValue(LaunchConfiguration('device'), value_type=str),
-                'use_sim_time': ParameterValue(LaunchConfiguration('use_sim_time'), value_type=bool),
+                'use_sim_time': ParameterValue(
+                    LaunchConfiguration('use_sim_time'), value_type=bool
+                ),
             },
         ],
         remappings=[
-            ('image', LaunchConfiguration('image')),   # use_compressed: <image>/compressed follows
+            ('image', LaunchConfiguration('image')),  # use_compressed: <image>/compressed follows
             ('camera_info', LaunchConfiguration('camera_info')),
         ],
     )
     transport = SetEnvironmentVariable(
-        'FASTDDS_BUILTIN_TRANSPORTS', EnvironmentVariable('FASTDDS_BUILTIN_TRANSPORTS', default_value='LARGE_DATA'))
+        'FASTDDS_BUILTIN_TRANSPORTS',
+        EnvironmentVariable('FASTDDS_BUILTIN_TRANSPORTS', default_value='LARGE_DATA'),
+    )
     return LaunchDescription(args + [transport, node])

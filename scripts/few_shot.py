@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Few-shot adaptation figure for the model card: what labelling a handful of frames of your own site gives.
+"""Few-shot adaptation figure for the model card: what labelling a handful of frames of your own
+site gives.
 
-The 11 labelled real frames of the real-camera sample bag (depth3dseg_ros.samples) are split into two folds
-(alternate frames in bag order: 6 and 5). The shipped model is fine-tuned on one fold (``model.init``,
-the shipped training config, a fixed number of epochs; the exported weights are chosen on the training
-fold itself, never on the held-out one) and evaluated with depth3dseg-eval on the other; then the folds
-swap. Writes ``OUT/few_shot.json`` (per fold: before/after figures; mean of both) and prints a table.
+The 11 labelled real frames of the real-camera sample bag (depth3dseg_ros.samples) are split into
+two folds (alternate frames in bag order: 6 and 5). The shipped model is fine-tuned on one fold
+(``model.init``, the shipped training config, a fixed number of epochs; the exported weights are
+chosen on the training fold itself, never on the held-out one) and evaluated with depth3dseg-eval
+on the other; then the folds swap. Writes ``OUT/few_shot.json`` (per fold: before/after figures;
+mean of both) and prints a table.
 
     python scripts/few_shot.py --out runs/few_shot [--epochs 40] [--lr 2e-4]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,22 +30,31 @@ KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_fused', 'absrel', 'frames
 
 
 def subset(src: Path, dst: Path, ids: set[str]) -> Path:
-    """A dataset directory ``dst`` with the frames ``ids`` of ``src`` (index lines filtered, image folders
-    linked, manifest copied)."""
+    """A dataset directory ``dst`` with the frames ``ids`` of ``src`` (index lines filtered, image
+    folders linked, manifest copied)."""
     dst.mkdir(parents=True, exist_ok=True)
     for sub in ('rgb', 'depth', 'labels'):
         if (src / sub).is_dir() and not (dst / sub).exists():
             os.symlink((src / sub).resolve(), dst / sub)
     (dst / 'manifest.json').write_text((src / 'manifest.json').read_text())
-    lines = [ln for ln in (src / 'index.jsonl').read_text().splitlines()
-             if ln.strip() and json.loads(ln)['id'] in ids]
+    lines = [
+        ln
+        for ln in (src / 'index.jsonl').read_text().splitlines()
+        if ln.strip() and json.loads(ln)['id'] in ids
+    ]
     (dst / 'index.jsonl').write_text(''.join(ln + '\n' for ln in lines))
     return dst
 
 
 def evaluate_on(model: Path, data: Path, out: Path) -> dict:
-    """Run depth3dseg-eval of ``model`` on ``data`` (report in ``out``); returns the figures of KEYS."""
-    assert evaluate.main(['--model', str(model), '--data', str(data), '--out', str(out), '--device', 'cpu']) == 0
+    """Run depth3dseg-eval of ``model`` on ``data`` (report in ``out``); returns the figures of
+    KEYS."""
+    assert (
+        evaluate.main(
+            ['--model', str(model), '--data', str(data), '--out', str(out), '--device', 'cpu']
+        )
+        == 0
+    )
     rep = json.loads((out / 'report.json').read_text())
     return {k: rep[k] for k in KEYS}
 
@@ -61,39 +73,84 @@ def main() -> int:
     labelled = [r['id'] for r in read_index(ds) if r.get('labels')]
     folds = [set(labelled[0::2]), set(labelled[1::2])]
     dirs = [subset(ds, a.out / f'fold{k}', f) for k, f in enumerate(folds)]
-    result = {'frames_per_fold': [len(f) for f in folds], 'epochs': a.epochs, 'lr': a.lr, 'folds': []}
+    result = {
+        'frames_per_fold': [len(f) for f in folds],
+        'epochs': a.epochs,
+        'lr': a.lr,
+        'folds': [],
+    }
     for k in (0, 1):
         tr, te = dirs[k], dirs[1 - k]
         run = a.out / f'ft_on_fold{k}'
         if not (run / 'model.pt').is_file():
-            args = ['--config', str(REPO / 'config' / 'train_shipped.yaml'), '--out', str(run),
-                    '--set', f'model.init={MODEL}', '--set', f'data.train=[{tr}]', '--set', f'data.val=[{tr}]',
-                    '--set', f'train.epochs={a.epochs}', '--set', 'train.batch_size=4',
-                    '--set', f'optim.lr={a.lr}', '--set', 'optim.warmup_steps=5',
-                    '--set', f'early_stop.patience={a.epochs}', '--set', 'log.tensorboard=false',
-                    '--set', 'log.progress=false']
+            args = [
+                '--config',
+                str(REPO / 'config' / 'train_shipped.yaml'),
+                '--out',
+                str(run),
+                '--set',
+                f'model.init={MODEL}',
+                '--set',
+                f'data.train=[{tr}]',
+                '--set',
+                f'data.val=[{tr}]',
+                '--set',
+                f'train.epochs={a.epochs}',
+                '--set',
+                'train.batch_size=4',
+                '--set',
+                f'optim.lr={a.lr}',
+                '--set',
+                'optim.warmup_steps=5',
+                '--set',
+                f'early_stop.patience={a.epochs}',
+                '--set',
+                'log.tensorboard=false',
+                '--set',
+                'log.progress=false',
+            ]
             if (run / 'last.pt').is_file():
                 args = ['--out', str(run), '--resume']
             assert train.main(args) == 0
-        result['folds'].append({'train_fold': k, 'test_fold': 1 - k,
-                                'before': evaluate_on(MODEL, te, a.out / f'eval_before_{1 - k}'),
-                                'after': evaluate_on(run / 'model.pt', te, a.out / f'eval_after_{1 - k}')})
+        result['folds'].append(
+            {
+                'train_fold': k,
+                'test_fold': 1 - k,
+                'before': evaluate_on(MODEL, te, a.out / f'eval_before_{1 - k}'),
+                'after': evaluate_on(run / 'model.pt', te, a.out / f'eval_after_{1 - k}'),
+            }
+        )
     mean = {}
     for when in ('before', 'after'):
-        mean[when] = {key: (None if any(x[when][key] is None for x in result['folds'])
-                            else sum(x[when][key] for x in result['folds']) / 2) for key in KEYS if key != 'frames'}
+        mean[when] = {
+            key: (
+                None
+                if any(x[when][key] is None for x in result['folds'])
+                else sum(x[when][key] for x in result['folds']) / 2
+            )
+            for key in KEYS
+            if key != 'frames'
+        }
     result['mean'] = mean
     (a.out / 'few_shot.json').write_text(json.dumps(result, indent=1) + '\n')
+
     def f(v):
         return '-' if v is None else f'{v:.3f}'
-    print('| fold (train -> test) | frames | mIoU fused before | after | mIoU 2D before | after | '
-          'AbsRel before | after |')
+
+    print(
+        '| fold (train -> test) | frames | mIoU fused before | after | mIoU 2D before | after | '
+        'AbsRel before | after |'
+    )
     print('|---|---|---|---|---|---|---|---|')
-    rows = [(f"{x['train_fold']} -> {x['test_fold']}", x['before']['frames'], x['before'], x['after'])
-            for x in result['folds']] + [('mean', '', mean['before'], mean['after'])]
+    rows = [
+        (f"{x['train_fold']} -> {x['test_fold']}", x['before']['frames'], x['before'], x['after'])
+        for x in result['folds']
+    ] + [('mean', '', mean['before'], mean['after'])]
     for name, n, b, af in rows:
-        print(f"| {name} | {n} | {f(b['miou_fused'])} | {f(af['miou_fused'])} | {f(b['miou_2d'])} | "
-              f"{f(af['miou_2d'])} | {f(b['absrel'])} | {f(af['absrel'])} |")
+        print(
+            f"| {name} | {n} | {f(b['miou_fused'])} | {f(af['miou_fused'])} | {f(b['miou_2d'])} | "
+            f"{f(af['miou_2d'])} | {f(b['absrel'])} | {f(af['absrel'])} |"
+        )
     return 0
 
 

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""Write models/model_card.json: the shipped model's evaluation figures (machine-readable copy of the
-tables in models/README.md; test/test_shipped_model.py checks the real-bag figures against it).
+"""Write models/model_card.json: the shipped model's evaluation figures (machine-readable copy of
+the tables in models/README.md; test/test_shipped_model.py checks the real-bag figures against it).
 
-Usage: python scripts/model_card.py [--model models/depth3dseg_nyu13.pt] [--synth-val data/ds_synth_val]
-                                    [--real-only]
-Runs depth3dseg-eval (training/evaluate.py) on (a) the held-out synthetic dataset and (b) the real-camera
-sample bag (depth3dseg_ros.samples: 11 NYU labelled frames, 14 NYU/TUM frames with depth), on the CPU;
-(c) the 14 real frames with depth alone, with the predicted depth and with the measured depth given to
-the model (``--measured-depth``).
-``--real-only`` re-measures (b) and keeps (a) from the existing card (when data/ is not regenerated).
+Usage: python scripts/model_card.py [--model models/depth3dseg_nyu13.pt] [--synth-val
+                                    data/ds_synth_val] [--real-only]
+Runs depth3dseg-eval (training/evaluate.py) on (a) the held-out synthetic dataset and (b) the
+real-camera sample bag (depth3dseg_ros.samples: 11 NYU labelled frames, 14 NYU/TUM frames with
+depth), on the CPU; (c) the 14 real frames with depth alone, with the predicted depth and with the
+measured depth given to the model (``--measured-depth``).
+``--real-only`` re-measures (b) and keeps (a) from the existing card (when data/ is not
+regenerated).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +23,20 @@ from depth3dseg_ros.samples import real_camera_bag
 from depth3dseg_ros.training import evaluate
 
 REPO = Path(__file__).resolve().parents[1]
-KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_2d', 'pixel_acc_3d', 'pixel_acc_fused',
-        'absrel', 'rmse', 'delta1', 'delta2', 'delta3', 'frames')
+KEYS = (
+    'miou_2d',
+    'miou_3d',
+    'miou_fused',
+    'pixel_acc_2d',
+    'pixel_acc_3d',
+    'pixel_acc_fused',
+    'absrel',
+    'rmse',
+    'delta1',
+    'delta2',
+    'delta3',
+    'frames',
+)
 
 
 def run_eval(model: Path, source: list[str], out: Path) -> dict:
@@ -36,27 +50,48 @@ def run_eval(model: Path, source: list[str], out: Path) -> dict:
 
 
 def main() -> int:
-    """Evaluate the model on the synthetic validation set and the real bag; write the model card JSON."""
+    """Evaluate the model on the synthetic validation set and the real bag; write the model card
+    JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--model', default=str(REPO / 'models' / 'depth3dseg_nyu13.pt'))
     ap.add_argument('--synth-val', default=str(REPO / 'data' / 'ds_synth_val'))
     ap.add_argument('--out', default=str(REPO / 'models' / 'model_card.json'))
-    ap.add_argument('--real-only', action='store_true', help='keep the synthetic figures of the existing card')
+    ap.add_argument(
+        '--real-only', action='store_true', help='keep the synthetic figures of the existing card'
+    )
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        synth = (json.loads(Path(a.out).read_text())['synthetic_val'] if a.real_only
-                 else run_eval(Path(a.model), ['--data', a.synth_val], Path(tmp) / 's'))
+        synth = (
+            json.loads(Path(a.out).read_text())['synthetic_val']
+            if a.real_only
+            else run_eval(Path(a.model), ['--data', a.synth_val], Path(tmp) / 's')
+        )
         bag = ['--bag', str(real_camera_bag())]
-        card = {'model': Path(a.model).name, 'synthetic_val': synth,
-                'real_bag': run_eval(Path(a.model), bag, Path(tmp) / 'r'),
-                # the real frames with measured depth, without and with that depth given to the model
-                # (an RGB-D camera's node: depth3dseg-eval --measured-depth)
-                'real_with_depth': run_eval(Path(a.model), [*bag, '--only-with-depth'], Path(tmp) / 'd'),
-                'real_with_depth_measured': run_eval(Path(a.model), [*bag, '--only-with-depth',
-                                                                     '--measured-depth'], Path(tmp) / 'm')}
+        card = {
+            'model': Path(a.model).name,
+            'synthetic_val': synth,
+            'real_bag': run_eval(Path(a.model), bag, Path(tmp) / 'r'),
+            # the real frames with measured depth, without and with that depth given to the model
+            # (an RGB-D camera's node: depth3dseg-eval --measured-depth)
+            'real_with_depth': run_eval(
+                Path(a.model), [*bag, '--only-with-depth'], Path(tmp) / 'd'
+            ),
+            'real_with_depth_measured': run_eval(
+                Path(a.model), [*bag, '--only-with-depth', '--measured-depth'], Path(tmp) / 'm'
+            ),
+        }
     Path(a.out).write_text(json.dumps(card, indent=1) + '\n')
-    print(json.dumps({k: {kk: v for kk, v in d.items() if kk != 'iou_fused'} if isinstance(d, dict) else d
-                      for k, d in card.items()}, indent=1))
+    print(
+        json.dumps(
+            {
+                k: {kk: v for kk, v in d.items() if kk != 'iou_fused'}
+                if isinstance(d, dict)
+                else d
+                for k, d in card.items()
+            },
+            indent=1,
+        )
+    )
     return 0
 
 
