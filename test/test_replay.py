@@ -133,7 +133,8 @@ def test_replay_ros1_bag_converted_to_cdr_and_loop(tmp_path):
     rclpy.init()
     node = rclpy.create_node('replay_listener_ros1')
     got = []
-    node.create_subscription(Image, '/cam1/image_raw', got.append, QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE))
+    node.create_subscription(Image, '/cam1/image_raw', got.append,
+                             QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE))
     proc = subprocess.Popen([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--loop', '--rate', '4',
                              '--wait-subscribers', '20'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -197,7 +198,8 @@ def test_readme_commands_node_first_then_replay_outputs_arrive(tmp_path, real_ba
     rclpy.init()
     h = rclpy.create_node('readme_harness')
     got = []
-    h.create_subscription(Image, '/depth3dseg/labels', got.append, QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE))
+    h.create_subscription(Image, '/depth3dseg/labels', got.append,
+                          QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE))
     node_log = open(tmp_path / 'node.log', 'w')
     node = popen_tied(['bash', '-c', f'exec {node_line}'], cwd=REPO, env=env, stdout=node_log, stderr=subprocess.STDOUT)
     replay = None
