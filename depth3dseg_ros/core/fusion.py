@@ -1,18 +1,22 @@
-"""M7 label fusion: the per-pixel class distribution of S2D, S3D or both, and labels + confidence from it.
+"""M7 label fusion: the per-pixel class distribution of S2D, S3D or both, and labels + confidence
+from it.
 
-One rule, used by training evaluation (core.metrics), the offline evaluator and the node's Segmenter:
+One rule, used by training evaluation (core.metrics), the offline evaluator and the node's
+Segmenter:
 
-- each head's distribution is a softmax over the classes with the void channel's logit set to −inf, so
-  void has probability 0 and is never predicted (ARCHITECTURE conventions);
+- each head's distribution is a softmax over the classes with the void channel's logit set to −inf,
+  so void has probability 0 and is never predicted (ARCHITECTURE conventions);
 - ``'2d'``: the S2D distribution; ``'3d'``: the S3D distribution; ``'fused'``: the mean of the two;
-- where a pixel has no valid 3D point (``valid`` False) the S3D scores are meaningless, so ``'3d'`` and
-  ``'fused'`` fall back to the S2D distribution there;
+- where a pixel has no valid 3D point (``valid`` False) the S3D scores are meaningless, so ``'3d'``
+  and ``'fused'`` fall back to the S2D distribution there;
 - labels = the most probable class (lowest class id on an exact tie), confidence = its probability.
 
-All tensors are B×C×H×W float logits (any dtype, any memory format) and B×1×H×W bool masks; outputs are
-float32 and contiguous. Channel operations run on the contiguous NCHW layout: on this CPU a channel
-softmax is ~6x and argmax ~4x slower on channels-last tensors than on NCHW (bench in docs/model.md).
+All tensors are B×C×H×W float logits (any dtype, any memory format) and B×1×H×W bool masks; outputs
+are float32 and contiguous. Channel operations run on the contiguous NCHW layout: on this CPU a
+channel softmax is ~6x and argmax ~4x slower on channels-last tensors than on NCHW (bench in
+docs/model.md).
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
@@ -21,17 +25,26 @@ import torch
 
 from .keys import float_keys, key_bits
 
-__all__ = ['LABEL_SOURCES', 'class_probs', 'source_probs', 'labels_confidence', 'source_labels',
-           'all_source_labels']
+__all__ = [
+    'LABEL_SOURCES',
+    'class_probs',
+    'source_probs',
+    'labels_confidence',
+    'source_labels',
+    'all_source_labels',
+]
 
 LABEL_SOURCES = ('2d', '3d', 'fused')
 
 
-def class_probs(logits: torch.Tensor, void_id: Optional[int] = 0, inplace: bool = False) -> torch.Tensor:
-    """Softmax over channels with the void channel excluded (probability 0): B×C×H×W -> B×C×H×W float32.
+def class_probs(
+    logits: torch.Tensor, void_id: Optional[int] = 0, inplace: bool = False
+) -> torch.Tensor:
+    """Softmax over channels with the void channel excluded (probability 0): B×C×H×W -> B×C×H×W
+    float32.
 
-    ``void_id=None`` keeps every channel. ``inplace=True`` lets a contiguous float32 input be overwritten
-    (the Segmenter's fresh per-frame model output). Source: METHOD M7.
+    ``void_id=None`` keeps every channel. ``inplace=True`` lets a contiguous float32 input be
+    overwritten (the Segmenter's fresh per-frame model output). Source: METHOD M7.
     """
     x = logits.float().contiguous()
     if x is logits and not inplace:
@@ -41,13 +54,19 @@ def class_probs(logits: torch.Tensor, void_id: Optional[int] = 0, inplace: bool 
     return torch.softmax(x, 1)
 
 
-def source_probs(logits2d: torch.Tensor, logits3d: Optional[torch.Tensor] = None,
-                 valid: Optional[torch.Tensor] = None, source: str = 'fused', void_id: Optional[int] = 0,
-                 inplace: bool = False) -> torch.Tensor:
-    """The class distribution B×C×H×W (float32) of ``source`` ('2d', '3d' or 'fused'; module docstring).
+def source_probs(
+    logits2d: torch.Tensor,
+    logits3d: Optional[torch.Tensor] = None,
+    valid: Optional[torch.Tensor] = None,
+    source: str = 'fused',
+    void_id: Optional[int] = 0,
+    inplace: bool = False,
+) -> torch.Tensor:
+    """The class distribution B×C×H×W (float32) of ``source`` ('2d', '3d' or 'fused'; module
+    docstring).
 
-    Args: logits2d, logits3d B×C×H×W (logits3d None -> '2d' whatever the source); valid B×1×H×W bool,
-    True where the pixel has a valid 3D point (None: every pixel); inplace: see class_probs.
+    Args: logits2d, logits3d B×C×H×W (logits3d None -> '2d' whatever the source); valid B×1×H×W
+    bool, True where the pixel has a valid 3D point (None: every pixel); inplace: see class_probs.
     Raises ValueError for an unknown source or mismatched shapes.
     """
     if source not in LABEL_SOURCES:
@@ -58,8 +77,13 @@ def source_probs(logits2d: torch.Tensor, logits3d: Optional[torch.Tensor] = None
     return _combine(p2, class_probs(logits3d, void_id, inplace), valid, source, overwrite_p3=True)
 
 
-def _combine(p2: torch.Tensor, p3: torch.Tensor, valid: Optional[torch.Tensor], source: str,
-             overwrite_p3: bool) -> torch.Tensor:
+def _combine(
+    p2: torch.Tensor,
+    p3: torch.Tensor,
+    valid: Optional[torch.Tensor],
+    source: str,
+    overwrite_p3: bool,
+) -> torch.Tensor:
     """The '3d' or 'fused' distribution from the S2D and S3D distributions (module docstring);
     ``overwrite_p3``: p3 may be reused as the output buffer. ValueError when the shapes differ."""
     if p3.shape != p2.shape:
@@ -73,12 +97,14 @@ def _combine(p2: torch.Tensor, p3: torch.Tensor, valid: Optional[torch.Tensor], 
     return p
 
 
-def labels_confidence(probs: torch.Tensor, inplace: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Most probable class and its probability: B×C×H×W probabilities -> (labels B×H×W long, class ids;
-    confidence B×H×W float32). An exact tie goes to the lowest class id (as torch.argmax); classes within
-    2^-(23-key_bits(C)) relative of each other tie (float_keys). Void (probability 0) is never chosen
-    when class_probs made the distribution. ``inplace=True`` lets a contiguous float32 ``probs`` be
-    overwritten (saves a copy). Source: METHOD M7.
+def labels_confidence(
+    probs: torch.Tensor, inplace: bool = False
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Most probable class and its probability: B×C×H×W probabilities -> (labels B×H×W long, class
+    ids; confidence B×H×W float32). An exact tie goes to the lowest class id (as torch.argmax);
+    classes within 2^-(23-key_bits(C)) relative of each other tie (float_keys). Void (probability
+    0) is never chosen when class_probs made the distribution. ``inplace=True`` lets a contiguous
+    float32 ``probs`` be overwritten (saves a copy). Source: METHOD M7.
     """
     p = probs.float().contiguous()
     conf = p.amax(1)
@@ -88,20 +114,34 @@ def labels_confidence(probs: torch.Tensor, inplace: bool = False) -> Tuple[torch
     return labels, conf
 
 
-def source_labels(logits2d: torch.Tensor, logits3d: Optional[torch.Tensor] = None,
-                  valid: Optional[torch.Tensor] = None, source: str = 'fused',
-                  void_id: Optional[int] = 0) -> torch.Tensor:
-    """Label image B×H×W (long class ids) of ``source``: labels_confidence(source_probs(...)), exactly
-    what Segmenter.infer returns for the same model outputs (evaluation uses this, so the figures it
-    reports are those of the labels the node publishes). Arguments as source_probs."""
-    return labels_confidence(source_probs(logits2d, logits3d, valid, source, void_id), inplace=True)[0]
+def source_labels(
+    logits2d: torch.Tensor,
+    logits3d: Optional[torch.Tensor] = None,
+    valid: Optional[torch.Tensor] = None,
+    source: str = 'fused',
+    void_id: Optional[int] = 0,
+) -> torch.Tensor:
+    """Label image B×H×W (long class ids) of ``source``: labels_confidence(source_probs(...)),
+    exactly what Segmenter.infer returns for the same model outputs (evaluation uses this, so the
+    figures it reports are those of the labels the node publishes). Arguments as source_probs."""
+    return labels_confidence(
+        source_probs(logits2d, logits3d, valid, source, void_id), inplace=True
+    )[0]
 
 
-def all_source_labels(logits2d: torch.Tensor, logits3d: torch.Tensor, valid: Optional[torch.Tensor] = None,
-                      void_id: Optional[int] = 0) -> Dict[str, torch.Tensor]:
-    """``{source: source_labels(logits2d, logits3d, valid, source, void_id)}`` for every label source,
-    with each head's softmax computed once (evaluation scores all three per batch)."""
+def all_source_labels(
+    logits2d: torch.Tensor,
+    logits3d: torch.Tensor,
+    valid: Optional[torch.Tensor] = None,
+    void_id: Optional[int] = 0,
+) -> Dict[str, torch.Tensor]:
+    """``{source: source_labels(logits2d, logits3d, valid, source, void_id)}`` for every label
+    source, with each head's softmax computed once (evaluation scores all three per batch)."""
     p2, p3 = class_probs(logits2d, void_id), class_probs(logits3d, void_id)
-    return {'2d': labels_confidence(p2)[0],
-            '3d': labels_confidence(_combine(p2, p3, valid, '3d', overwrite_p3=False))[0],
-            'fused': labels_confidence(_combine(p2, p3, valid, 'fused', overwrite_p3=False), inplace=True)[0]}
+    return {
+        '2d': labels_confidence(p2)[0],
+        '3d': labels_confidence(_combine(p2, p3, valid, '3d', overwrite_p3=False))[0],
+        'fused': labels_confidence(
+            _combine(p2, p3, valid, 'fused', overwrite_p3=False), inplace=True
+        )[0],
+    }

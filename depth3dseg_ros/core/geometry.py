@@ -2,21 +2,23 @@
 
 The one implementation of back-projection in the package (training, inference, node, tools).
 
-Convention (docs/method.md M2, REP 103 optical frame: z forward, x right, y down; depth_image_proc):
+Convention (docs/method.md M2, REP 103 optical frame: z forward, x right, y down;
+depth_image_proc):
 pixel (u, v) = (column, row), 0-based, pixel centres at integer coordinates, and
 
     X = (u - cx) * d / fx,   Y = (v - cy) * d / fy,   Z = d.
 
-K is [[fx, s, cx], [0, fy, cy], [0, 0, 1]]; a 3x4 projection matrix P (sensor_msgs/CameraInfo ``p``,
-for rectified images, case C17) may be passed wherever K is accepted: its left 3x3 block is used for
-back-projection (the translation column P[:, 3] only concerns the other camera of a stereo pair).
-A non-zero skew s (K[0,1]) is honoured exactly: X = (u - cx - s*(v - cy)/fy) * d / fx.
+K is [[fx, s, cx], [0, fy, cy], [0, 0, 1]]; a 3x4 projection matrix P (sensor_msgs/CameraInfo
+``p``, for rectified images, case C17) may be passed wherever K is accepted: its left 3x3 block is
+used for back-projection (the translation column P[:, 3] only concerns the other camera of a stereo
+pair). A non-zero skew s (K[0,1]) is honoured exactly: X = (u - cx - s*(v - cy)/fy) * d / fx.
 
-Resizing from (W0, H0) to (W1, H1) uses sx = W1/W0, sy = H1/H0 and scales the first row of K/P by sx and
-the second by sy (fx, s, cx, P[0,3] by sx; fy, cy, P[1,3] by sy), without a half-pixel shift, like
-image_proc's resize (case C18; the half-pixel convention differs by at most 0.5 px). A crop whose
-top-left corner is (x0, y0) shifts cx -= x0, cy -= y0.
+Resizing from (W0, H0) to (W1, H1) uses sx = W1/W0, sy = H1/H0 and scales the first row of K/P by
+sx and the second by sy (fx, s, cx, P[0,3] by sx; fy, cy, P[1,3] by sy), without a half-pixel
+shift, like image_proc's resize (case C18; the half-pixel convention differs by at most 0.5 px). A
+crop whose top-left corner is (x0, y0) shifts cx -= x0, cy -= y0.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Tuple, Union
@@ -27,8 +29,13 @@ import torch
 ArrayOrTensor = Union[np.ndarray, torch.Tensor]
 
 __all__ = [
-    'backproject', 'backproject_np', 'pixel_grid', 'scale_intrinsics', 'crop_intrinsics',
-    'resize_intrinsics', 'check_intrinsics_np',
+    'backproject',
+    'backproject_np',
+    'pixel_grid',
+    'scale_intrinsics',
+    'crop_intrinsics',
+    'resize_intrinsics',
+    'check_intrinsics_np',
 ]
 
 
@@ -39,8 +46,8 @@ def check_intrinsics_np(K: np.ndarray, name: str = 'K') -> np.ndarray:
     """Validate a 3x3 K or 3x4 P (numpy) and return it as float64.
 
     Raises ValueError naming the field when the shape is not 3x3/3x4, a value is not finite, or
-    fx = K[0,0] / fy = K[1,1] is not > 0 (e.g. an all-zero P from a driver, case C17: refuse rather than
-    divide by zero and publish inf/NaN clouds).
+    fx = K[0,0] / fy = K[1,1] is not > 0 (e.g. an all-zero P from a driver, case C17: refuse rather
+    than divide by zero and publish inf/NaN clouds).
     """
     K = np.asarray(K, dtype=np.float64)
     if K.shape not in ((3, 3), (3, 4)):
@@ -63,7 +70,9 @@ def _check_intrinsics_torch(K: torch.Tensor, batch: int, name: str = 'K') -> tor
         raise ValueError(f'{name} batch size {K.shape[0]} does not match depth batch size {batch}')
     fx, fy = K[:, 0, 0], K[:, 1, 1]
     if not bool(torch.all(torch.isfinite(K)) and torch.all(fx > 0) and torch.all(fy > 0)):
-        raise ValueError(f'{name} must be finite with fx, fy > 0, got fx={fx.tolist()} fy={fy.tolist()}')
+        raise ValueError(
+            f'{name} must be finite with fx, fy > 0, got fx={fx.tolist()} fy={fy.tolist()}'
+        )
     return K
 
 
@@ -74,12 +83,16 @@ _GRID_CACHE: Dict[Tuple[int, int, str, torch.dtype], Tuple[torch.Tensor, torch.T
 _GRID_CACHE_MAX = 16
 
 
-def pixel_grid(height: int, width: int, device: Union[str, torch.device] = 'cpu',
-               dtype: torch.dtype = torch.float32) -> Tuple[torch.Tensor, torch.Tensor]:
+def pixel_grid(
+    height: int,
+    width: int,
+    device: Union[str, torch.device] = 'cpu',
+    dtype: torch.dtype = torch.float32,
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """Pixel-centre coordinates (u, v), each 1x1xHxW, cached per (H, W, device, dtype).
 
-    u = column index, v = row index (0-based, integer pixel centres). The tensors are shared: do not
-    modify them in place.
+    u = column index, v = row index (0-based, integer pixel centres). The tensors are shared: do
+    not modify them in place.
     """
     if height <= 0 or width <= 0:
         raise ValueError(f'image size must be positive, got height={height} width={width}')
@@ -87,8 +100,11 @@ def pixel_grid(height: int, width: int, device: Union[str, torch.device] = 'cpu'
     key = (int(height), int(width), str(device), dtype)
     grid = _GRID_CACHE.get(key)
     if grid is None:
-        v, u = torch.meshgrid(torch.arange(height, device=device, dtype=dtype),
-                              torch.arange(width, device=device, dtype=dtype), indexing='ij')
+        v, u = torch.meshgrid(
+            torch.arange(height, device=device, dtype=dtype),
+            torch.arange(width, device=device, dtype=dtype),
+            indexing='ij',
+        )
         grid = (u.reshape(1, 1, height, width), v.reshape(1, 1, height, width))
         if len(_GRID_CACHE) >= _GRID_CACHE_MAX:
             _GRID_CACHE.pop(next(iter(_GRID_CACHE)))
@@ -96,8 +112,9 @@ def pixel_grid(height: int, width: int, device: Union[str, torch.device] = 'cpu'
     return grid
 
 
-def backproject(depth: torch.Tensor, K: torch.Tensor, check: bool = True
-                ) -> Tuple[torch.Tensor, torch.Tensor]:
+def backproject(
+    depth: torch.Tensor, K: torch.Tensor, check: bool = True
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """M2, batched and differentiable: depth B×1×H×W (metres) + K B×3×3 -> organized cloud.
 
     Args:
@@ -113,7 +130,8 @@ def backproject(depth: torch.Tensor, K: torch.Tensor, check: bool = True
     Gradients flow from xyz into depth (this is what couples the 3D losses to the depth head, M3);
     invalid pixels get zero gradient.
     Raises:
-        ValueError: depth not B×1×H×W or not floating point, K of the wrong shape/batch or fx/fy <= 0.
+        ValueError: depth not B×1×H×W or not floating point, K of the wrong shape/batch or fx/fy <=
+            0.
     """
     if not isinstance(depth, torch.Tensor) or depth.dim() != 4 or depth.shape[1] != 1:
         shape = tuple(depth.shape) if hasattr(depth, 'shape') else type(depth).__name__
@@ -129,15 +147,15 @@ def backproject(depth: torch.Tensor, K: torch.Tensor, check: bool = True
     valid = torch.isfinite(depth) & (depth > 0)
     d = torch.where(valid, depth, torch.zeros((), dtype=depth.dtype, device=depth.device))
     u, v = pixel_grid(h, w, depth.device, depth.dtype)
-    u, v = u[:, :, :1, :], v[:, :, :, :1]                # 1×1×1×W and 1×1×H×1 (separable rays)
+    u, v = u[:, :, :1, :], v[:, :, :, :1]  # 1×1×1×W and 1×1×H×1 (separable rays)
     fx = K[:, 0, 0].view(-1, 1, 1, 1)
     fy = K[:, 1, 1].view(-1, 1, 1, 1)
     s = K[:, 0, 1].view(-1, 1, 1, 1)
     cx = K[:, 0, 2].view(-1, 1, 1, 1)
     cy = K[:, 1, 2].view(-1, 1, 1, 1)
     # K^-1 [u, v, 1]^T for an upper-triangular K with skew s: ry = (v-cy)/fy, rx = (u-cx-s*ry)/fx.
-    ry = (v - cy) / fy                                  # B×1×H×1
-    rx = (u - cx) / fx - (s / fx) * ry                  # B×1×H×W only when s != 0 (else B×1×1×W)
+    ry = (v - cy) / fy  # B×1×H×1
+    rx = (u - cx) / fx - (s / fx) * ry  # B×1×H×W only when s != 0 (else B×1×1×W)
     xyz = torch.cat([rx * d, ry * d, d], dim=1)
     return xyz, valid
 
@@ -146,8 +164,8 @@ def backproject_np(depth: np.ndarray, K: np.ndarray) -> np.ndarray:
     """M2, numpy twin of `backproject` for one frame.
 
     Args:
-        depth: H×W float depth in metres (NaN/inf/<=0 = no data). Integer arrays are refused: convert
-               16UC1 millimetres with core.depth.depth_to_meters first.
+        depth: H×W float depth in metres (NaN/inf/<=0 = no data). Integer arrays are refused:
+               convert 16UC1 millimetres with core.depth.depth_to_meters first.
         K: 3×3 K or 3×4 P of that image (left 3×3 block used).
     Returns:
         H×W×3 float32 organized cloud in the optical frame, metres; NaN (all three) where invalid.
@@ -158,8 +176,10 @@ def backproject_np(depth: np.ndarray, K: np.ndarray) -> np.ndarray:
     if depth.ndim != 2:
         raise ValueError(f'depth must be H×W, got shape {depth.shape}')
     if not np.issubdtype(depth.dtype, np.floating):
-        raise ValueError(f'depth must be float metres, got dtype {depth.dtype} '
-                         '(convert 16UC1 mm with core.depth.depth_to_meters)')
+        raise ValueError(
+            f'depth must be float metres, got dtype {depth.dtype} '
+            '(convert 16UC1 mm with core.depth.depth_to_meters)'
+        )
     K = check_intrinsics_np(K)
     h, w = depth.shape
     # Rays in float64 (H + W values), the H×W products in float32 straight into the output
@@ -188,14 +208,17 @@ def _check_K_shape(K: ArrayOrTensor) -> None:
         raise ValueError(f'K must be 3x3, 3x4 (P) or Bx3x3/Bx3x4, got shape {shape}')
 
 
-def _rows(K: ArrayOrTensor, a0: ArrayOrTensor, a1: ArrayOrTensor, b0: ArrayOrTensor,
-          b1: ArrayOrTensor) -> ArrayOrTensor:
+def _rows(
+    K: ArrayOrTensor, a0: ArrayOrTensor, a1: ArrayOrTensor, b0: ArrayOrTensor, b1: ArrayOrTensor
+) -> ArrayOrTensor:
     """Return T @ K for T = [[a0, 0, b0], [0, a1, b1], [0, 0, 1]] (scalars or per-batch values)."""
     if isinstance(K, torch.Tensor):
         out = K.clone()
+
         def col(x):  # noqa: E306 - scalar or B-vector -> broadcastable over (..., 3|4)
             x = torch.as_tensor(x, dtype=K.dtype, device=K.device)
             return x.reshape(-1, 1) if (K.dim() == 3 and x.dim() == 1) else x
+
         r2 = K[..., 2, :]
         out[..., 0, :] = col(a0) * K[..., 0, :] + col(b0) * r2
         out[..., 1, :] = col(a1) * K[..., 1, :] + col(b1) * r2
@@ -211,8 +234,9 @@ def scale_intrinsics(K: ArrayOrTensor, sx, sy) -> ArrayOrTensor:
     """Intrinsics after scaling the image by sx (x/columns) and sy (y/rows).
 
     fx, skew, cx (and P[0,3]) are multiplied by sx; fy, cy (and P[1,3]) by sy; no half-pixel shift
-    (image_proc resize convention, case C18). K: numpy 3×3/3×4 (returned float64) or torch 3×3/B×3×3/
-    B×3×4 (sx, sy scalars or length-B tensors). Raises ValueError for a bad shape or sx/sy <= 0.
+    (image_proc resize convention, case C18). K: numpy 3×3/3×4 (returned float64) or torch
+    3×3/B×3×3/ B×3×4 (sx, sy scalars or length-B tensors). Raises ValueError for a bad shape or
+    sx/sy <= 0.
     """
     _check_K_shape(K)
     for name, val in (('sx', sx), ('sy', sy)):
@@ -236,8 +260,9 @@ def crop_intrinsics(K: ArrayOrTensor, x0, y0) -> ArrayOrTensor:
     return _rows(K, 1.0, 1.0, x0n, y0n)
 
 
-def resize_intrinsics(K: ArrayOrTensor, src_wh: Tuple[int, int], dst_wh: Tuple[int, int]
-                      ) -> ArrayOrTensor:
+def resize_intrinsics(
+    K: ArrayOrTensor, src_wh: Tuple[int, int], dst_wh: Tuple[int, int]
+) -> ArrayOrTensor:
     """Intrinsics after resizing an image from src_wh = (W0, H0) to dst_wh = (W1, H1) pixels.
 
     sx = W1/W0, sy = H1/H0 (separate factors for aspect-changing resizes, case C20), see

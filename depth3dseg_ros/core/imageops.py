@@ -2,10 +2,12 @@
 
 Nearest resize maps destination pixel ``u'`` to source pixel ``floor(u' * W0 / W1)`` (OpenCV's
 INTER_NEAREST, no half-pixel shift), the same convention as K scaling in core.geometry
-(docs/ARCHITECTURE.md), so a resized label image, a resized depth image and the scaled K stay aligned.
-Labels and depth are never interpolated: bilinear invents class ids (docs/cases.md C22) and blends valid with
-invalid depth (C09). Colour maps use the range of finite values only (C10). Pure numpy + OpenCV.
+(docs/ARCHITECTURE.md), so a resized label image, a resized depth image and the scaled K stay
+aligned. Labels and depth are never interpolated: bilinear invents class ids (docs/cases.md C22)
+and blends valid with invalid depth (C09). Colour maps use the range of finite values only (C10).
+Pure numpy + OpenCV.
 """
+
 from __future__ import annotations
 
 import cv2
@@ -25,15 +27,17 @@ def _check_wh(size: tuple[int, int], name: str = 'size') -> tuple[int, int]:
 
 
 def nearest_indices(src: int, dst: int) -> np.ndarray:
-    """Source index of each destination index for a nearest resize: ``floor(i * src / dst)`` (int64)."""
+    """Source index of each destination index for a nearest resize: ``floor(i * src / dst)``
+    (int64)."""
     return (np.arange(dst, dtype=np.int64) * src) // dst
 
 
 def resize_nearest(img: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Nearest-neighbour resize of an H×W or H×W×C array of any dtype to ``size=(w, h)``; dtype kept.
+    """Nearest-neighbour resize of an H×W or H×W×C array of any dtype to ``size=(w, h)``; dtype
+    kept.
 
-    Source pixel for destination (u', v') is (floor(u'·W0/W1), floor(v'·H0/H1)) with separate x and y
-    factors (C20: a 640×480 grid over a 1280×720 image takes pixel (100, 100) from (200, 150)).
+    Source pixel for destination (u', v') is (floor(u'·W0/W1), floor(v'·H0/H1)) with separate x and
+    y factors (C20: a 640×480 grid over a 1280×720 image takes pixel (100, 100) from (200, 150)).
 
     Raises:
         ValueError: ``img`` has fewer than 2 dimensions or is empty, or ``size`` is not positive.
@@ -50,7 +54,8 @@ def resize_nearest(img: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 
 def resize_labels(labels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Resize an H×W integer label image to ``size=(w, h)`` with nearest neighbour, dtype kept (C22).
+    """Resize an H×W integer label image to ``size=(w, h)`` with nearest neighbour, dtype kept
+    (C22).
 
     The output holds only ids present in the input: [[0,5],[5,0]] at 4×4 is
     [[0,0,5,5],[0,0,5,5],[5,5,0,0],[5,5,0,0]]. uint16 labels (ids >= 256) stay uint16.
@@ -67,8 +72,8 @@ def resize_labels(labels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 def resize_depth(depth: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """Resize an H×W depth image to ``size=(w, h)`` with nearest neighbour, never blending (C09).
 
-    Works for float32 metres (NaN stays NaN) and uint16 millimetres (0 stays 0): every output pixel is
-    a copy of one input pixel, so no valid-looking value is made from an invalid neighbour.
+    Works for float32 metres (NaN stays NaN) and uint16 millimetres (0 stays 0): every output pixel
+    is a copy of one input pixel, so no valid-looking value is made from an invalid neighbour.
 
     Raises:
         ValueError: not 2-D, or a bad ``size``.
@@ -80,10 +85,12 @@ def resize_depth(depth: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 
 def label_image(labels: np.ndarray) -> np.ndarray:
-    """Return ``labels`` in the narrowest label-image dtype: uint8 (mono8) if all ids < 256, else uint16 (C22).
+    """Return ``labels`` in the narrowest label-image dtype: uint8 (mono8) if all ids < 256, else
+    uint16 (C22).
 
     Raises:
-        ValueError: negative ids or ids > 65535 (they cannot be published as 16UC1 without wrapping).
+        ValueError: negative ids or ids > 65535 (they cannot be published as 16UC1 without
+            wrapping).
     """
     a = np.asarray(labels)
     if a.dtype.kind not in 'iub':
@@ -117,8 +124,9 @@ def check_same_hw(**arrays: np.ndarray | None) -> tuple[int, int]:
     return h, w
 
 
-def depth_to_u8(depth_m: np.ndarray, vmin: float | None = None,
-                vmax: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def depth_to_u8(
+    depth_m: np.ndarray, vmin: float | None = None, vmax: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Scale depth to 0..255 over the range of finite, positive values only (C10).
 
     Args:
@@ -149,9 +157,14 @@ def colormap_lut(colormap: int = cv2.COLORMAP_TURBO) -> np.ndarray:
     return np.ascontiguousarray(cv2.applyColorMap(ramp, colormap)[:, 0, ::-1])
 
 
-def colorize_depth(depth_m: np.ndarray, vmin: float | None = None, vmax: float | None = None,
-                   colormap: int = cv2.COLORMAP_TURBO) -> np.ndarray:
-    """Colourise metric depth as H×W×3 uint8 RGB: colour map over the finite range, no data black (C10).
+def colorize_depth(
+    depth_m: np.ndarray,
+    vmin: float | None = None,
+    vmax: float | None = None,
+    colormap: int = cv2.COLORMAP_TURBO,
+) -> np.ndarray:
+    """Colourise metric depth as H×W×3 uint8 RGB: colour map over the finite range, no data black
+    (C10).
 
     See :func:`depth_to_u8` for the scaling; the near end maps to LUT[0], the far end to LUT[255].
     """
@@ -169,7 +182,8 @@ def _check_palette(palette: np.ndarray) -> np.ndarray:
 
 
 def colorize_labels(labels: np.ndarray, palette: np.ndarray) -> np.ndarray:
-    """Palette lookup: H×W class ids -> H×W×3 uint8 RGB (``palette[id]``; ClassSet.colors is the palette).
+    """Palette lookup: H×W class ids -> H×W×3 uint8 RGB (``palette[id]``; ClassSet.colors is the
+    palette).
 
     Resize labels first (nearest, :func:`resize_labels`), then colourise (C22).
 
@@ -183,12 +197,19 @@ def colorize_labels(labels: np.ndarray, palette: np.ndarray) -> np.ndarray:
     if a.size:
         lo, hi = int(a.min()), int(a.max())
         if lo < 0 or hi >= p.shape[0]:
-            raise ValueError(f'label id {lo if lo < 0 else hi} outside palette of {p.shape[0]} colours')
+            raise ValueError(
+                f'label id {lo if lo < 0 else hi} outside palette of {p.shape[0]} colours'
+            )
     return p[a]
 
 
-def overlay(rgb: np.ndarray, labels: np.ndarray, palette: np.ndarray, alpha: float = 0.5,
-            skip_id: int | None = None) -> np.ndarray:
+def overlay(
+    rgb: np.ndarray,
+    labels: np.ndarray,
+    palette: np.ndarray,
+    alpha: float = 0.5,
+    skip_id: int | None = None,
+) -> np.ndarray:
     """Blend palette colours over an RGB image: ``(1-alpha)*rgb + alpha*palette[labels]``, rounded.
 
     Args:

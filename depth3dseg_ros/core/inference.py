@@ -1,31 +1,35 @@
 """M7–M9 inference API: RGB (+ K) -> label image, confidence, depth map, labelled organized cloud.
 
-`Segmenter` loads a model file (core.modelfile), picks the device, and runs batch-of-one inference at the
-model's network input size (``meta['input_size']`` or an override):
+`Segmenter` loads a model file (core.modelfile), picks the device, and runs batch-of-one inference
+at the model's network input size (``meta['input_size']`` or an override):
 
-1. preprocess: check the RGB image (H×W×3 uint8, RGB order), resize to the network size (cv2.INTER_AREA
-   when shrinking, INTER_LINEAR otherwise), normalise into a preallocated buffer with the model file's
-   mean/std; scale K to the network size (core.geometry.resize_intrinsics, case C18);
-2. inference (torch.inference_mode): `Depth3DSeg` -> depth, S2D and, when K is known, the cloud of the
-   predicted depth (M2) and S3D (M3);
-3. postprocess: per-pixel class distribution of the requested source with the void channel excluded,
-   its most probable class -> labels, that probability -> confidence (core.fusion, the one M7 rule that
-   evaluation uses too); depth with NaN where invalid; points from the model's xyz (NaN where invalid).
+1. preprocess: check the RGB image (H×W×3 uint8, RGB order), resize to the network size
+   (cv2.INTER_AREA when shrinking, INTER_LINEAR otherwise), normalise into a preallocated buffer
+   with the model file's mean/std; scale K to the network size (core.geometry.resize_intrinsics,
+   case C18);
+2. inference (torch.inference_mode): `Depth3DSeg` -> depth, S2D and, when K is known, the cloud of
+   the predicted depth (M2) and S3D (M3);
+3. postprocess: per-pixel class distribution of the requested source with the void channel
+   excluded, its most probable class -> labels, that probability -> confidence (core.fusion, the
+   one M7 rule that evaluation uses too); depth with NaN where invalid; points from the model's xyz
+   (NaN where invalid).
 
-label_source: '2d' (S2D), '3d' (S3D; pixels without a valid 3D point use S2D), 'fused' (mean of the S2D and
-S3D probabilities where the 3D point is valid, S2D elsewhere).
+label_source: '2d' (S2D), '3d' (S3D; pixels without a valid 3D point use S2D), 'fused' (mean of the
+S2D and S3D probabilities where the 3D point is valid, S2D elsewhere).
 
-Measured depth (RGB-D cameras): ``infer(..., depth=D)`` with a depth image registered to the colour image
-builds the cloud (and so S3D and ``points``) from the measured depth where it is valid and from the
-prediction in its holes; the returned ``depth`` is still the network's prediction. Without K the 3D
-branch cannot run: the labels come from S2D and ``InferenceResult.label_source`` says '2d' (a warning is logged once).
+Measured depth (RGB-D cameras): ``infer(..., depth=D)`` with a depth image registered to the colour
+image builds the cloud (and so S3D and ``points``) from the measured depth where it is valid and
+from the prediction in its holes; the returned ``depth`` is still the network's prediction. Without
+K the 3D branch cannot run: the labels come from S2D and ``InferenceResult.label_source`` says '2d'
+(a warning is logged once).
 
-Backends (core.backends): ``backend='torch'`` runs the model file in PyTorch; ``'onnxruntime'`` runs the
-whole graph exported by depth3dseg-export (core.onnx_export) in ONNX Runtime; ``'auto'`` (default) takes
-ONNX Runtime when the model file is a ``.onnx``, or an up-to-date export sits beside the ``.pt``, and
-onnxruntime imports. Preprocessing and the M7 label rule (core.fusion, torch on the CPU) are the same for
-both, so the InferenceResult has the same fields and meaning.
+Backends (core.backends): ``backend='torch'`` runs the model file in PyTorch; ``'onnxruntime'``
+runs the whole graph exported by depth3dseg-export (core.onnx_export) in ONNX Runtime; ``'auto'``
+(default) takes ONNX Runtime when the model file is a ``.onnx``, or an up-to-date export sits
+beside the ``.pt``, and onnxruntime imports. Preprocessing and the M7 label rule (core.fusion,
+torch on the CPU) are the same for both, so the InferenceResult has the same fields and meaning.
 """
+
 from __future__ import annotations
 
 import copy
@@ -48,8 +52,14 @@ from .imageops import resize_depth
 from .model import Depth3DSeg, fold_batchnorm
 from .modelfile import load_model, make_meta
 
-__all__ = ['Segmenter', 'InferenceResult', 'LABEL_SOURCES', 'BACKENDS', 'resolve_device',
-           'default_num_threads']
+__all__ = [
+    'Segmenter',
+    'InferenceResult',
+    'LABEL_SOURCES',
+    'BACKENDS',
+    'resolve_device',
+    'default_num_threads',
+]
 
 _log = logging.getLogger(__name__)
 
@@ -58,14 +68,16 @@ _log = logging.getLogger(__name__)
 class InferenceResult:
     """One frame's output, all at the network input size (h, w).
 
-    labels: (h, w) uint8 (C <= 256) or uint16 class ids, never the void id. confidence: (h, w) float32,
-    probability of the chosen class under the distribution used. depth: (h, w) float32 metres, NaN where
-    invalid (M8). K: (3, 3) float64 intrinsics at (w, h), None without input K. points: (h, w, 3) float32
-    organized cloud in the optical frame, metres, NaN where invalid (M9), None without K. rgb: (h, w, 3)
-    uint8 network-size image. timings: {'preprocess', 'inference', 'postprocess'} milliseconds.
+    labels: (h, w) uint8 (C <= 256) or uint16 class ids, never the void id. confidence: (h, w)
+    float32, probability of the chosen class under the distribution used. depth: (h, w) float32
+    metres, NaN where invalid (M8). K: (3, 3) float64 intrinsics at (w, h), None without input K.
+    points: (h, w, 3) float32 organized cloud in the optical frame, metres, NaN where invalid (M9),
+    None without K. rgb: (h, w, 3) uint8 network-size image. timings: {'preprocess', 'inference',
+    'postprocess'} milliseconds.
     label_source: the source actually used ('2d' when K was None, whatever was asked).
     measured: (h, w) bool, True where the cloud used the measured depth; None when none was given.
     """
+
     labels: np.ndarray
     confidence: np.ndarray
     depth: np.ndarray
@@ -78,15 +90,20 @@ class InferenceResult:
 
 
 def resolve_device(device: Union[str, torch.device]) -> torch.device:
-    """'auto' -> cuda when available else cpu; 'cuda[:n]' without CUDA -> ValueError naming the value."""
+    """'auto' -> cuda when available else cpu; 'cuda[:n]' without CUDA -> ValueError naming the
+    value."""
     if str(device) == 'auto':
         return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device={device!r} is not a torch device ('auto', 'cpu', 'cuda', 'cuda:N')") from exc
+        raise ValueError(
+            f"device={device!r} is not a torch device ('auto', 'cpu', 'cuda', 'cuda:N')"
+        ) from exc
     if dev.type == 'cuda' and not torch.cuda.is_available():
-        raise ValueError(f'device={device!r} but CUDA is not available in this torch build/machine')
+        raise ValueError(
+            f'device={device!r} but CUDA is not available in this torch build/machine'
+        )
     return dev
 
 
@@ -109,24 +126,32 @@ class Segmenter:
             less exact than fp32).
         input_size: (W, H) network input size; default the model file's ``input_size``.
         num_threads: torch CPU threads (torch.set_num_threads, process-wide), CPU device only. None
-            (default): the usable cores minus one (at least 1), leaving a core to the ROS executor, image
-            decoding and publishing; on a loaded 2-core machine two OpenMP threads were 10-50x slower than
-            one (docs/model.md). 0 keeps torch's current setting.
-        backend: 'auto', 'torch' or 'onnxruntime' (module docstring, core.backends.choose_backend). With
-            ONNX Runtime, ``device`` picks the execution providers (core.backends.ort_providers: TensorRT
-            and CUDA when installed and device is not 'cpu', CPU otherwise) and ``num_threads`` its
-            intra-op threads (same default; the torch threads of the postprocess are set likewise).
-    Attributes: classes (ClassSet), input_size (W, H), device (torch.device; 'cpu' for ONNX Runtime, whose
-    outputs come back as host arrays), meta (dict), backend ('torch' | 'onnxruntime'), model_path (the
-    file loaded), model (the Depth3DSeg in eval mode, BatchNorm folded into the convolutions,
-    channels-last: inference only; None with ONNX Runtime), ort (core.backends.OrtGraph | None).
-    Raises FileNotFoundError / ModelFileError (bad model file; an .onnx without depth3dseg metadata,
-    naming the missing key), ValueError (device, half, input_size, backend).
+            (default): the usable cores minus one (at least 1), leaving a core to the ROS executor,
+            image decoding and publishing; on a loaded 2-core machine two OpenMP threads were
+            10-50x slower than one (docs/model.md). 0 keeps torch's current setting.
+        backend: 'auto', 'torch' or 'onnxruntime' (module docstring, core.backends.choose_backend).
+            With ONNX Runtime, ``device`` picks the execution providers
+            (core.backends.ort_providers: TensorRT and CUDA when installed and device is not 'cpu',
+            CPU otherwise) and ``num_threads`` its intra-op threads (same default; the torch
+            threads of the postprocess are set likewise).
+    Attributes: classes (ClassSet), input_size (W, H), device (torch.device; 'cpu' for ONNX
+    Runtime, whose outputs come back as host arrays), meta (dict), backend ('torch' |
+    'onnxruntime'), model_path (the file loaded), model (the Depth3DSeg in eval mode, BatchNorm
+    folded into the convolutions, channels-last: inference only; None with ONNX Runtime), ort
+    (core.backends.OrtGraph | None). Raises FileNotFoundError / ModelFileError (bad model file; an
+    .onnx without depth3dseg metadata, naming the missing key), ValueError (device, half,
+    input_size, backend).
     """
 
-    def __init__(self, model_file: Union[str, Path], device: str = 'auto', half: bool = False,
-                 input_size: Optional[Tuple[int, int]] = None, num_threads: Optional[int] = None,
-                 backend: str = 'auto'):
+    def __init__(
+        self,
+        model_file: Union[str, Path],
+        device: str = 'auto',
+        half: bool = False,
+        input_size: Optional[Tuple[int, int]] = None,
+        num_threads: Optional[int] = None,
+        backend: str = 'auto',
+    ):
         choice = choose_backend(model_file, backend, half, input_size)
         self.model_path = choice.path
         if choice.kind == 'onnxruntime':
@@ -137,9 +162,15 @@ class Segmenter:
         _log.info('Segmenter: %s backend, %s (%s)', self.backend, self.model_path, choice.why)
 
     @classmethod
-    def from_model(cls, model: Depth3DSeg, meta: Dict[str, Any], device: str = 'cpu', half: bool = False,
-                   input_size: Optional[Tuple[int, int]] = None,
-                   num_threads: Optional[int] = None) -> 'Segmenter':
+    def from_model(
+        cls,
+        model: Depth3DSeg,
+        meta: Dict[str, Any],
+        device: str = 'cpu',
+        half: bool = False,
+        input_size: Optional[Tuple[int, int]] = None,
+        num_threads: Optional[int] = None,
+    ) -> 'Segmenter':
         """A Segmenter around a copy of an in-memory model (the caller's model is left untouched);
         `meta` is completed like a saved file's (make_meta)."""
         obj = cls.__new__(cls)
@@ -148,22 +179,31 @@ class Segmenter:
         obj._setup(copy.deepcopy(model), meta, device, half, input_size, num_threads)
         return obj
 
-    def _setup(self, model: Depth3DSeg, meta: Dict[str, Any], device: str, half: bool,
-               input_size: Optional[Tuple[int, int]], num_threads: Optional[int]) -> None:
+    def _setup(
+        self,
+        model: Depth3DSeg,
+        meta: Dict[str, Any],
+        device: str,
+        half: bool,
+        input_size: Optional[Tuple[int, int]],
+        num_threads: Optional[int],
+    ) -> None:
         self.device = resolve_device(device)
         if half and self.device.type != 'cuda':
             raise ValueError(f'half=True needs a CUDA device, got device={str(self.device)!r}')
         if num_threads is not None and int(num_threads) < 0:
-            raise ValueError(f'num_threads={num_threads} must be >= 0 (0 = keep the current setting)')
+            raise ValueError(
+                f'num_threads={num_threads} must be >= 0 (0 = keep the current setting)'
+            )
         if self.device.type == 'cpu' and num_threads != 0:
             torch.set_num_threads(int(num_threads) if num_threads else default_num_threads())
         self.backend, self.ort = 'torch', None
         self._setup_meta(meta, input_size)
         self.half = bool(half)
         self.dtype = torch.float16 if half else torch.float32
-        # Inference form: BatchNorm folded into the convolutions (eval statistics; same outputs, one pass
-        # less per layer) and channels-last memory format (faster depthwise/1x1 convs: 25 -> 19 ms for
-        # the 2D+depth model at 320x240 on one CPU thread).
+        # Inference form: BatchNorm folded into the convolutions (eval statistics; same outputs,
+        # one pass less per layer) and channels-last memory format (faster depthwise/1x1 convs: 25
+        # -> 19 ms for the 2D+depth model at 320x240 on one CPU thread).
         self.model = fold_batchnorm(model.eval()).to(self.device, self.dtype)
         self.model = self.model.to(memory_format=torch.channels_last)
         self._setup_buffers(torch.channels_last)  # normalised input (HWC)
@@ -179,56 +219,90 @@ class Segmenter:
     def _setup_buffers(self, memory_format: torch.memory_format) -> None:
         w, h = self.input_size
         std = np.asarray(self.meta['std'], np.float32)
-        self._scale = torch.tensor(1.0 / (255.0 * std), device=self.device, dtype=torch.float32).view(3, 1, 1)
-        self._offset = torch.tensor(np.asarray(self.meta['mean'], np.float32) / std, device=self.device,
-                                    dtype=torch.float32).view(3, 1, 1)
-        self._buf = torch.empty((1, 3, h, w), device=self.device, dtype=torch.float32
-                                ).contiguous(memory_format=memory_format)
+        self._scale = torch.tensor(
+            1.0 / (255.0 * std), device=self.device, dtype=torch.float32
+        ).view(3, 1, 1)
+        self._offset = torch.tensor(
+            np.asarray(self.meta['mean'], np.float32) / std,
+            device=self.device,
+            dtype=torch.float32,
+        ).view(3, 1, 1)
+        self._buf = torch.empty((1, 3, h, w), device=self.device, dtype=torch.float32).contiguous(
+            memory_format=memory_format
+        )
         self._warned_no_k = False
 
-    def _setup_ort(self, path: Path, device: str, input_size: Optional[Tuple[int, int]],
-                   num_threads: Optional[int]) -> None:
-        """ONNX Runtime backend: session (core.backends.OrtGraph), metadata from the file, NCHW input
-        buffer shared with the session's input, an all-NaN measured-depth input for frames without one."""
+    def _setup_ort(
+        self,
+        path: Path,
+        device: str,
+        input_size: Optional[Tuple[int, int]],
+        num_threads: Optional[int],
+    ) -> None:
+        """ONNX Runtime backend: session (core.backends.OrtGraph), metadata from the file, NCHW
+        input buffer shared with the session's input, an all-NaN measured-depth input for frames
+        without one."""
         if num_threads is not None and int(num_threads) < 0:
-            raise ValueError(f'num_threads={num_threads} must be >= 0 (0 = keep the current setting)')
+            raise ValueError(
+                f'num_threads={num_threads} must be >= 0 (0 = keep the current setting)'
+            )
         self.ort = OrtGraph(path, device=str(device), num_threads=num_threads)
         self.backend, self.model, self.half, self.dtype = 'onnxruntime', None, False, torch.float32
-        self.device = torch.device('cpu')          # postprocess (core.fusion) on the host arrays
+        self.device = torch.device('cpu')  # postprocess (core.fusion) on the host arrays
         if num_threads != 0:
             torch.set_num_threads(int(num_threads) if num_threads else default_num_threads())
         meta = self.ort.meta
-        if input_size is not None and not meta['dynamic_size'] and \
-                [int(v) for v in input_size] != list(meta['input_size']):
-            raise ValueError(f"input_size={tuple(input_size)} but {path} was exported at fixed "
-                             f"{tuple(meta['input_size'])} (export with --dynamic)")
+        if (
+            input_size is not None
+            and not meta['dynamic_size']
+            and [int(v) for v in input_size] != list(meta['input_size'])
+        ):
+            raise ValueError(
+                f"input_size={tuple(input_size)} but {path} was exported at fixed "
+                f"{tuple(meta['input_size'])} (export with --dynamic)"
+            )
         self._setup_meta(meta, input_size)
         self._setup_buffers(torch.contiguous_format)
         w, h = self.input_size
         self._no_depth = np.full((1, 1, h, w), np.nan, np.float32)
 
-    def _forward_ort(self, x: torch.Tensor, Kn: Optional[np.ndarray], measured: Optional[torch.Tensor]
-                     ) -> Dict[str, torch.Tensor]:
-        """One ONNX Runtime run -> the torch model's output dict (host tensors). Without K the whole
-        graph runs with a nominal K and only depth and seg2d are kept."""
+    def _forward_ort(
+        self, x: torch.Tensor, Kn: Optional[np.ndarray], measured: Optional[torch.Tensor]
+    ) -> Dict[str, torch.Tensor]:
+        """One ONNX Runtime run -> the torch model's output dict (host tensors). Without K the
+        whole graph runs with a nominal K and only depth and seg2d are kept."""
         w, h = self.input_size
         K = Kn if Kn is not None else np.array([[w, 0, w / 2], [0, w, h / 2], [0, 0, 1]])
         md = self._no_depth if measured is None else measured.cpu().numpy()
         o = self.ort.run(x.numpy(), np.asarray(K, np.float32)[None], md)
-        keep = ('depth', 'seg2d') if Kn is None else \
-            ('depth', 'seg2d', 'seg3d', 'xyz', 'valid') + (() if measured is None else ('measured',))
+        keep = (
+            ('depth', 'seg2d')
+            if Kn is None
+            else ('depth', 'seg2d', 'seg3d', 'xyz', 'valid')
+            + (() if measured is None else ('measured',))
+        )
         return {k: torch.from_numpy(o[k]) for k in keep}
 
     def _sync(self) -> None:
         if self.device.type == 'cuda':
             torch.cuda.synchronize(self.device)
 
-    def _preprocess(self, rgb: np.ndarray, K: Optional[np.ndarray]
-                    ) -> Tuple[np.ndarray, Optional[np.ndarray], torch.Tensor]:
-        if not isinstance(rgb, np.ndarray) or rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
-            desc = f'{rgb.dtype} {rgb.shape}' if isinstance(rgb, np.ndarray) else type(rgb).__name__
-            raise ValueError(f'rgb must be an H×W×3 uint8 RGB image, got {desc} (convert 4-channel/mono '
-                             'images first, case C05)')
+    def _preprocess(
+        self, rgb: np.ndarray, K: Optional[np.ndarray]
+    ) -> Tuple[np.ndarray, Optional[np.ndarray], torch.Tensor]:
+        if (
+            not isinstance(rgb, np.ndarray)
+            or rgb.dtype != np.uint8
+            or rgb.ndim != 3
+            or rgb.shape[2] != 3
+        ):
+            desc = (
+                f'{rgb.dtype} {rgb.shape}' if isinstance(rgb, np.ndarray) else type(rgb).__name__
+            )
+            raise ValueError(
+                f'rgb must be an H×W×3 uint8 RGB image, got {desc} (convert 4-channel/mono '
+                'images first, case C05)'
+            )
         h0, w0 = rgb.shape[:2]
         w, h = self.input_size
         Kn = None
@@ -245,37 +319,50 @@ class Segmenter:
         return rgb, Kn, self._buf if self.dtype == torch.float32 else self._buf.to(self.dtype)
 
     def _measured(self, depth: np.ndarray, rgb_shape: Tuple[int, ...]) -> torch.Tensor:
-        """Measured depth H×W (metres, registered to the RGB at its size) -> 1×1×h×w float32 tensor at the
-        network size (nearest neighbour: no blended depth at edges, core.imageops)."""
+        """Measured depth H×W (metres, registered to the RGB at its size) -> 1×1×h×w float32 tensor
+        at the network size (nearest neighbour: no blended depth at edges, core.imageops)."""
         depth = np.asarray(depth)
         if depth.ndim != 2 or depth.dtype.kind != 'f':
-            raise ValueError(f'depth must be an H×W float array in metres, got {depth.dtype} {depth.shape} '
-                             '(convert 16UC1 millimetres with core.depth.depth_to_meters)')
+            raise ValueError(
+                f'depth must be an H×W float array in metres, got {depth.dtype} {depth.shape} '
+                '(convert 16UC1 millimetres with core.depth.depth_to_meters)'
+            )
         if depth.shape != tuple(rgb_shape[:2]):
-            raise ValueError(f'depth size {depth.shape[1]}×{depth.shape[0]} != rgb size '
-                             f'{rgb_shape[1]}×{rgb_shape[0]}: the depth must be registered to the colour image')
+            raise ValueError(
+                f'depth size {depth.shape[1]}×{depth.shape[0]} != rgb size '
+                f'{rgb_shape[1]}×{rgb_shape[0]}: the depth must be registered to the colour image'
+            )
         w, h = self.input_size
         d = resize_depth(depth.astype(np.float32, copy=False), (w, h))
         return torch.from_numpy(np.ascontiguousarray(d)).to(self.device)[None, None]
 
-    def infer(self, rgb: np.ndarray, K: Optional[np.ndarray] = None, label_source: str = 'fused',
-              depth: Optional[np.ndarray] = None) -> InferenceResult:
+    def infer(
+        self,
+        rgb: np.ndarray,
+        K: Optional[np.ndarray] = None,
+        label_source: str = 'fused',
+        depth: Optional[np.ndarray] = None,
+    ) -> InferenceResult:
         """Run one frame (M7–M9).
 
         Args:
             rgb: H×W×3 uint8, RGB order, any size (resized to the network input size).
-            K: 3×3 intrinsics (or 3×4 P) of `rgb` at its own size, or None (then no 3D branch, no points).
+            K: 3×3 intrinsics (or 3×4 P) of `rgb` at its own size, or None (then no 3D branch, no
+                points).
             label_source: '2d', '3d' or 'fused' (see the module docstring).
-            depth: optional measured depth, H×W float metres registered to `rgb` (same size; NaN, 0 or
-                negative = no data); used for the cloud where valid (module docstring). Ignored without K.
+            depth: optional measured depth, H×W float metres registered to `rgb` (same size; NaN, 0
+                or negative = no data); used for the cloud where valid (module docstring). Ignored
+                without K.
         Returns: InferenceResult at the network input size.
-        Raises: ValueError for a bad image, K (shape, fx/fy <= 0, non-finite), depth (dtype, size) or
-            label_source.
+        Raises: ValueError for a bad image, K (shape, fx/fy <= 0, non-finite), depth (dtype, size)
+            or label_source.
         """
         if label_source not in LABEL_SOURCES:
             raise ValueError(f'label_source={label_source!r} must be one of {LABEL_SOURCES}')
         t0 = time.perf_counter()
-        measured = self._measured(depth, rgb.shape) if depth is not None and K is not None else None
+        measured = (
+            self._measured(depth, rgb.shape) if depth is not None and K is not None else None
+        )
         rgb_net, Kn, x = self._preprocess(rgb, K)
         self._sync()
         t1 = time.perf_counter()
@@ -285,22 +372,33 @@ class Segmenter:
             elif Kn is None:
                 out = self.model.forward_2d(x)
             else:
-                Kt = torch.as_tensor(Kn, dtype=torch.float32, device=self.device).unsqueeze(0)  # M2 in fp32
+                Kt = torch.as_tensor(Kn, dtype=torch.float32, device=self.device).unsqueeze(
+                    0
+                )  # M2 in fp32
                 out = self.model(x, Kt) if measured is None else self.model(x, Kt, measured)
             self._sync()
             t2 = time.perf_counter()
             source = label_source
             if Kn is None and source != '2d':
                 if not self._warned_no_k:
-                    _log.warning('no K given: the 3D branch cannot run, labels come from the 2D head '
-                                 "(label_source %r -> '2d')", label_source)
+                    _log.warning(
+                        'no K given: the 3D branch cannot run, labels come from the 2D head '
+                        "(label_source %r -> '2d')",
+                        label_source,
+                    )
                     self._warned_no_k = True
                 source = '2d'
             depth = out['depth'][0, 0].float()
             valid = out['valid'][0, 0] if 'valid' in out else torch.isfinite(depth) & (depth > 0)
             all_valid = bool(valid.all())
-            p = source_probs(out['seg2d'], out.get('seg3d'), None if all_valid else valid[None, None], source,
-                             self.classes.void_id, inplace=True)  # M7, the rule core.metrics uses too
+            p = source_probs(
+                out['seg2d'],
+                out.get('seg3d'),
+                None if all_valid else valid[None, None],
+                source,
+                self.classes.void_id,
+                inplace=True,
+            )  # M7, the rule core.metrics uses too
             lab, conf = labels_confidence(p, inplace=True)
             lab, conf = lab[0], conf[0]
             nan = float('nan')
@@ -315,29 +413,47 @@ class Segmenter:
             meas_np = out['measured'][0, 0].cpu().numpy() if 'measured' in out else None
             conf_np = conf.cpu().numpy().astype(np.float32, copy=False)
         t3 = time.perf_counter()
-        timings = {'preprocess': (t1 - t0) * 1e3, 'inference': (t2 - t1) * 1e3,
-                   'postprocess': (t3 - t2) * 1e3}
-        return InferenceResult(labels=labels, confidence=conf_np, depth=depth_np, K=Kn, points=points,
-                               rgb=rgb_net, timings=timings, label_source=source, measured=meas_np)
+        timings = {
+            'preprocess': (t1 - t0) * 1e3,
+            'inference': (t2 - t1) * 1e3,
+            'postprocess': (t3 - t2) * 1e3,
+        }
+        return InferenceResult(
+            labels=labels,
+            confidence=conf_np,
+            depth=depth_np,
+            K=Kn,
+            points=points,
+            rgb=rgb_net,
+            timings=timings,
+            label_source=source,
+            measured=meas_np,
+        )
 
-    def warmup(self, runs: int = 2, with_k: bool = True, label_source: str = 'fused',
-               image_size: Optional[Tuple[int, int]] = None) -> None:
-        """Run `runs` inferences on a grey frame (allocator, cuDNN autotune, lazy init) before real use.
+    def warmup(
+        self,
+        runs: int = 2,
+        with_k: bool = True,
+        label_source: str = 'fused',
+        image_size: Optional[Tuple[int, int]] = None,
+    ) -> None:
+        """Run `runs` inferences on a grey frame (allocator, cuDNN autotune, lazy init) before real
+        use.
 
         Args:
             runs: number of inferences.
             with_k: give the frame a K (the 3D branch runs) or not (the 2D-only path runs).
             label_source: as for `infer`.
-            image_size: (W, H) of the grey frame (default the network input size); a camera-size frame
-                also warms the resize.
-        A warm-up without K neither logs the once-only "no K given" warning nor uses it up: the first
-        real frame without K still warns (the flag is restored afterwards; do not call this while
-        another thread runs `infer`).
+            image_size: (W, H) of the grey frame (default the network input size); a camera-size
+                frame also warms the resize.
+        A warm-up without K neither logs the once-only "no K given" warning nor uses it up: the
+        first real frame without K still warns (the flag is restored afterwards; do not call this
+        while another thread runs `infer`).
         """
         w, h = self.input_size if image_size is None else (int(image_size[0]), int(image_size[1]))
         K = np.array([[w, 0, w / 2], [0, w, h / 2], [0, 0, 1]], np.float64) if with_k else None
         warned = self._warned_no_k
-        self._warned_no_k = True          # warm-up frames are not a camera without CameraInfo
+        self._warned_no_k = True  # warm-up frames are not a camera without CameraInfo
         try:
             for _ in range(runs):
                 self.infer(np.full((h, w, 3), 128, np.uint8), K, label_source)

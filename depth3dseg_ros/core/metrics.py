@@ -1,16 +1,17 @@
-"""Evaluation metrics accumulated over a dataset: segmentation (mIoU, per-class IoU, pixel accuracy)
-for 2D, 3D and fused labels (M7), and depth (AbsRel, RMSE, δ1..δ3, M8).
+"""Evaluation metrics accumulated over a dataset: segmentation (mIoU, per-class IoU, pixel
+accuracy) for 2D, 3D and fused labels (M7), and depth (AbsRel, RMSE, δ1..δ3, M8).
 
-Accumulation is by sums over all pixels of all frames (a confusion matrix; depth error sums), never a
-mean of per-frame values: a frame with few labelled pixels weighs little, and a class absent from one
-frame does not make that frame's IoU undefined (test_core_metrics shows the two differ).
+Accumulation is by sums over all pixels of all frames (a confusion matrix; depth error sums), never
+a mean of per-frame values: a frame with few labelled pixels weighs little, and a class absent from
+one frame does not make that frame's IoU undefined (test_core_metrics shows the two differ).
 
-mIoU convention: IoU_c = TP / (TP + FP + FN) from the summed confusion matrix; mIoU is the mean over
-classes c ≠ void whose union TP + FP + FN > 0, i.e. present in the ground truth or in the prediction
-(a class only predicted counts with IoU 0; a class in neither is undefined and left out). Pixels whose
-ground truth is void are not counted anywhere. Pixel accuracy = Σ TP / counted pixels.
-Inputs may be numpy arrays or torch tensors (any device); counting is bincount-based.
+mIoU convention: IoU_c = TP / (TP + FP + FN) from the summed confusion matrix; mIoU is the mean
+over classes c ≠ void whose union TP + FP + FN > 0, i.e. present in the ground truth or in the
+prediction (a class only predicted counts with IoU 0; a class in neither is undefined and left
+out). Pixels whose ground truth is void are not counted anywhere. Pixel accuracy = Σ TP / counted
+pixels. Inputs may be numpy arrays or torch tensors (any device); counting is bincount-based.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,7 +35,8 @@ def _f(x: float) -> Optional[float]:
 class ConfusionMatrix:
     """C×C confusion matrix (rows = ground-truth id, columns = predicted id), int64.
 
-    Args: num_classes C; void_id (ground-truth pixels with this id are ignored; None = none ignored).
+    Args: num_classes C; void_id (ground-truth pixels with this id are ignored; None = none
+    ignored).
     """
 
     def __init__(self, num_classes: int, void_id: Optional[int] = 0):
@@ -62,8 +64,11 @@ class ConfusionMatrix:
         if isinstance(pred, torch.Tensor) or isinstance(gt, torch.Tensor):
             p = torch.as_tensor(pred).reshape(-1).long()
             g = torch.as_tensor(gt, device=p.device).reshape(-1).long()
-            keep = torch.ones_like(g, dtype=torch.bool) if valid is None else \
-                torch.as_tensor(valid, device=p.device).reshape(-1).bool()
+            keep = (
+                torch.ones_like(g, dtype=torch.bool)
+                if valid is None
+                else torch.as_tensor(valid, device=p.device).reshape(-1).bool()
+            )
             if self.void_id is not None:
                 keep = keep & (g != self.void_id)
             p, g = p[keep], g[keep]
@@ -85,12 +90,16 @@ class ConfusionMatrix:
 
     def _check_range(self, lo: int, hi: int) -> None:
         if lo < 0 or hi >= self.num_classes:
-            raise ValueError(f'label ids must be in 0..{self.num_classes - 1}, got min={lo} max={hi}')
+            raise ValueError(
+                f'label ids must be in 0..{self.num_classes - 1}, got min={lo} max={hi}'
+            )
 
     def __iadd__(self, other: 'ConfusionMatrix') -> 'ConfusionMatrix':
         if other.num_classes != self.num_classes:
-            raise ValueError(f'cannot add confusion matrices of {other.num_classes} and '
-                             f'{self.num_classes} classes')
+            raise ValueError(
+                f'cannot add confusion matrices of {other.num_classes} and '
+                f'{self.num_classes} classes'
+            )
         self.mat += other.mat
         return self
 
@@ -125,18 +134,21 @@ class ConfusionMatrix:
         if len(names) != self.num_classes:
             raise ValueError(f'names has {len(names)} entries, expected {self.num_classes}')
         iou = self.iou()
-        return {'miou': _f(self.miou()), 'pixel_acc': _f(self.pixel_accuracy()),
-                'iou': {n: _f(v) for i, (n, v) in enumerate(zip(names, iou)) if i != self.void_id},
-                'pixels': self.total}
+        return {
+            'miou': _f(self.miou()),
+            'pixel_acc': _f(self.pixel_accuracy()),
+            'iou': {n: _f(v) for i, (n, v) in enumerate(zip(names, iou)) if i != self.void_id},
+            'pixels': self.total,
+        }
 
 
 class DepthMetrics:
     """Depth metrics (Eigen et al. 2014) accumulated by sums over all valid pixels of all frames.
 
     Valid pixel: ground truth finite and > 0 (and <= max_depth when given). AbsRel = Σ|d−g|/g / n,
-    RMSE = sqrt(Σ(d−g)² / n) metres, δk = fraction with max(d/g, g/d) < 1.25^k. Predictions are clamped
-    to >= 1e-6 m for the ratios; a non-finite prediction at a valid pixel counts as an error of
-    max_depth (or 10 m), so a broken model cannot look good by producing NaN.
+    RMSE = sqrt(Σ(d−g)² / n) metres, δk = fraction with max(d/g, g/d) < 1.25^k. Predictions are
+    clamped to >= 1e-6 m for the ratios; a non-finite prediction at a valid pixel counts as an
+    error of max_depth (or 10 m), so a broken model cannot look good by producing NaN.
     """
 
     def __init__(self, max_depth: Optional[float] = None):
@@ -151,7 +163,8 @@ class DepthMetrics:
         self.n_delta = [0, 0, 0]
 
     def update(self, pred: Array, gt: Array, valid: Optional[Array] = None) -> None:
-        """Add one frame/batch: pred and gt depth in metres, same shape; optional extra bool mask."""
+        """Add one frame/batch: pred and gt depth in metres, same shape; optional extra bool
+        mask."""
         if tuple(pred.shape) != tuple(gt.shape):
             raise ValueError(f'depth pred shape {tuple(pred.shape)} != gt shape {tuple(gt.shape)}')
         if isinstance(pred, torch.Tensor):
@@ -164,7 +177,11 @@ class DepthMetrics:
         if self.max_depth is not None:
             keep = keep & (g <= self.max_depth)
         if valid is not None:
-            v = valid.detach().cpu().numpy() if isinstance(valid, torch.Tensor) else np.asarray(valid)
+            v = (
+                valid.detach().cpu().numpy()
+                if isinstance(valid, torch.Tensor)
+                else np.asarray(valid)
+            )
             keep = keep & v.astype(bool).reshape(-1)
         d, g = d[keep], g[keep]
         if not d.size:
@@ -179,26 +196,42 @@ class DepthMetrics:
             self.n_delta[k] += int(np.sum(ratio < 1.25 ** (k + 1)))
 
     def summary(self) -> Dict[str, Any]:
-        """JSON-serialisable {'absrel', 'rmse', 'delta1', 'delta2', 'delta3', 'pixels'} (None if empty)."""
+        """JSON-serialisable {'absrel', 'rmse', 'delta1', 'delta2', 'delta3', 'pixels'} (None if
+        empty)."""
         if not self.n:
-            return {'absrel': None, 'rmse': None, 'delta1': None, 'delta2': None, 'delta3': None,
-                    'pixels': 0}
-        return {'absrel': self.sum_absrel / self.n, 'rmse': math.sqrt(self.sum_sq / self.n),
-                'delta1': self.n_delta[0] / self.n, 'delta2': self.n_delta[1] / self.n,
-                'delta3': self.n_delta[2] / self.n, 'pixels': self.n}
+            return {
+                'absrel': None,
+                'rmse': None,
+                'delta1': None,
+                'delta2': None,
+                'delta3': None,
+                'pixels': 0,
+            }
+        return {
+            'absrel': self.sum_absrel / self.n,
+            'rmse': math.sqrt(self.sum_sq / self.n),
+            'delta1': self.n_delta[0] / self.n,
+            'delta2': self.n_delta[1] / self.n,
+            'delta3': self.n_delta[2] / self.n,
+            'pixels': self.n,
+        }
 
 
-def fuse_probs(logits2d: torch.Tensor, logits3d: torch.Tensor, valid: Optional[torch.Tensor] = None,
-               void_id: Optional[int] = 0) -> torch.Tensor:
+def fuse_probs(
+    logits2d: torch.Tensor,
+    logits3d: torch.Tensor,
+    valid: Optional[torch.Tensor] = None,
+    void_id: Optional[int] = 0,
+) -> torch.Tensor:
     """Fused class distribution B×C×H×W = mean of the S2D and S3D distributions (M7): core.fusion's
-    ``source_probs(..., source='fused')``, the rule the Segmenter applies too (void probability 0 unless
-    ``void_id=None``; the S2D distribution alone where ``valid`` B×1×H×W is False)."""
+    ``source_probs(..., source='fused')``, the rule the Segmenter applies too (void probability 0
+    unless ``void_id=None``; the S2D distribution alone where ``valid`` B×1×H×W is False)."""
     return source_probs(logits2d, logits3d, valid, 'fused', void_id)
 
 
 def predict_labels(scores: torch.Tensor, void_id: Optional[int] = 0) -> torch.Tensor:
-    """Label image B×H×W (long) = argmax over channels of logits or probabilities B×C×H×W, with the void
-    channel excluded (ARCHITECTURE conventions: predictions are never void)."""
+    """Label image B×H×W (long) = argmax over channels of logits or probabilities B×C×H×W, with the
+    void channel excluded (ARCHITECTURE conventions: predictions are never void)."""
     if void_id is not None:
         scores = scores.clone()
         scores[:, void_id] = -float('inf')
@@ -209,26 +242,40 @@ class SegDepthEvaluator:
     """Accumulates 2D, 3D and fused segmentation metrics and depth metrics over a dataset.
 
     update(out, labels, depth_gt=None): ``out`` is the model's dict (seg2d, seg3d B×C×H×W logits,
-    depth B×1×H×W m, valid B×1×H×W); labels B×H×W (void ignored; pass None for frames without labels);
-    depth_gt B×1×H×W m (NaN/0 invalid) or None. 3D metrics count pixels with a valid 3D point only.
+    depth B×1×H×W m, valid B×1×H×W); labels B×H×W (void ignored; pass None for frames without
+    labels); depth_gt B×1×H×W m (NaN/0 invalid) or None. 3D metrics count pixels with a valid 3D
+    point only.
     """
 
-    def __init__(self, num_classes: int, void_id: int = 0, names: Optional[Sequence[str]] = None,
-                 max_depth: Optional[float] = None):
+    def __init__(
+        self,
+        num_classes: int,
+        void_id: int = 0,
+        names: Optional[Sequence[str]] = None,
+        max_depth: Optional[float] = None,
+    ):
         self.names = list(names) if names is not None else None
         self.cm = {k: ConfusionMatrix(num_classes, void_id) for k in ('2d', '3d', 'fused')}
         self.depth = DepthMetrics(max_depth)
         self.void_id = void_id
 
     @torch.no_grad()
-    def update(self, out: Dict[str, torch.Tensor], labels: Optional[torch.Tensor],
-               depth_gt: Optional[torch.Tensor] = None) -> None:
-        """Add one batch (see the class docstring): 2D/3D/fused confusion matrices and depth sums."""
+    def update(
+        self,
+        out: Dict[str, torch.Tensor],
+        labels: Optional[torch.Tensor],
+        depth_gt: Optional[torch.Tensor] = None,
+    ) -> None:
+        """Add one batch (see the class docstring): 2D/3D/fused confusion matrices and depth
+        sums."""
         if labels is not None:
             valid = out.get('valid')
-            # labels by core.fusion, the rule of Segmenter.infer: the figures are the node's labels'
+            # labels by core.fusion, the rule of Segmenter.infer: the figures are the node's
+            # labels'
             if 'seg3d' not in out:
-                self.cm['2d'].update(source_labels(out['seg2d'], None, None, '2d', self.void_id), labels)
+                self.cm['2d'].update(
+                    source_labels(out['seg2d'], None, None, '2d', self.void_id), labels
+                )
             else:
                 pred = all_source_labels(out['seg2d'], out['seg3d'], valid, self.void_id)
                 self.cm['2d'].update(pred['2d'], labels)
@@ -240,8 +287,10 @@ class SegDepthEvaluator:
     def summary(self) -> Dict[str, Any]:
         """{'seg2d': {...}, 'seg3d': {...}, 'fused': {...}, 'depth': {...}} plus the flat keys
         miou_2d, miou_3d, miou_fused, absrel, rmse, delta1 (JSON-serialisable)."""
-        out: Dict[str, Any] = {f'seg{k}' if k != 'fused' else 'fused': cm.summary(self.names)
-                               for k, cm in self.cm.items()}
+        out: Dict[str, Any] = {
+            f'seg{k}' if k != 'fused' else 'fused': cm.summary(self.names)
+            for k, cm in self.cm.items()
+        }
         out['depth'] = self.depth.summary()
         for k in ('2d', '3d', 'fused'):
             out[f'miou_{k}'] = out[f'seg{k}' if k != 'fused' else 'fused']['miou']

@@ -2,16 +2,18 @@
 M1+M2+M3 model `Depth3DSeg` (RGB -> depth -> organized cloud -> 3D segmentation).
 
 Plain torch (no torchvision/timm). The encoder is MobileNetV2-style (inverted residual blocks,
-Sandler et al. 2018, "MobileNetV2: Inverted Residuals and Linear Bottlenecks") with a width multiplier;
-the decoder is a light FPN (Lin et al. 2017) top-down path to 1/4 resolution plus a U-Net skip to 1/2,
-shared by the two heads; each head is one depthwise-separable block and a 1×1 conv at 1/2 resolution,
-bilinearly upsampled to the input size.
+Sandler et al. 2018, "MobileNetV2: Inverted Residuals and Linear Bottlenecks") with a width
+multiplier; the decoder is a light FPN (Lin et al. 2017) top-down path to 1/4 resolution plus a
+U-Net skip to 1/2, shared by the two heads; each head is one depthwise-separable block and a 1×1
+conv at 1/2 resolution, bilinearly upsampled to the input size.
 
-Depth activation: ``depth = min_depth + (max_depth - min_depth) * sigmoid(x)``. Chosen over softplus
-because it makes the configured range a hard guarantee (the depth is always > 0, so every pixel
-back-projects to a valid point in M2, and never beyond ``max_depth``, e.g. the 16UC1 sensor range the
-labels came from), and its bias can be initialised to a typical indoor depth (``init_depth``).
+Depth activation: ``depth = min_depth + (max_depth - min_depth) * sigmoid(x)``. Chosen over
+softplus because it makes the configured range a hard guarantee (the depth is always > 0, so every
+pixel back-projects to a valid point in M2, and never beyond ``max_depth``, e.g. the 16UC1 sensor
+range the labels came from), and its bias can be initialised to a typical indoor depth
+(``init_depth``).
 """
+
 from __future__ import annotations
 
 import math
@@ -24,20 +26,45 @@ from torch import nn
 from .geometry import backproject
 from .pointnet import PointSegNet
 
-__all__ = ['DepthSegNet', 'Depth3DSeg', 'DEFAULT_ARCH', 'check_arch', 'fold_batchnorm', 'count_flops',
-           'count_params']
+__all__ = [
+    'DepthSegNet',
+    'Depth3DSeg',
+    'DEFAULT_ARCH',
+    'check_arch',
+    'fold_batchnorm',
+    'count_flops',
+    'count_params',
+]
 
 # MobileNetV2 stages: (expansion t, channels c, repeats n, stride s). Feature taps after the stages
 # ending at strides 2, 4, 8, 16, 32.
-_MBV2 = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
-         (6, 160, 3, 2), (6, 320, 1, 1)]
+_MBV2 = [
+    (1, 16, 1, 1),
+    (6, 24, 2, 2),
+    (6, 32, 3, 2),
+    (6, 64, 4, 2),
+    (6, 96, 3, 1),
+    (6, 160, 3, 2),
+    (6, 320, 1, 1),
+]
 _TAPS = (0, 1, 2, 4, 6)  # stage indices whose outputs feed the decoder (strides 2, 4, 8, 16, 32)
 
 #: Hyper-parameters of `Depth3DSeg` (stored as ``meta['arch']`` in the model file, modelfile.py).
 DEFAULT_ARCH: Dict[str, Any] = {
-    'num_classes': 14, 'width': 0.75, 'depth_mult': 1.0, 'dec_ch': 64, 'head_ch': 32,
-    'min_depth': 0.1, 'max_depth': 10.0, 'init_depth': 3.0,
-    'p_stride': 5, 'p_window': 5, 'p_k': 4, 'p_channels': [32, 32], 'p_head': 32, 'p_normals': True,
+    'num_classes': 14,
+    'width': 0.75,
+    'depth_mult': 1.0,
+    'dec_ch': 64,
+    'head_ch': 32,
+    'min_depth': 0.1,
+    'max_depth': 10.0,
+    'init_depth': 3.0,
+    'p_stride': 5,
+    'p_window': 5,
+    'p_k': 4,
+    'p_channels': [32, 32],
+    'p_head': 32,
+    'p_normals': True,
 }
 
 
@@ -46,17 +73,21 @@ def _div8(c: float) -> int:
     return max(8, int(c + 4) // 8 * 8)
 
 
-def _cbr(cin: int, cout: int, k: int = 1, stride: int = 1, groups: int = 1, act: bool = True
-         ) -> nn.Sequential:
-    layers: List[nn.Module] = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False),
-                               nn.BatchNorm2d(cout)]
+def _cbr(
+    cin: int, cout: int, k: int = 1, stride: int = 1, groups: int = 1, act: bool = True
+) -> nn.Sequential:
+    layers: List[nn.Module] = [
+        nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(cout),
+    ]
     if act:
         layers.append(nn.ReLU6(inplace=True))
     return nn.Sequential(*layers)
 
 
 class InvertedResidual(nn.Module):
-    """MobileNetV2 block: 1×1 expand (t) -> 3×3 depthwise (stride) -> 1×1 linear projection (+ skip)."""
+    """MobileNetV2 block: 1×1 expand (t) -> 3×3 depthwise (stride) -> 1×1 linear projection (+
+    skip)."""
 
     def __init__(self, cin: int, cout: int, stride: int, t: int):
         super().__init__()
@@ -88,8 +119,10 @@ class Encoder(nn.Module):
         for t, c, n, s in _MBV2:
             cout = _div8(c * width)
             reps = max(1, int(math.ceil(n * depth_mult)))
-            blocks = [InvertedResidual(cin if i == 0 else cout, cout, s if i == 0 else 1, t)
-                      for i in range(reps)]
+            blocks = [
+                InvertedResidual(cin if i == 0 else cout, cout, s if i == 0 else 1, t)
+                for i in range(reps)
+            ]
             self.stages.append(nn.Sequential(*blocks))
             self.channels.append(cout)
             cin = cout
@@ -113,7 +146,8 @@ class DepthSegNet(nn.Module):
 
     Args:
         num_classes: C = len(ClassSet); channel i = class id i, void channel included.
-        width: encoder width multiplier (MobileNetV2 alpha). depth_mult: repeats multiplier per stage.
+        width: encoder width multiplier (MobileNetV2 alpha). depth_mult: repeats multiplier per
+            stage.
         dec_ch: FPN channels at 1/4 (half of it at 1/2). head_ch: channels of each head's block.
         min_depth, max_depth: output range in metres (0 < min_depth < max_depth).
         init_depth: depth the untrained head outputs (bias initialisation), metres.
@@ -122,13 +156,22 @@ class DepthSegNet(nn.Module):
     Raises ValueError for an input that is not B×3×H×W floating point.
     """
 
-    def __init__(self, num_classes: int, width: float = 1.0, depth_mult: float = 1.0,
-                 dec_ch: int = 64, head_ch: int = 32, min_depth: float = 0.1,
-                 max_depth: float = 10.0, init_depth: float = 3.0):
+    def __init__(
+        self,
+        num_classes: int,
+        width: float = 1.0,
+        depth_mult: float = 1.0,
+        dec_ch: int = 64,
+        head_ch: int = 32,
+        min_depth: float = 0.1,
+        max_depth: float = 10.0,
+        init_depth: float = 3.0,
+    ):
         super().__init__()
         if not 0 < min_depth < max_depth:
-            raise ValueError(f'need 0 < min_depth < max_depth, got min_depth={min_depth} '
-                             f'max_depth={max_depth}')
+            raise ValueError(
+                f'need 0 < min_depth < max_depth, got min_depth={min_depth} max_depth={max_depth}'
+            )
         if not min_depth < init_depth < max_depth:
             raise ValueError(f'init_depth={init_depth} must lie in (min_depth, max_depth)')
         self.num_classes = int(num_classes)
@@ -151,12 +194,14 @@ class DepthSegNet(nn.Module):
         """M1 on a batch.
 
         rgb_norm B×3×H×W float (normalised with the model file's mean/std), any H, W >= 2 ->
-        dict(depth B×1×H×W float m in (min_depth, max_depth), seg2d B×C×H×W float logits), both at the
-        input size. Raises ValueError for an input that is not B×3×H×W floating point.
+        dict(depth B×1×H×W float m in (min_depth, max_depth), seg2d B×C×H×W float logits), both at
+        the input size. Raises ValueError for an input that is not B×3×H×W floating point.
         """
         if rgb_norm.dim() != 4 or rgb_norm.shape[1] != 3 or not rgb_norm.is_floating_point():
-            raise ValueError(f'rgb_norm must be a float B×3×H×W tensor, got {tuple(rgb_norm.shape)} '
-                             f'{rgb_norm.dtype}')
+            raise ValueError(
+                f'rgb_norm must be a float B×3×H×W tensor, got {tuple(rgb_norm.shape)} '
+                f'{rgb_norm.dtype}'
+            )
         f2, f4, f8, f16, f32 = self.encoder(rgb_norm)
         p = self.lat[3](f32)
         for lat, sm, f in zip(self.lat[2::-1], self.smooth, (f16, f8, f4)):
@@ -189,22 +234,37 @@ class Depth3DSeg(nn.Module):
     Args: hyper-parameters of `DEFAULT_ARCH` (``p_*`` go to `PointSegNet`); kept as ``self.arch``
     (a plain dict, stored in the model file).
     forward(rgb_norm B×3×H×W float normalised, K B×3×3 of that image at H×W, metres/pixels) ->
-    dict(depth B×1×H×W m, seg2d B×C×H×W logits, seg3d B×C×H×W logits, xyz B×3×H×W m float32 (optical
-    frame, 0 where invalid; back-projected in float32 even for an fp16 model), valid B×1×H×W bool).
-    The 3D net sees the metric X, Y, Z of the predicted depth (core.geometry.backproject, M2) plus
-    per-pixel colour, so losses on seg3d reach the depth head (the coupling of M3). Raises ValueError for
-    bad shapes (see DepthSegNet, backproject).
+    dict(depth B×1×H×W m, seg2d B×C×H×W logits, seg3d B×C×H×W logits, xyz B×3×H×W m float32
+    (optical frame, 0 where invalid; back-projected in float32 even for an fp16 model), valid
+    B×1×H×W bool). The 3D net sees the metric X, Y, Z of the predicted depth
+    (core.geometry.backproject, M2) plus per-pixel colour, so losses on seg3d reach the depth head
+    (the coupling of M3). Raises ValueError for bad shapes (see DepthSegNet, backproject).
     """
 
     def __init__(self, num_classes: int = 14, **kwargs: Any):
         super().__init__()
         self.arch = check_arch(dict(kwargs, num_classes=int(num_classes)))
         a = self.arch
-        self.net = DepthSegNet(a['num_classes'], a['width'], a['depth_mult'], a['dec_ch'],
-                               a['head_ch'], a['min_depth'], a['max_depth'], a['init_depth'])
-        self.pointnet = PointSegNet(a['num_classes'], in_feats=3, k=a['p_k'], window=a['p_window'],
-                                    stride=a['p_stride'], channels=a['p_channels'],
-                                    head=a['p_head'], normals=a['p_normals'])
+        self.net = DepthSegNet(
+            a['num_classes'],
+            a['width'],
+            a['depth_mult'],
+            a['dec_ch'],
+            a['head_ch'],
+            a['min_depth'],
+            a['max_depth'],
+            a['init_depth'],
+        )
+        self.pointnet = PointSegNet(
+            a['num_classes'],
+            in_feats=3,
+            k=a['p_k'],
+            window=a['p_window'],
+            stride=a['p_stride'],
+            channels=a['p_channels'],
+            head=a['p_head'],
+            normals=a['p_normals'],
+        )
 
     @property
     def num_classes(self) -> int:
@@ -221,23 +281,31 @@ class Depth3DSeg(nn.Module):
         """M1 only (no K available): {'depth', 'seg2d'}."""
         return self.net(rgb_norm)
 
-    def forward(self, rgb_norm: torch.Tensor, K: torch.Tensor,
-                measured_depth: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
-        """M1–M3 (see the class docstring). ``measured_depth``: optional B×1×H×W metres from an RGB-D
-        sensor, registered to ``rgb_norm`` (NaN, ±inf, 0 and negatives = no data). Where it is valid the
-        cloud (and so the 3D net) uses it instead of the prediction; the prediction fills its holes and
-        is still returned as ``depth`` (and trained). Adds ``measured`` B×1×H×W bool when given."""
+    def forward(
+        self,
+        rgb_norm: torch.Tensor,
+        K: torch.Tensor,
+        measured_depth: Optional[torch.Tensor] = None,
+    ) -> Dict[str, torch.Tensor]:
+        """M1–M3 (see the class docstring). ``measured_depth``: optional B×1×H×W metres from an
+        RGB-D sensor, registered to ``rgb_norm`` (NaN, ±inf, 0 and negatives = no data). Where it
+        is valid the cloud (and so the 3D net) uses it instead of the prediction; the prediction
+        fills its holes and is still returned as ``depth`` (and trained). Adds ``measured`` B×1×H×W
+        bool when given."""
         out = self.net(rgb_norm)
         depth = out['depth']
         if measured_depth is not None:
             if measured_depth.shape != depth.shape:
-                raise ValueError(f'measured_depth shape {tuple(measured_depth.shape)} != depth '
-                                 f'{tuple(depth.shape)} (B×1×H×W at the network input size)')
+                raise ValueError(
+                    f'measured_depth shape {tuple(measured_depth.shape)} != depth '
+                    f'{tuple(depth.shape)} (B×1×H×W at the network input size)'
+                )
             m = measured_depth.to(depth.device, torch.float32)
             measured = torch.isfinite(m) & (m > 0)
             depth = torch.where(measured, m, depth.float())
             out['measured'] = measured
-        # M2 in float32 even for an fp16 model/autocast (pixel coordinates up to ~1000 need > 11 bits)
+        # M2 in float32 even for an fp16 model/autocast (pixel coordinates up to ~1000 need > 11
+        # bits)
         xyz, valid = backproject(depth.float(), K.float())
         out['seg3d'] = self.pointnet(xyz, valid, rgb_norm)
         out['xyz'] = xyz
@@ -247,17 +315,25 @@ class Depth3DSeg(nn.Module):
 
 @torch.no_grad()
 def fold_batchnorm(module: nn.Module) -> nn.Module:
-    """Fold every BatchNorm2d that directly follows a Conv2d in an nn.Sequential into that conv (inference
-    only: uses the running statistics), in place; returns `module`. Same outputs in eval mode up to float
-    rounding, one memory pass less per layer. Do not train the folded model."""
+    """Fold every BatchNorm2d that directly follows a Conv2d in an nn.Sequential into that conv
+    (inference only: uses the running statistics), in place; returns `module`. Same outputs in eval
+    mode up to float rounding, one memory pass less per layer. Do not train the folded model."""
     for seq in [m for m in module.modules() if isinstance(m, nn.Sequential)]:
         for i in range(len(seq) - 1):
             conv, bn = seq[i], seq[i + 1]
             if not (isinstance(conv, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d)):
                 continue
             scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
-            fused = nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride,
-                              conv.padding, conv.dilation, conv.groups, bias=True).to(conv.weight)
+            fused = nn.Conv2d(
+                conv.in_channels,
+                conv.out_channels,
+                conv.kernel_size,
+                conv.stride,
+                conv.padding,
+                conv.dilation,
+                conv.groups,
+                bias=True,
+            ).to(conv.weight)
             fused.weight.copy_(conv.weight * scale.view(-1, 1, 1, 1))
             bias = conv.bias if conv.bias is not None else torch.zeros_like(bn.running_mean)
             fused.bias.copy_(bn.bias + (bias - bn.running_mean) * scale)
@@ -274,6 +350,7 @@ def count_flops(fn, *args: Any) -> int:
     """FLOPs of one call ``fn(*args)`` by torch.utils.flop_counter.FlopCounterMode (2 per MAC;
     convolutions and matmuls only, element-wise ops are not counted)."""
     from torch.utils.flop_counter import FlopCounterMode
+
     with torch.no_grad(), FlopCounterMode(display=False) as fc:
         fn(*args)
     return int(fc.get_total_flops())

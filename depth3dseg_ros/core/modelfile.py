@@ -1,19 +1,21 @@
-"""Model files: one ``.pt`` holding plain metadata and the `Depth3DSeg` state_dict (M6 output, M7 input).
+"""Model files: one ``.pt`` holding plain metadata and the `Depth3DSeg` state_dict (M6 output, M7
+input).
 
 Layout (a dict of plain types only, so that loading never unpickles an arbitrary object)::
 
     {'format': 'depth3dseg-model', 'version': 1,
-     'meta': {'classes': ClassSet.to_dict(), 'input_size': [W, H], 'mean': [r, g, b], 'std': [r, g, b],
-              'max_depth': float (m), 'arch': {...Depth3DSeg kwargs...}, 'created': ISO-8601 UTC,
-              'training': {...} (optional, plain)},
+     'meta': {'classes': ClassSet.to_dict(), 'input_size': [W, H], 'mean': [r, g, b], 'std': [r, g,
+              b], 'max_depth': float (m), 'arch': {...Depth3DSeg kwargs...}, 'created': ISO-8601
+              UTC, 'training': {...} (optional, plain)},
      'state_dict': {name: Tensor}}
 
-Saving is atomic (temporary file in the same directory + ``os.replace``), so a reader (the node) never
-sees a half-written file. Loading uses ``torch.load(weights_only=True)``: PyTorch's restricted unpickler
-accepts tensors and plain containers only and refuses any other global (a crafted ``__reduce__``
-payload raises instead of running; test_core_modelfile.py).
+Saving is atomic (temporary file in the same directory + ``os.replace``), so a reader (the node)
+never sees a half-written file. Loading uses ``torch.load(weights_only=True)``: PyTorch's
+restricted unpickler accepts tensors and plain containers only and refuses any other global (a
+crafted ``__reduce__`` payload raises instead of running; test_core_modelfile.py).
 mean/std are the RGB normalisation on the 0..1 scale: rgb_norm = (rgb/255 - mean) / std.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -29,8 +31,18 @@ import torch
 from .classes import ClassSet
 from .model import Depth3DSeg, check_arch
 
-__all__ = ['FORMAT', 'VERSION', 'ModelFileError', 'save_model', 'load_model', 'load_plain', 'make_meta',
-           'IMAGENET_MEAN', 'IMAGENET_STD', 'DEFAULT_INPUT_SIZE']
+__all__ = [
+    'FORMAT',
+    'VERSION',
+    'ModelFileError',
+    'save_model',
+    'load_model',
+    'load_plain',
+    'make_meta',
+    'IMAGENET_MEAN',
+    'IMAGENET_STD',
+    'DEFAULT_INPUT_SIZE',
+]
 
 FORMAT = 'depth3dseg-model'
 VERSION = 1
@@ -41,7 +53,8 @@ _PLAIN = (str, int, float, bool, type(None))
 
 
 class ModelFileError(ValueError):
-    """A model file that is not a depth3dseg model file, of another version, incomplete or unsafe."""
+    """A model file that is not a depth3dseg model file, of another version, incomplete or
+    unsafe."""
 
 
 def _check_plain(obj: Any, where: str) -> None:
@@ -57,13 +70,19 @@ def _check_plain(obj: Any, where: str) -> None:
                 raise ValueError(f'{where} key {k!r} must be a str')
             _check_plain(v, f'{where}.{k}')
         return
-    raise ValueError(f'{where}={obj!r:.80} is a {type(obj).__name__}; model-file metadata must be plain '
-                     '(str, int, float, bool, None, list, dict)')
+    raise ValueError(
+        f'{where}={obj!r:.80} is a {type(obj).__name__}; model-file metadata must be plain '
+        '(str, int, float, bool, None, list, dict)'
+    )
 
 
 def _check_triplet(meta: Dict[str, Any], key: str, positive: bool) -> None:
     v = meta[key]
-    if not (isinstance(v, (list, tuple)) and len(v) == 3 and all(isinstance(x, (int, float)) for x in v)):
+    if not (
+        isinstance(v, (list, tuple))
+        and len(v) == 3
+        and all(isinstance(x, (int, float)) for x in v)
+    ):
         raise ModelFileError(f"meta['{key}']={v!r} must be 3 numbers (RGB, 0..1 scale)")
     if positive and not all(x > 0 for x in v):
         raise ModelFileError(f"meta['{key}']={v!r} must be > 0")
@@ -72,31 +91,41 @@ def _check_triplet(meta: Dict[str, Any], key: str, positive: bool) -> None:
 def make_meta(model: Depth3DSeg, meta: Dict[str, Any]) -> Dict[str, Any]:
     """Complete and validate model-file metadata for `model`.
 
-    `meta` must hold ``classes`` (ClassSet.to_dict() or a ClassSet) with len == model.num_classes; the
-    other keys default to input_size [320, 240], ImageNet mean/std, max_depth = arch max_depth,
-    arch = model.arch (a given arch must equal it), created = now (UTC). Raises ValueError/ModelFileError
-    naming the key for missing classes, a class-count mismatch, bad sizes or non-plain values.
+    `meta` must hold ``classes`` (ClassSet.to_dict() or a ClassSet) with len == model.num_classes;
+    the other keys default to input_size [320, 240], ImageNet mean/std, max_depth = arch max_depth,
+    arch = model.arch (a given arch must equal it), created = now (UTC). Raises
+    ValueError/ModelFileError naming the key for missing classes, a class-count mismatch, bad sizes
+    or non-plain values.
     """
     if not isinstance(meta, dict) or 'classes' not in meta:
-        raise ModelFileError("model-file meta must be a dict with a 'classes' entry (ClassSet.to_dict())")
+        raise ModelFileError(
+            "model-file meta must be a dict with a 'classes' entry (ClassSet.to_dict())"
+        )
     out = dict(meta)
     if isinstance(out['classes'], ClassSet):
         out['classes'] = out['classes'].to_dict()
     classes = ClassSet.from_dict(out['classes'])
     if len(classes) != model.num_classes:
-        raise ModelFileError(f"meta['classes'] has {len(classes)} classes but the model has "
-                             f"num_classes={model.num_classes}")
+        raise ModelFileError(
+            f"meta['classes'] has {len(classes)} classes but the model has "
+            f"num_classes={model.num_classes}"
+        )
     arch = dict(model.arch)
     if 'arch' in out and check_arch(dict(out['arch'])) != arch:
-        raise ModelFileError(f"meta['arch']={out['arch']!r} differs from the model's arch {arch!r}")
+        raise ModelFileError(
+            f"meta['arch']={out['arch']!r} differs from the model's arch {arch!r}"
+        )
     out['arch'] = arch
     out.setdefault('input_size', list(DEFAULT_INPUT_SIZE))
     out.setdefault('mean', list(IMAGENET_MEAN))
     out.setdefault('std', list(IMAGENET_STD))
     out.setdefault('max_depth', float(arch['max_depth']))
     out.setdefault('created', _dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'))
-    out['input_size'] = [int(x) for x in out['input_size']] if isinstance(out['input_size'], (list, tuple)) \
+    out['input_size'] = (
+        [int(x) for x in out['input_size']]
+        if isinstance(out['input_size'], (list, tuple))
         else out['input_size']
+    )
     _validate_meta(out)
     _check_plain(out, 'meta')
     return out
@@ -107,13 +136,18 @@ def _validate_meta(meta: Dict[str, Any]) -> None:
         if key not in meta:
             raise ModelFileError(f"model file meta is missing '{key}' (has {sorted(meta)})")
     size = meta['input_size']
-    if not (isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(s, int) and s >= 8
-                                                                        for s in size)):
+    if not (
+        isinstance(size, (list, tuple))
+        and len(size) == 2
+        and all(isinstance(s, int) and s >= 8 for s in size)
+    ):
         raise ModelFileError(f"meta['input_size']={size!r} must be [width, height] integers >= 8")
     _check_triplet(meta, 'mean', False)
     _check_triplet(meta, 'std', True)
     if not (isinstance(meta['max_depth'], (int, float)) and meta['max_depth'] > 0):
-        raise ModelFileError(f"meta['max_depth']={meta['max_depth']!r} must be a number > 0 (metres)")
+        raise ModelFileError(
+            f"meta['max_depth']={meta['max_depth']!r} must be a number > 0 (metres)"
+        )
 
 
 def save_model(path: Union[str, Path], model: Depth3DSeg, meta: Dict[str, Any]) -> Path:
@@ -135,7 +169,9 @@ def save_model(path: Union[str, Path], model: Depth3DSeg, meta: Dict[str, Any]) 
             torch.save(payload, fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; model files are installed and shared (share/models)
+        os.chmod(
+            tmp, 0o644
+        )  # mkstemp creates 0600; model files are installed and shared (share/models)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -147,29 +183,37 @@ def save_model(path: Union[str, Path], model: Depth3DSeg, meta: Dict[str, Any]) 
 def _load_failure(exc: BaseException) -> str:
     """Why ``torch.load(weights_only=True)`` failed, as one short line.
 
-    Never torch's own advice to retry with weights_only off (that would run the file's code): only the
-    refused global's name is kept from an UnpicklingError.
+    Never torch's own advice to retry with weights_only off (that would run the file's code): only
+    the refused global's name is kept from an UnpicklingError.
     """
     text = str(exc)
     if isinstance(exc, pickle.UnpicklingError) or 'Weights only load failed' in text:
         m = re.search(r'(?:unsupported|Unsupported global:) GLOBAL ([\w.]+)', text)
         what = f' ({m.group(1)})' if m else ''
-        return ('it holds an object other than tensors and plain containers' + what +
-                ', refused by the safe loader (weights_only=True) and never run; or it is not a torch file')
+        return (
+            'it holds an object other than tensors and plain containers'
+            + what
+            + ', refused by the safe loader (weights_only=True) and never run; or it is not a '
+            'torch file'
+        )
     if isinstance(exc, EOFError) or 'central directory' in text or 'PytorchStreamReader' in text:
         return 'truncated or corrupt (not a complete torch zip archive)'
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and 'weights_only' not in ln]
     return f'{type(exc).__name__}: {lines[0][:200]}' if lines else type(exc).__name__
 
 
-def load_plain(path: Union[str, Path], map_location: Any = 'cpu', what: str = 'depth3dseg model file') -> Any:
-    """``torch.load(path, weights_only=True)`` with one-line errors naming the file (model files and
-    training checkpoints alike; the node, depth3dseg-train --resume / model.init and depth3dseg-eval).
+def load_plain(
+    path: Union[str, Path], map_location: Any = 'cpu', what: str = 'depth3dseg model file'
+) -> Any:
+    """``torch.load(path, weights_only=True)`` with one-line errors naming the file (model files
+    and training checkpoints alike; the node, depth3dseg-train --resume / model.init and
+    depth3dseg-eval).
 
-    Returns the loaded object (tensors and plain containers only). Raises FileNotFoundError (no file);
-    ModelFileError (a ValueError), one line, ``<path>: not a <what> (<reason>)``, for an empty file
-    (0 bytes), a truncated or corrupt file, or a pickle that needs any other global (refused by PyTorch's
-    restricted unpickler, never run; the message never advises weights_only=False).
+    Returns the loaded object (tensors and plain containers only). Raises FileNotFoundError (no
+    file); ModelFileError (a ValueError), one line, ``<path>: not a <what> (<reason>)``, for an
+    empty file (0 bytes), a truncated or corrupt file, or a pickle that needs any other global
+    (refused by PyTorch's restricted unpickler, never run; the message never advises
+    weights_only=False).
     """
     path = Path(path)
     if not path.is_file():
@@ -179,30 +223,43 @@ def load_plain(path: Union[str, Path], map_location: Any = 'cpu', what: str = 'd
         raise ModelFileError(f'{path}: not a {what} (empty file, 0 bytes)')
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:  # UnpicklingError (unsafe global), RuntimeError (not a zip), EOFError, KeyError ...
-        raise ModelFileError(f'{path}: not a {what} ({size} bytes; {_load_failure(exc)})') from None
+    except (
+        Exception
+    ) as exc:  # UnpicklingError (unsafe global), RuntimeError (not a zip), EOFError, KeyError ...
+        raise ModelFileError(
+            f'{path}: not a {what} ({size} bytes; {_load_failure(exc)})'
+        ) from None
 
 
 def read_model_file(path: Union[str, Path], map_location: Any = 'cpu') -> Dict[str, Any]:
     """Load and check the raw model-file dict (format, version, keys) without building the model.
 
     Raises FileNotFoundError; ModelFileError (one line naming the file) for a file that is not a
-    depth3dseg model file: empty, truncated, any pickle that needs more than tensors and plain containers
-    (refused by weights_only=True, never run: `load_plain`), another version, or missing keys.
+    depth3dseg model file: empty, truncated, any pickle that needs more than tensors and plain
+    containers (refused by weights_only=True, never run: `load_plain`), another version, or missing
+    keys.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'model file not found: {path}')
-    data = load_plain(path, map_location, 'depth3dseg model file (the model.pt that depth3dseg-train exports)')
+    data = load_plain(
+        path, map_location, 'depth3dseg model file (the model.pt that depth3dseg-train exports)'
+    )
     if isinstance(data, dict) and {'model', 'optimizer', 'config'} <= set(data):
-        raise ModelFileError(f"{path}: this is a training checkpoint (last.pt/best.pt of a run), not a "
-                             "model file: use the run's model.pt, or continue the run with --resume")
+        raise ModelFileError(
+            f"{path}: this is a training checkpoint (last.pt/best.pt of a run), not a "
+            "model file: use the run's model.pt, or continue the run with --resume"
+        )
     if not isinstance(data, dict) or data.get('format') != FORMAT:
         fmt = data.get('format') if isinstance(data, dict) else type(data).__name__
-        raise ModelFileError(f"{path}: format={fmt!r}, expected '{FORMAT}' (a model.pt exported by "
-                             'depth3dseg-train)')
+        raise ModelFileError(
+            f"{path}: format={fmt!r}, expected '{FORMAT}' (a model.pt exported by "
+            'depth3dseg-train)'
+        )
     if data.get('version') != VERSION:
-        raise ModelFileError(f"{path}: version={data.get('version')!r}, this package reads version {VERSION}")
+        raise ModelFileError(
+            f"{path}: version={data.get('version')!r}, this package reads version {VERSION}"
+        )
     for key in ('meta', 'state_dict'):
         if not isinstance(data.get(key), dict):
             raise ModelFileError(f"{path}: missing or malformed '{key}'")
@@ -210,7 +267,9 @@ def read_model_file(path: Union[str, Path], map_location: Any = 'cpu') -> Dict[s
     return data
 
 
-def load_model(path: Union[str, Path], map_location: Any = 'cpu') -> Tuple[Depth3DSeg, Dict[str, Any]]:
+def load_model(
+    path: Union[str, Path], map_location: Any = 'cpu'
+) -> Tuple[Depth3DSeg, Dict[str, Any]]:
     """Build the `Depth3DSeg` stored in `path` (eval mode, on `map_location`) -> (model, meta).
 
     Raises FileNotFoundError, ModelFileError (see `read_model_file`; also for an arch/class-count
@@ -221,14 +280,20 @@ def load_model(path: Union[str, Path], map_location: Any = 'cpu') -> Tuple[Depth
     try:
         model = Depth3DSeg.from_arch(dict(meta['arch']))
     except ValueError as exc:
-        raise ModelFileError(f"{path}: meta['arch'] is not a valid Depth3DSeg arch: {exc}") from None
+        raise ModelFileError(
+            f"{path}: meta['arch'] is not a valid Depth3DSeg arch: {exc}"
+        ) from None
     n = len(ClassSet.from_dict(meta['classes']))
     if n != model.num_classes:
-        raise ModelFileError(f"{path}: {n} classes in meta but arch num_classes={model.num_classes}")
+        raise ModelFileError(
+            f"{path}: {n} classes in meta but arch num_classes={model.num_classes}"
+        )
     try:
         model.load_state_dict(data['state_dict'], strict=True)
     except RuntimeError as exc:
-        why = ' '.join(str(exc).split())  # torch's text spans lines (tab-indented key lists): one line
+        why = ' '.join(
+            str(exc).split()
+        )  # torch's text spans lines (tab-indented key lists): one line
         raise ModelFileError(f'{path}: state_dict does not fit the arch: {why[:400]}') from None
     model.to(map_location).eval()
     return model, meta

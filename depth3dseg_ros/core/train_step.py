@@ -1,16 +1,18 @@
-"""M6 one training step: a batch -> the model's forward pass -> the dict of loss terms and their total.
+"""M6 one training step: a batch -> the model's forward pass -> the dict of loss terms and their
+total.
 
-The total is back-propagated by the trainer (training/train.py) into all parameters: depth head, 2D head
-and 3D network. The 3D cross-entropy and the consistency term reach the depth head *through the
-back-projection* (core.geometry.backproject of the predicted depth, M2/M3): depth is not detached
-before back-projection. ``LossConfig.detach_depth_for_3d`` exists only for the ablation and the test
-that shows the coupling (test/test_core_train_step.py).
+The total is back-propagated by the trainer (training/train.py) into all parameters: depth head, 2D
+head and 3D network. The 3D cross-entropy and the consistency term reach the depth head *through
+the back-projection* (core.geometry.backproject of the predicted depth, M2/M3): depth is not
+detached before back-projection. ``LossConfig.detach_depth_for_3d`` exists only for the ablation
+and the test that shows the coupling (test/test_core_train_step.py).
 
-Batch (docs/ARCHITECTURE.md): ``rgb`` B×3×H×W float normalised, ``K`` B×3×3 at H×W; optional ``depth``
-B×1×H×W metres (NaN/0 = no data), ``labels`` B×H×W long (void = ignore), ``labels3d`` B×H×W long
-(3D labels; default: each point takes its pixel's label), ``has_labels`` / ``has_depth`` B bool
-(default: True for every sample when the key is present, False when absent).
+Batch (docs/ARCHITECTURE.md): ``rgb`` B×3×H×W float normalised, ``K`` B×3×3 at H×W; optional
+``depth`` B×1×H×W metres (NaN/0 = no data), ``labels`` B×H×W long (void = ignore), ``labels3d``
+B×H×W long (3D labels; default: each point takes its pixel's label), ``has_labels`` / ``has_depth``
+B bool (default: True for every sample when the key is present, False when absent).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,11 +23,25 @@ import torch
 from torch import nn
 
 from .geometry import backproject
-from .losses import (CONSISTENCY_KINDS, DEPTH_LOSSES, Term, UncertaintyWeighting, consistency,
-                     depth_loss, seg_ce, weighted_total)
+from .losses import (
+    CONSISTENCY_KINDS,
+    DEPTH_LOSSES,
+    Term,
+    UncertaintyWeighting,
+    consistency,
+    depth_loss,
+    seg_ce,
+    weighted_total,
+)
 
-__all__ = ['LossConfig', 'TERMS', 'compute_losses', 'losses_from_outputs', 'forward_model',
-           'make_weighting']
+__all__ = [
+    'LossConfig',
+    'TERMS',
+    'compute_losses',
+    'losses_from_outputs',
+    'forward_model',
+    'make_weighting',
+]
 
 #: Loss term names, in the order they are reported.
 TERMS = ('seg2d', 'seg3d', 'depth', 'consistency')
@@ -33,24 +49,30 @@ TERMS = ('seg2d', 'seg3d', 'depth', 'consistency')
 
 @dataclass
 class LossConfig:
-    """Loss settings as plain data (training config section ``loss``; docs/method.md explains them).
+    """Loss settings as plain data (training config section ``loss``; docs/method.md explains
+    them).
 
     w_seg2d, w_seg3d, w_depth, w_consistency: fixed weights (>= 0; 0 switches a term off).
-        Defaults 1, 1, 1, 0.1: the consistency term is a regulariser that needs no labels and can be
-        lowered by both heads agreeing on a wrong answer, so it stays below the supervised terms.
+        Defaults 1, 1, 1, 0.1: the consistency term is a regulariser that needs no labels and can
+        be lowered by both heads agreeing on a wrong answer, so it stays below the supervised
+        terms.
     depth_loss: 'silog' (default, Eigen et al. 2014), 'l1' or 'berhu' (core.losses.depth_loss).
-    silog_lambda: λ of the scale-invariant log loss (0.5, Eigen's training value). berhu_c: c / max|r|.
+    silog_lambda: λ of the scale-invariant log loss (0.5, Eigen's training value). berhu_c: c /
+    max|r|.
     consistency: 'sym_kl' (default, M4), 'kl' (2D target detached, xMUDA), 'js', 'mse'.
-    uncertainty_weighting: learn the weights (Kendall et al. 2018; core.losses.UncertaintyWeighting,
-        created by `make_weighting`); the fixed weights then still switch terms on/off and scale them.
+    uncertainty_weighting: learn the weights (Kendall et al. 2018;
+        core.losses.UncertaintyWeighting, created by `make_weighting`); the fixed weights then
+        still switch terms on/off and scale them.
     void_id: label id ignored by the cross-entropies.
     detach_depth_for_3d: ablation only — stop the 3D/consistency gradients at the predicted depth.
-    measured_depth_for_3d: probability (per batch, drawn from torch's RNG, so resumes repeat it) that the
-        cloud is built from the batch's sensor depth where valid, the prediction filling its holes
-        (Depth3DSeg.forward measured_depth): the 3D net then also learns on sensor clouds, as it sees them
-        behind an RGB-D camera (issue 12). 0 (default) = always the predicted depth (M2, M3).
+    measured_depth_for_3d: probability (per batch, drawn from torch's RNG, so resumes repeat it)
+        that the cloud is built from the batch's sensor depth where valid, the prediction filling
+        its holes (Depth3DSeg.forward measured_depth): the 3D net then also learns on sensor
+        clouds, as it sees them behind an RGB-D camera (issue 12). 0 (default) = always the
+        predicted depth (M2, M3).
     Raises ValueError naming the field for a bad value.
     """
+
     w_seg2d: float = 1.0
     w_seg3d: float = 1.0
     w_depth: float = 1.0
@@ -72,14 +94,18 @@ class LossConfig:
         if self.depth_loss not in DEPTH_LOSSES:
             raise ValueError(f'LossConfig.depth_loss={self.depth_loss!r} not in {DEPTH_LOSSES}')
         if self.consistency not in CONSISTENCY_KINDS:
-            raise ValueError(f'LossConfig.consistency={self.consistency!r} not in {CONSISTENCY_KINDS}')
+            raise ValueError(
+                f'LossConfig.consistency={self.consistency!r} not in {CONSISTENCY_KINDS}'
+            )
         if not 0.0 <= self.silog_lambda <= 1.0:
             raise ValueError(f'LossConfig.silog_lambda={self.silog_lambda} must be in [0, 1]')
         if not 0.0 < self.berhu_c <= 1.0:
             raise ValueError(f'LossConfig.berhu_c={self.berhu_c} must be in (0, 1]')
         p = self.measured_depth_for_3d
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
-            raise ValueError(f'LossConfig.measured_depth_for_3d={p!r} must be a probability in [0, 1]')
+            raise ValueError(
+                f'LossConfig.measured_depth_for_3d={p!r} must be a probability in [0, 1]'
+            )
 
     def weights(self) -> Dict[str, float]:
         """{'seg2d': w, 'seg3d': w, 'depth': w, 'consistency': w}."""
@@ -108,24 +134,30 @@ def make_weighting(cfg: LossConfig) -> Optional[UncertaintyWeighting]:
     return UncertaintyWeighting([t for t, w in cfg.weights().items() if w > 0])
 
 
-def forward_model(model: nn.Module, rgb: torch.Tensor, K: torch.Tensor,
-                  detach_depth_for_3d: bool = False, measured: Optional[torch.Tensor] = None
-                  ) -> Dict[str, torch.Tensor]:
+def forward_model(
+    model: nn.Module,
+    rgb: torch.Tensor,
+    K: torch.Tensor,
+    detach_depth_for_3d: bool = False,
+    measured: Optional[torch.Tensor] = None,
+) -> Dict[str, torch.Tensor]:
     """The model's forward pass, ``model(rgb, K) -> dict(depth, seg2d, seg3d, xyz, valid)``; with
     ``measured`` (B×1×H×W metres, NaN = none) the cloud uses it where valid (Depth3DSeg.forward).
 
     With ``detach_depth_for_3d`` (ablation only) the same pipeline is run from its parts —
     ``model.forward_2d(rgb)`` (M1), `backproject` of the *detached* depth (M2) and
-    ``model.pointnet(xyz, valid, rgb)`` (M3) — as in core.model.Depth3DSeg.forward; a test checks that
-    both paths give the same outputs. Raises ValueError for the detached path on a (Distributed)
-    DataParallel wrapper.
+    ``model.pointnet(xyz, valid, rgb)`` (M3) — as in core.model.Depth3DSeg.forward; a test checks
+    that both paths give the same outputs. Raises ValueError for the detached path on a
+    (Distributed) DataParallel wrapper.
     """
     if not detach_depth_for_3d:
         return model(rgb, K) if measured is None else model(rgb, K, measured)
     if isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
-        raise ValueError('LossConfig.detach_depth_for_3d=True (ablation) needs the bare model: it runs '
-                         'the model in parts, which (Distributed)DataParallel cannot synchronise; '
-                         'train it in one process')
+        raise ValueError(
+            'LossConfig.detach_depth_for_3d=True (ablation) needs the bare model: it runs '
+            'the model in parts, which (Distributed)DataParallel cannot synchronise; '
+            'train it in one process'
+        )
     out = dict(model.forward_2d(rgb))
     depth = out['depth'].detach()
     if measured is not None:
@@ -147,15 +179,20 @@ def _mask(batch: Mapping[str, Any], key: str, present: bool, b: int, device) -> 
     return m
 
 
-def losses_from_outputs(out: Mapping[str, torch.Tensor], batch: Mapping[str, Any], cfg: LossConfig,
-                        weighting: Optional[UncertaintyWeighting] = None) -> Dict[str, torch.Tensor]:
+def losses_from_outputs(
+    out: Mapping[str, torch.Tensor],
+    batch: Mapping[str, Any],
+    cfg: LossConfig,
+    weighting: Optional[UncertaintyWeighting] = None,
+) -> Dict[str, torch.Tensor]:
     """Loss terms from model outputs ``out`` and a batch (keys in the module docstring).
 
-    Returns {'seg2d', 'seg3d', 'depth', 'consistency', 'total'} as 0-d tensors (an absent term is 0)
-    and {'n_seg2d', 'n_seg3d', 'n_depth', 'n_consistency'}: 0-d int64 element counts (0 = absent: no
-    labels / no valid depth / no valid point in this batch). Unlabelled frames (has_labels False) give
-    only depth + consistency; frames without depth only the segmentation and consistency terms.
-    Raises ValueError when uncertainty weighting is on but ``weighting`` is None, or on bad shapes.
+    Returns {'seg2d', 'seg3d', 'depth', 'consistency', 'total'} as 0-d tensors (an absent term is
+    0) and {'n_seg2d', 'n_seg3d', 'n_depth', 'n_consistency'}: 0-d int64 element counts (0 =
+    absent: no labels / no valid depth / no valid point in this batch). Unlabelled frames
+    (has_labels False) give only depth + consistency; frames without depth only the segmentation
+    and consistency terms. Raises ValueError when uncertainty weighting is on but ``weighting`` is
+    None, or on bad shapes.
     """
     # Losses in float32 even when the forward pass ran under autocast (fp16/bf16 outputs).
     seg2d, seg3d, valid = out['seg2d'].float(), out['seg3d'].float(), out['valid']
@@ -164,30 +201,43 @@ def losses_from_outputs(out: Mapping[str, torch.Tensor], batch: Mapping[str, Any
     labels = batch.get('labels')
     labels3d = batch.get('labels3d', labels)
     has_labels = _mask(batch, 'has_labels', labels is not None, b, device)
-    has_labels3d = _mask(batch, 'has_labels3d', labels3d is not None, b, device) \
-        if 'labels3d' in batch else has_labels
+    has_labels3d = (
+        _mask(batch, 'has_labels3d', labels3d is not None, b, device)
+        if 'labels3d' in batch
+        else has_labels
+    )
     terms: Dict[str, Term] = {}
     if labels is not None:
         terms['seg2d'] = seg_ce(seg2d, labels.to(device), cfg.void_id, has_labels)
     else:
         terms['seg2d'] = Term(seg2d.sum() * 0, 0)
     if labels3d is not None:
-        terms['seg3d'] = seg_ce(seg3d, labels3d.to(device), cfg.void_id, has_labels3d, point_valid=valid)
+        terms['seg3d'] = seg_ce(
+            seg3d, labels3d.to(device), cfg.void_id, has_labels3d, point_valid=valid
+        )
     else:
         terms['seg3d'] = Term(seg3d.sum() * 0, 0)
     depth_gt = batch.get('depth')
     if depth_gt is not None:
         has_depth = _mask(batch, 'has_depth', True, b, device)
-        terms['depth'] = depth_loss(depth, depth_gt.to(device=device, dtype=torch.float32),
-                                    cfg.depth_loss, has_depth, cfg.silog_lambda, cfg.berhu_c)
+        terms['depth'] = depth_loss(
+            depth,
+            depth_gt.to(device=device, dtype=torch.float32),
+            cfg.depth_loss,
+            has_depth,
+            cfg.silog_lambda,
+            cfg.berhu_c,
+        )
     else:
         terms['depth'] = Term(depth.sum() * 0, 0)
     terms['consistency'] = consistency(seg2d, seg3d, valid, cfg.consistency)
     weights = cfg.weights()
     if cfg.uncertainty_weighting:
         if weighting is None:
-            raise ValueError('LossConfig.uncertainty_weighting=True needs the weighting module: '
-                             'pass weighting=make_weighting(cfg)')
+            raise ValueError(
+                'LossConfig.uncertainty_weighting=True needs the weighting module: '
+                'pass weighting=make_weighting(cfg)'
+            )
         total = weighting({k: t for k, t in terms.items() if weights[k] > 0}, weights)
     else:
         total = weighted_total(terms, weights)
@@ -198,20 +248,28 @@ def losses_from_outputs(out: Mapping[str, torch.Tensor], batch: Mapping[str, Any
     return result
 
 
-def compute_losses(model: nn.Module, batch: Mapping[str, Any], cfg: LossConfig,
-                   weighting: Optional[UncertaintyWeighting] = None) -> Dict[str, torch.Tensor]:
+def compute_losses(
+    model: nn.Module,
+    batch: Mapping[str, Any],
+    cfg: LossConfig,
+    weighting: Optional[UncertaintyWeighting] = None,
+) -> Dict[str, torch.Tensor]:
     """M6: forward ``batch['rgb'], batch['K']`` through ``model`` and return `losses_from_outputs`.
 
-    ``batch['K']`` is cast to the RGB tensor's device and dtype. Keys: seg2d, seg3d, depth, consistency,
-    total (+ n_* counts). Call ``result['total'].backward()`` to train all three networks.
+    ``batch['K']`` is cast to the RGB tensor's device and dtype. Keys: seg2d, seg3d, depth,
+    consistency, total (+ n_* counts). Call ``result['total'].backward()`` to train all three
+    networks.
     """
     rgb = batch['rgb']
     if rgb.dim() != 4 or rgb.shape[1] != 3:
         raise ValueError(f"batch['rgb'] must be B×3×H×W, got {tuple(rgb.shape)}")
     K = torch.as_tensor(batch['K']).to(device=rgb.device, dtype=rgb.dtype)
     measured = None
-    if cfg.measured_depth_for_3d > 0 and batch.get('depth') is not None \
-            and float(torch.rand(())) < cfg.measured_depth_for_3d:
+    if (
+        cfg.measured_depth_for_3d > 0
+        and batch.get('depth') is not None
+        and float(torch.rand(())) < cfg.measured_depth_for_3d
+    ):
         measured = torch.as_tensor(batch['depth']).to(device=rgb.device, dtype=torch.float32)
     out = forward_model(model, rgb, K, cfg.detach_depth_for_3d, measured)
     return losses_from_outputs(out, batch, cfg, weighting)

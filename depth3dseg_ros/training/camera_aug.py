@@ -1,36 +1,42 @@
-"""Camera-true photometric augmentation of training RGB (and sensor-like depth noise), numpy/cv2 only.
+"""Camera-true photometric augmentation of training RGB (and sensor-like depth noise), numpy/cv2
+only.
 
-Synthetic renders are clean: exact white balance, no noise, no blur, no compression. A real robot camera
-is not. These ops imitate the image formation of a real camera on the already geometrically augmented
-input-size frame, in this fixed order (ops that happen in the scene/optics/sensor work in *linear light*,
-the rendered sRGB-like image decoded with gamma 2.2):
+Synthetic renders are clean: exact white balance, no noise, no blur, no compression. A real robot
+camera is not. These ops imitate the image formation of a real camera on the already geometrically
+augmented input-size frame, in this fixed order (ops that happen in the scene/optics/sensor work in
+*linear light*, the rendered sRGB-like image decoded with gamma 2.2):
 
-  motion_blur    optics: a random short linear kernel (length 3..max_len px, any angle), linear light
-  vignetting     optics: radial fall-off 1 − k·r² (r = 1 at the corners, k ≤ strength), centre jittered
-  colour_cast    scene light: a per-channel tint varying linearly across the image (mixed lighting),
-                 gains in [1 − strength, 1 + strength]
-  exposure       sensor: exposure factor 2^U(−ev, ev); the output tone curve uses gamma U(gamma) instead
-                 of 2.2 (the "gamma" part, applied at the encode step)
+  motion_blur    optics: a random short linear kernel (length 3..max_len px, any angle), linear
+                 light
+  vignetting     optics: radial fall-off 1 − k·r² (r = 1 at the corners, k ≤ strength), centre
+                 jittered
+  colour_cast    scene light: a per-channel tint varying linearly across the image (mixed
+                 lighting), gains in [1 − strength, 1 + strength]
+  exposure       sensor: exposure factor 2^U(−ev, ev); the output tone curve uses gamma U(gamma)
+                 instead of 2.2 (the "gamma" part, applied at the encode step)
   noise          sensor: shot + read noise in linear light, σ² = a·x + b² (a ≤ shot, b ≤ read)
   white_balance  ISP: per-channel gains in [1 − gain, 1 + gain] (linear light)
   (encode)       back to 8 bit with the drawn gamma (2.2 when exposure is off)
-  jpeg           ISP: cv2.imencode JPEG at a quality drawn in `quality` (e.g. [30, 90]), decoded again
-  depth          depth sensor (only where the frame has depth): stereo-like noise σ = k·z² (k ≤ sigma,
-                 spatially correlated) and holes (dropout blobs ≤ `holes` of the pixels, plus a band at
-                 depth discontinuities). The synthetic data's `depth3dseg-synth --noise` already applies
-                 a Kinect-v1 model at render time (synth/noise.py); this op adds *further*, RealSense-like
-                 variation at training time and is meant mainly for exact-depth data.
+  jpeg           ISP: cv2.imencode JPEG at a quality drawn in `quality` (e.g. [30, 90]), decoded
+                 again
+  depth          depth sensor (only where the frame has depth): stereo-like noise σ = k·z² (k ≤
+                 sigma, spatially correlated) and holes (dropout blobs ≤ `holes` of the pixels,
+                 plus a band at depth discontinuities). The synthetic data's `depth3dseg-synth
+                 --noise` already applies a Kinect-v1 model at render time (synth/noise.py); this
+                 op adds *further*, RealSense-like variation at training time and is meant mainly
+                 for exact-depth data.
 
-Every op has a probability ``p``; it is drawn only when ``p > 0``, so a config with all ops off draws
-nothing from the generator and leaves the frame byte-identical (existing runs unchanged). Photometric ops
-never touch labels or K; none of these ops is geometric. All randomness comes from the dataset's
-per-sample generator (``numpy.random.default_rng([seed, epoch, index])``): exact resume and DDP
-determinism hold.
+Every op has a probability ``p``; it is drawn only when ``p > 0``, so a config with all ops off
+draws nothing from the generator and leaves the frame byte-identical (existing runs unchanged).
+Photometric ops never touch labels or K; none of these ops is geometric. All randomness comes from
+the dataset's per-sample generator (``numpy.random.default_rng([seed, epoch, index])``): exact
+resume and DDP determinism hold.
 
-Config (``augment.camera``): null / 'none' (off), a preset name (`PRESETS`, e.g. 'real_camera'), or a
-mapping ``{preset: NAME?, OP: {field: value, ...}, ...}``: the preset's (or the op defaults') values with
-the given fields replaced. `resolve_camera` checks and completes it.
+Config (``augment.camera``): null / 'none' (off), a preset name (`PRESETS`, e.g. 'real_camera'), or
+a mapping ``{preset: NAME?, OP: {field: value, ...}, ...}``: the preset's (or the op defaults')
+values with the given fields replaced. `resolve_camera` checks and completes it.
 """
+
 from __future__ import annotations
 
 import copy
@@ -71,11 +77,17 @@ _DECODE = ((np.arange(256, dtype=np.float64) / 255.0) ** GAMMA).astype(np.float3
 
 
 def _range(v: Any, where: str, lo: float, hi: float, integer: bool = False) -> list:
-    ok = (isinstance(v, (list, tuple)) and len(v) == 2
-          and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
-          and lo <= v[0] <= v[1] <= hi and (not integer or all(float(x).is_integer() for x in v)))
+    ok = (
+        isinstance(v, (list, tuple))
+        and len(v) == 2
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+        and lo <= v[0] <= v[1] <= hi
+        and (not integer or all(float(x).is_integer() for x in v))
+    )
     if not ok:
-        raise ValueError(f'config {where}={v!r} must be [min, max] with {lo} <= min <= max <= {hi}')
+        raise ValueError(
+            f'config {where}={v!r} must be [min, max] with {lo} <= min <= max <= {hi}'
+        )
     return [int(x) for x in v] if integer else [float(x) for x in v]
 
 
@@ -115,7 +127,9 @@ def resolve_camera(spec: Any, where: str = 'augment.camera') -> dict[str, dict[s
     if isinstance(spec, str):
         spec = {'preset': spec}
     if not isinstance(spec, dict):
-        raise ValueError(f'config {where}={spec!r} must be null, a preset name {sorted(PRESETS)} or a mapping')
+        raise ValueError(
+            f'config {where}={spec!r} must be null, a preset name {sorted(PRESETS)} or a mapping'
+        )
     preset = spec.get('preset')
     if preset is None or (isinstance(preset, str) and preset.lower() in ('none', 'off')):
         table = copy.deepcopy(OP_DEFAULTS)
@@ -129,11 +143,14 @@ def resolve_camera(spec: Any, where: str = 'augment.camera') -> dict[str, dict[s
         if op not in OP_DEFAULTS:
             raise ValueError(f'config {where}.{op} is unknown (known: {list(OPS)})')
         if not isinstance(fields, dict):
-            raise ValueError(f'config {where}.{op}={fields!r} must be a mapping of '
-                             f'{sorted(OP_DEFAULTS[op])}')
+            raise ValueError(
+                f'config {where}.{op}={fields!r} must be a mapping of {sorted(OP_DEFAULTS[op])}'
+            )
         for k, v in fields.items():
             if k not in OP_DEFAULTS[op]:
-                raise ValueError(f'config {where}.{op}.{k} is unknown (known: {sorted(OP_DEFAULTS[op])})')
+                raise ValueError(
+                    f'config {where}.{op}.{k} is unknown (known: {sorted(OP_DEFAULTS[op])})'
+                )
             table[op][k] = v
     for op, fields in table.items():
         fields['p'] = _number(fields['p'], f'{where}.{op}.p', 0.0, 1.0)
@@ -151,7 +168,7 @@ def resolve_camera(spec: Any, where: str = 'augment.camera') -> dict[str, dict[s
     return table
 
 
-# ---------------------------------------------------------------------------- the ops (pure functions)
+# ------------------------------------------------------------------------ the ops (pure functions)
 def decode(rgb: np.ndarray) -> np.ndarray:
     """uint8 sRGB-like → float32 linear light in [0, 1] (gamma 2.2, a table lookup)."""
     return _DECODE[rgb]
@@ -164,20 +181,27 @@ def encode(lin: np.ndarray, gamma: float = GAMMA) -> np.ndarray:
 
 
 def motion_blur(lin: np.ndarray, length: int, angle_deg: float) -> np.ndarray:
-    """Blur with a normalised line kernel of ``length`` px at ``angle_deg`` (a convex combination of
-    neighbours: values stay within the input's range)."""
+    """Blur with a normalised line kernel of ``length`` px at ``angle_deg`` (a convex combination
+    of neighbours: values stay within the input's range)."""
     k = int(length) | 1  # odd size, the line centred
     kernel = np.zeros((k, k), np.float32)
     c = k // 2
     dx, dy = np.cos(np.deg2rad(angle_deg)) * c, np.sin(np.deg2rad(angle_deg)) * c
-    cv2.line(kernel, (int(round(c - dx)), int(round(c - dy))), (int(round(c + dx)), int(round(c + dy))),
-             1.0, 1, cv2.LINE_AA)
+    cv2.line(
+        kernel,
+        (int(round(c - dx)), int(round(c - dy))),
+        (int(round(c + dx)), int(round(c + dy))),
+        1.0,
+        1,
+        cv2.LINE_AA,
+    )
     kernel /= kernel.sum()
     return cv2.filter2D(lin, -1, kernel, borderType=cv2.BORDER_REFLECT)
 
 
 def vignetting(lin: np.ndarray, k: float, centre: tuple[float, float]) -> np.ndarray:
-    """Multiply by 1 − k·r², r the distance to ``centre`` (x, y px) over the half diagonal (clipped ≥ 0)."""
+    """Multiply by 1 − k·r², r the distance to ``centre`` (x, y px) over the half diagonal (clipped
+    ≥ 0)."""
     h, w = lin.shape[:2]
     r0 = 0.25 * (w * w + h * h)
     fx = ((np.arange(w, dtype=np.float32) - centre[0]) ** 2 / r0)[None, :]
@@ -189,35 +213,45 @@ def colour_cast(lin: np.ndarray, tint: np.ndarray, angle_deg: float) -> np.ndarr
     """Per-channel gains 1 + t·tint, t running 0 → 1 across the image along ``angle_deg``."""
     h, w = lin.shape[:2]
     a = np.deg2rad(angle_deg)
-    s = (np.cos(a) * np.arange(w, dtype=np.float32))[None, :] + (np.sin(a) * np.arange(h, dtype=np.float32))[:, None]
+    s = (np.cos(a) * np.arange(w, dtype=np.float32))[None, :] + (
+        np.sin(a) * np.arange(h, dtype=np.float32)
+    )[:, None]
     t = (s - s.min()) / max(float(s.max() - s.min()), 1e-6)
     return lin * (1.0 + t[..., None] * np.asarray(tint, np.float32))
 
 
 def sensor_noise(lin: np.ndarray, shot: float, read: float, normal: np.ndarray) -> np.ndarray:
-    """Add shot + read noise: σ² = shot·x + read², ``normal`` a standard normal field of lin's shape."""
+    """Add shot + read noise: σ² = shot·x + read², ``normal`` a standard normal field of lin's
+    shape."""
     return lin + np.sqrt(shot * np.maximum(lin, 0.0) + read * read) * normal
 
 
 def jpeg(rgb: np.ndarray, quality: int) -> np.ndarray:
     """JPEG round trip of an H×W×3 uint8 RGB image at ``quality`` (cv2)."""
-    ok, buf = cv2.imencode('.jpg', cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+    ok, buf = cv2.imencode(
+        '.jpg', cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, int(quality)]
+    )
     if not ok:  # pragma: no cover - cv2 always encodes a uint8 image
         return rgb
     return cv2.cvtColor(cv2.imdecode(buf, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
 
 
-def depth_sensor(depth: np.ndarray, rng: np.random.Generator, sigma: float, holes: float) -> np.ndarray:
+def depth_sensor(
+    depth: np.ndarray, rng: np.random.Generator, sigma: float, holes: float
+) -> np.ndarray:
     """Stereo-like depth noise σ = k·z² (k = U(0, sigma), correlated at half resolution) and holes:
-    dropout blobs (U(0, holes) of the pixels) and ~half the pixels of a 1–3 px band at depth jumps > 4 %.
-    NaN stays NaN; returns float32."""
+    dropout blobs (U(0, holes) of the pixels) and ~half the pixels of a 1–3 px band at depth jumps
+    > 4 %. NaN stays NaN; returns float32."""
     z = np.asarray(depth, np.float32)
     h, w = z.shape
     valid = np.isfinite(z)
     zf = np.where(valid, z, 1.0).astype(np.float32)
     k = float(rng.uniform(0.0, sigma))
-    field = cv2.resize(rng.standard_normal((max(1, h // 2), max(1, w // 2)), dtype=np.float32), (w, h),
-                       interpolation=cv2.INTER_LINEAR)
+    field = cv2.resize(
+        rng.standard_normal((max(1, h // 2), max(1, w // 2)), dtype=np.float32),
+        (w, h),
+        interpolation=cv2.INTER_LINEAR,
+    )
     out = np.maximum(zf + k * zf * zf * field, 0.05)
     coarse = rng.random((max(2, h // 30), max(2, w // 30)), dtype=np.float32)
     smooth = cv2.resize(coarse, (w, h), interpolation=cv2.INTER_CUBIC)
@@ -238,9 +272,11 @@ def _on(rng: np.random.Generator, cfg: dict, op: str) -> bool:
 
 
 def augment_rgb(rgb: np.ndarray, rng: np.random.Generator, cfg: dict | None) -> np.ndarray:
-    """Apply the photometric ops of ``cfg`` (a `resolve_camera` table; None = none) to H×W×3 uint8 RGB.
+    """Apply the photometric ops of ``cfg`` (a `resolve_camera` table; None = none) to H×W×3 uint8
+    RGB.
 
-    Returns uint8 RGB of the same shape (the input itself when no op fired). Draws only from ``rng``.
+    Returns uint8 RGB of the same shape (the input itself when no op fired). Draws only from
+    ``rng``.
     """
     if cfg is None:
         return rgb
@@ -279,8 +315,11 @@ def augment_rgb(rgb: np.ndarray, rng: np.random.Generator, cfg: dict | None) -> 
     return out
 
 
-def augment_depth(depth: np.ndarray | None, rng: np.random.Generator, cfg: dict | None) -> np.ndarray | None:
-    """The depth op of ``cfg`` on an H×W float32 depth (m, NaN = none); None / no draw when absent/off."""
+def augment_depth(
+    depth: np.ndarray | None, rng: np.random.Generator, cfg: dict | None
+) -> np.ndarray | None:
+    """The depth op of ``cfg`` on an H×W float32 depth (m, NaN = none); None / no draw when
+    absent/off."""
     if cfg is None or depth is None or not _on(rng, cfg, 'depth'):
         return depth
     return depth_sensor(depth, rng, cfg['depth']['sigma'], cfg['depth']['holes'])

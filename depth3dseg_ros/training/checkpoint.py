@@ -1,11 +1,14 @@
-"""Atomic training checkpoints (``last.pt``, ``best.pt``) loadable with ``torch.load(weights_only=True)``.
+"""Atomic training checkpoints (``last.pt``, ``best.pt``) loadable with
+``torch.load(weights_only=True)``.
 
-A checkpoint is a plain dict: model/optimiser/scheduler/scaler state_dicts, counters, early-stopping
-state, the config, and the RNG states of Python, NumPy and torch (CPU and CUDA) stored as tensors and
-lists so that the safe (weights-only) unpickler accepts them. Writing goes to ``<path>.tmp`` in the same
-directory, is flushed and fsync'ed, then ``os.replace``'d over the target: a crash (SIGKILL) at any moment
-leaves either the old or the new checkpoint, never a torn file (METHOD M6: resumable training).
+A checkpoint is a plain dict: model/optimiser/scheduler/scaler state_dicts, counters,
+early-stopping state, the config, and the RNG states of Python, NumPy and torch (CPU and CUDA)
+stored as tensors and lists so that the safe (weights-only) unpickler accepts them. Writing goes to
+``<path>.tmp`` in the same directory, is flushed and fsync'ed, then ``os.replace``'d over the
+target: a crash (SIGKILL) at any moment leaves either the old or the new checkpoint, never a torn
+file (METHOD M6: resumable training).
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +30,13 @@ def rng_state() -> dict[str, Any]:
     name, keys, pos, has_gauss, cached = np.random.get_state()
     return {
         'python': [int(version), list(state), gauss],
-        'numpy': {'name': str(name), 'keys': torch.from_numpy(keys.astype(np.int64)), 'pos': int(pos),
-                  'has_gauss': int(has_gauss), 'cached_gaussian': float(cached)},
+        'numpy': {
+            'name': str(name),
+            'keys': torch.from_numpy(keys.astype(np.int64)),
+            'pos': int(pos),
+            'has_gauss': int(has_gauss),
+            'cached_gaussian': float(cached),
+        },
         'torch': torch.get_rng_state(),
         'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
     }
@@ -39,8 +47,15 @@ def set_rng_state(state: dict[str, Any]) -> None:
     version, py_state, gauss = state['python']
     random.setstate((int(version), tuple(int(x) for x in py_state), gauss))
     n = state['numpy']
-    np.random.set_state((n['name'], n['keys'].numpy().astype(np.uint32), n['pos'], n['has_gauss'],
-                         n['cached_gaussian']))
+    np.random.set_state(
+        (
+            n['name'],
+            n['keys'].numpy().astype(np.uint32),
+            n['pos'],
+            n['has_gauss'],
+            n['cached_gaussian'],
+        )
+    )
     torch.set_rng_state(state['torch'].cpu())
     if state.get('cuda') and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state['cuda']])
@@ -64,37 +79,47 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = 'cpu') 
 
     Raises:
         FileNotFoundError: no file at ``path``.
-        ValueError (core.modelfile.ModelFileError): one line naming the file, for an empty (0 bytes),
-            truncated or corrupt file, a pickle payload (any global beyond tensors and plain containers:
-            refused by the safe loader, never run; torch's advice to retry with weights_only off is never
-            passed on), or a file that is not a training checkpoint (missing ``model``/``epoch`` keys).
+        ValueError (core.modelfile.ModelFileError): one line naming the file, for an empty (0
+            bytes), truncated or corrupt file, a pickle payload (any global beyond tensors and
+            plain containers:
+            refused by the safe loader, never run; torch's advice to retry with weights_only off is
+            never passed on), or a file that is not a training checkpoint (missing
+            ``model``/``epoch`` keys).
     """
     from depth3dseg_ros.core.modelfile import load_plain
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'checkpoint {path} not found')
     state = load_plain(path, map_location, 'depth3dseg training checkpoint')
     if not isinstance(state, dict) or 'model' not in state or 'epoch' not in state:
-        raise ValueError(f'{path} is not a depth3dseg training checkpoint (keys: '
-                         f'{sorted(state) if isinstance(state, dict) else type(state).__name__})')
+        raise ValueError(
+            f'{path} is not a depth3dseg training checkpoint (keys: '
+            f'{sorted(state) if isinstance(state, dict) else type(state).__name__})'
+        )
     return state
 
 
-def load_resume(path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> tuple[dict[str, Any], dict]:
-    """``--resume``: the checkpoint at ``path`` (a run's ``last.pt``) and its config, completed from the
-    current DEFAULTS (config.complete_config: keys added since the run was written take their default,
-    stored keys keep their values), with the ``--set`` assignments ``sets`` on top; returns
-    ``(checkpoint, validated config)``.
+def load_resume(
+    path: str | Path, sets: list[str] | tuple[str, ...] = ()
+) -> tuple[dict[str, Any], dict]:
+    """``--resume``: the checkpoint at ``path`` (a run's ``last.pt``) and its config, completed
+    from the current DEFAULTS (config.complete_config: keys added since the run was written take
+    their default, stored keys keep their values), with the ``--set`` assignments ``sets`` on top;
+    returns ``(checkpoint, validated config)``.
 
     Raises:
         FileNotFoundError: no checkpoint at ``path`` (naming it: nothing to resume there).
         ValueError: an empty, truncated, corrupt or unsafe (pickle payload) file, not a training
-            checkpoint (see `load_checkpoint`), or a bad stored/--set key or value (naming the key).
+            checkpoint (see `load_checkpoint`), or a bad stored/--set key or value (naming the
+            key).
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f'--resume: checkpoint {path} not found (no run to continue in {path.parent}; '
-                                'start one there without --resume)')
+        raise FileNotFoundError(
+            f'--resume: checkpoint {path} not found (no run to continue in {path.parent}; '
+            'start one there without --resume)'
+        )
     ckpt = load_checkpoint(path)
     if not isinstance(ckpt.get('config'), dict):
         raise ValueError(f'{path} is not a depth3dseg training checkpoint: it stores no config')
@@ -104,27 +129,38 @@ def load_resume(path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> tup
     missing = arch_keys_not_stored(ckpt['config'], cfg)
     if missing:
         from depth3dseg_ros.core.model import DEFAULT_ARCH
+
         change = ', '.join(f'{k} {old} -> {DEFAULT_ARCH[k]}' for k, (old, _) in missing.items())
         when = sorted({day for _, day in missing.values()})
         old = ' '.join(f'--set model.arch.{k}={v}' for k, (v, _) in missing.items())
-        print(f'depth3dseg-train: warning: the config stored in {path} does not record model.arch '
-              f'{", ".join(missing)}, whose defaults changed on {", ".join(when)} ({change}): resuming with '
-              f'the new defaults; a run started before then used the old ones: resume it with {old}',
-              file=sys.stderr, flush=True)
+        print(
+            f'depth3dseg-train: warning: the config stored in {path} does not record model.arch '
+            f'{", ".join(missing)}, whose defaults changed on {", ".join(when)} ({change}): '
+            'resuming with the new defaults; a run started before then used the old ones: resume '
+            f'it with {old}',
+            file=sys.stderr,
+            flush=True,
+        )
     return ckpt, validate(cfg)
 
 
-#: Arch keys whose default changed (core.model.DEFAULT_ARCH), with the value runs started before the
-#: change used and its date. They size no tensor, so a checkpoint that does not store them (runs from
-#: before every arch key was recorded) would resume silently with the new value: load_resume warns.
-CHANGED_ARCH_DEFAULTS: dict[str, tuple[Any, str]] = {'p_stride': (4, '2026-11-30'), 'p_k': (6, '2026-11-30')}
+#: Arch keys whose default changed (core.model.DEFAULT_ARCH), with the value runs started before
+#: the change used and its date. They size no tensor, so a checkpoint that does not store them
+#: (runs from before every arch key was recorded) would resume silently with the new value:
+#: load_resume warns.
+CHANGED_ARCH_DEFAULTS: dict[str, tuple[Any, str]] = {
+    'p_stride': (4, '2026-11-30'),
+    'p_k': (6, '2026-11-30'),
+}
 
 
 def _shapes(model: Any) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
-def arch_keys_not_stored(stored: dict[str, Any], cfg: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+def arch_keys_not_stored(
+    stored: dict[str, Any], cfg: dict[str, Any]
+) -> dict[str, tuple[Any, str]]:
     """The CHANGED_ARCH_DEFAULTS entries that neither a checkpoint's stored ``config`` nor
     ``cfg['model']['arch']`` (its --set overrides) gives."""
     have = set((stored.get('model') or {}).get('arch') or {}) | set(cfg['model']['arch'])
@@ -132,43 +168,55 @@ def arch_keys_not_stored(stored: dict[str, Any], cfg: dict[str, Any]) -> dict[st
 
 
 def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
-    """Fine-tuning: the model file ``cfg['model']['init']`` (core.modelfile) as a Depth3DSeg on the CPU,
-    whose state_dict the run starts from; its arch, mean and std are written into ``cfg['model']`` (the
-    run trains and exports that network).
-    Keys set in the run's ``model.arch`` override the file's when the weights still fit (those that size
-    no tensor: ``p_stride``, ``p_window``, ``p_k``, the depth range), e.g. fine-tuning the 3D net at
-    another subsampling stride.
-    Raises FileNotFoundError / ModelFileError for a bad file; ValueError when its class names or void id
-    differ from the run's ``classes`` (core.classes.ClassSet; colours may differ), naming both, or when a
-    ``model.arch`` key changes the shape of the file's weights, naming the key and both values."""
+    """Fine-tuning: the model file ``cfg['model']['init']`` (core.modelfile) as a Depth3DSeg on the
+    CPU, whose state_dict the run starts from; its arch, mean and std are written into
+    ``cfg['model']`` (the run trains and exports that network).
+    Keys set in the run's ``model.arch`` override the file's when the weights still fit (those that
+    size no tensor: ``p_stride``, ``p_window``, ``p_k``, the depth range), e.g. fine-tuning the 3D
+    net at another subsampling stride.
+    Raises FileNotFoundError / ModelFileError for a bad file; ValueError when its class names or
+    void id differ from the run's ``classes`` (core.classes.ClassSet; colours may differ), naming
+    both, or when a ``model.arch`` key changes the shape of the file's weights, naming the key and
+    both values."""
     from depth3dseg_ros.core.classes import ClassSet
     from depth3dseg_ros.core.model import Depth3DSeg
     from depth3dseg_ros.core.modelfile import load_model
+
     path = cfg['model']['init']
     model, meta = load_model(path, map_location='cpu')
     have = ClassSet.from_dict(meta['classes'])
     if have.names != classes.names or have.void_id != classes.void_id:
-        raise ValueError(f'config model.init={str(path)!r} was trained for classes {have.names} '
-                         f'(void {have.void_id}) but data.classes gives {classes.names} (void {classes.void_id})')
+        raise ValueError(
+            f'config model.init={str(path)!r} was trained for classes {have.names} '
+            f'(void {have.void_id}) but data.classes gives {classes.names} (void '
+            f'{classes.void_id})'
+        )
     arch = {k: v for k, v in meta['arch'].items() if k != 'num_classes'}
     changed = {k: v for k, v in cfg['model']['arch'].items() if arch.get(k) != v}
     if changed:
         shapes = _shapes(model)
         n = meta['arch']['num_classes']
-        bad = {k: v for k, v in changed.items()
-               if _shapes(Depth3DSeg(**dict(arch, **{k: v}), num_classes=n)) != shapes}
+        bad = {
+            k: v
+            for k, v in changed.items()
+            if _shapes(Depth3DSeg(**dict(arch, **{k: v}), num_classes=n)) != shapes
+        }
         if bad:
             was = {k: arch.get(k) for k in bad}
-            raise ValueError(f'config model.arch {bad} changes the shape of the weights of model.init='
-                             f'{str(path)!r} (its arch has {was}): only keys that size no tensor can differ')
-        arch.update(changed)  # the run builds this arch and loads the file's weights into it (same shapes)
+            raise ValueError(
+                f'config model.arch {bad} changes the shape of the weights of model.init='
+                f'{str(path)!r} (its arch has {was}): only keys that size no tensor can differ'
+            )
+        arch.update(
+            changed
+        )  # the run builds this arch and loads the file's weights into it (same shapes)
     cfg['model'].update(arch=arch, mean=list(meta['mean']), std=list(meta['std']))
     return model
 
 
 def resume_position(ckpt: dict[str, Any], path: Path, n: int) -> int:
-    """``samples_in_epoch`` of a checkpoint (C34). A checkpoint written before positions were recorded
-    is accepted at an epoch boundary; mid-epoch it is refused, naming what it stores.
+    """``samples_in_epoch`` of a checkpoint (C34). A checkpoint written before positions were
+    recorded is accepted at an epoch boundary; mid-epoch it is refused, naming what it stores.
 
     Raises:
         ValueError: a mid-epoch checkpoint without ``samples_in_epoch``, or a position beyond the
@@ -177,12 +225,16 @@ def resume_position(ckpt: dict[str, Any], path: Path, n: int) -> int:
     if 'samples_in_epoch' not in ckpt:
         if ckpt['step_in_epoch'] == 0:
             return 0
-        raise ValueError(f"{path} stops mid-epoch (epoch {ckpt['epoch']}, step {ckpt['step_in_epoch']}) but was "
-                         'written before checkpoints recorded the epoch position in samples: its remaining '
-                         'samples cannot be identified; resume it with the version that wrote it, or start '
-                         'a new run from its weights (model.init with an exported model)')
+        raise ValueError(
+            f"{path} stops mid-epoch (epoch {ckpt['epoch']}, step {ckpt['step_in_epoch']}) but "
+            'was written before checkpoints recorded the epoch position in samples: its remaining '
+            'samples cannot be identified; resume it with the version that wrote it, or start '
+            'a new run from its weights (model.init with an exported model)'
+        )
     pos = int(ckpt['samples_in_epoch'])
     if pos > n:
-        raise ValueError(f'{path}: samples_in_epoch={pos} but the training data now has {n} samples (the '
-                         'datasets changed since the checkpoint)')
+        raise ValueError(
+            f'{path}: samples_in_epoch={pos} but the training data now has {n} samples (the '
+            'datasets changed since the checkpoint)'
+        )
     return pos

@@ -1,25 +1,28 @@
-"""Training configuration as plain data: defaults, YAML load/merge, ``--set key=value``, validation.
+"""Training configuration as plain data: defaults, YAML load/merge, ``--set key=value``,
+validation.
 
-The config is a nested ``dict`` of YAML scalars/lists (nanoGPT style: no config classes), so it can be
-written to a checkpoint (``torch.load(weights_only=True)``), to the run's ``config.yaml`` and to the
-model file's metadata unchanged. ``DEFAULTS`` below is the single source of the keys; the shipped
-``config/train.yaml`` lists the same keys with comments (test/test_train_cli.py keeps them equal).
+The config is a nested ``dict`` of YAML scalars/lists (nanoGPT style: no config classes), so it can
+be written to a checkpoint (``torch.load(weights_only=True)``), to the run's ``config.yaml`` and to
+the model file's metadata unchanged. ``DEFAULTS`` below is the single source of the keys; the
+shipped ``config/train.yaml`` lists the same keys with comments (test/test_train_cli.py keeps them
+equal).
 
 Sections (METHOD M1–M6):
   data      train/val dataset dirs (format: docs/ARCHITECTURE.md "Dataset directory"), val_split,
             classes ('nyu13' or a classes YAML), input_size [W, H], num_workers.
-  augment   hflip probability, scale range (random scale + crop back to input size, K adjusted), colour
-            jitter; camera (camera-true photometric + depth-sensor ops, training.camera_aug; off by default,
-            preset 'real_camera').
+  augment   hflip probability, scale range (random scale + crop back to input size, K adjusted),
+            colour jitter; camera (camera-true photometric + depth-sensor ops, training.camera_aug;
+            off by default, preset 'real_camera').
   model     arch (kwargs of core.model.Depth3DSeg), mean/std (RGB normalisation, 0..1 scale), init
             (a model file to start from: fine-tuning; its arch/mean/std replace the config's).
   loss      kwargs of core.train_step.LossConfig (weights and variants, M4/M5).
   optim     AdamW lr/betas/weight_decay, cosine schedule with linear warmup, grad clipping.
-  train     batch_size, epochs, seed, device, amp, deterministic, max_steps_per_epoch, time_limit_min.
-  early_stop  patience rule on a validation metric (M6 convergence).
+  train     batch_size, epochs, seed, device, amp, deterministic, max_steps_per_epoch,
+  time_limit_min. early_stop  patience rule on a validation metric (M6 convergence).
   log       tensorboard, progress bar, number of sample images.
   export    model file name (relative to the run dir).
 """
+
 from __future__ import annotations
 
 import copy
@@ -50,8 +53,8 @@ DEFAULTS: dict[str, Any] = {
         'brightness': 0.2,
         'contrast': 0.2,
         'saturation': 0.2,
-        # camera-true augmentation (training.camera_aug): null = off, a preset name ('real_camera': all
-        # ops on) or {preset?: NAME, OP: {p: ..., ...}} (ops: camera_aug.OP_DEFAULTS)
+        # camera-true augmentation (training.camera_aug): null = off, a preset name ('real_camera':
+        # all ops on) or {preset?: NAME, OP: {p: ..., ...}} (ops: camera_aug.OP_DEFAULTS)
         'camera': None,
     },
     'model': {
@@ -94,10 +97,19 @@ DEFAULTS: dict[str, Any] = {
 }
 
 AMP_MODES = ('none', 'bf16', 'fp16')
-METRIC_KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_fused', 'absrel', 'rmse', 'delta1',
-               'val_loss')
-#: The errors a user's input causes (missing path, existing run, bad config / --set / model file): the
-#: depth3dseg-train and depth3dseg-eval CLIs print these as one ``<prog>: error: <message>`` line, exit 2.
+METRIC_KEYS = (
+    'miou_2d',
+    'miou_3d',
+    'miou_fused',
+    'pixel_acc_fused',
+    'absrel',
+    'rmse',
+    'delta1',
+    'val_loss',
+)
+#: The errors a user's input causes (missing path, existing run, bad config / --set / model file):
+#: the depth3dseg-train and depth3dseg-eval CLIs print these as one ``<prog>: error: <message>``
+#: line, exit 2.
 USER_ERRORS = (FileNotFoundError, FileExistsError, ValueError, ModelFileError)
 
 
@@ -106,7 +118,8 @@ def merge(base: dict, override: dict, where: str = '') -> dict:
 
     Raises:
         ValueError: a key of ``override`` is not in ``base`` (a typo must not be silently ignored),
-            naming the dotted key. ``model.arch`` takes any keys (checked by core.model.check_arch).
+            naming the dotted key. ``model.arch`` takes any keys (checked by
+            core.model.check_arch).
     """
     out = copy.deepcopy(base)
     for key, val in (override or {}).items():
@@ -126,8 +139,8 @@ def complete_config(stored: Any, source: str) -> dict:
     stored values. Returns a new, not yet validated dict.
 
     Raises:
-        ValueError: ``stored`` is not a mapping, or holds a key DEFAULTS does not know (as for a YAML
-            file), the message prefixed with ``source`` (e.g. the checkpoint path).
+        ValueError: ``stored`` is not a mapping, or holds a key DEFAULTS does not know (as for a
+            YAML file), the message prefixed with ``source`` (e.g. the checkpoint path).
     """
     if not isinstance(stored, dict):
         raise ValueError(f'{source}: config={stored!r:.80} must be a mapping')
@@ -144,8 +157,8 @@ def set_key(cfg: dict, assignment: str) -> dict:
 
     Raises:
         ValueError: no ``=``, an empty key, a value that is not valid YAML (one line naming the
-            assignment and the parser's reason with its column, e.g. ``--set 'train.epochs=[1,'``), or
-            a dotted key not present in the config (except under model.arch).
+            assignment and the parser's reason with its column, e.g. ``--set 'train.epochs=[1,'``),
+            or a dotted key not present in the config (except under model.arch).
     """
     if '=' not in assignment:
         raise ValueError(f'--set {assignment!r} must look like key=value')
@@ -156,14 +169,20 @@ def set_key(cfg: dict, assignment: str) -> dict:
     try:
         value = yaml.safe_load(text) if text.strip() else None
     except yaml.YAMLError as exc:
-        problem = getattr(exc, 'problem', None) or getattr(exc, 'context', None) or type(exc).__name__
+        problem = (
+            getattr(exc, 'problem', None) or getattr(exc, 'context', None) or type(exc).__name__
+        )
         mark = getattr(exc, 'problem_mark', None) or getattr(exc, 'context_mark', None)
         where = f' at column {mark.column + 1}' if mark is not None else ''
-        raise ValueError(f'--set {assignment!r}: the value {text!r} is not valid YAML ({problem}{where})') from None
+        raise ValueError(
+            f'--set {assignment!r}: the value {text!r} is not valid YAML ({problem}{where})'
+        ) from None
     node = cfg
     for i, part in enumerate(parts[:-1]):
         if not isinstance(node.get(part), dict):
-            raise ValueError(f'--set key {key!r}: {".".join(parts[:i + 1])!r} is not a config section')
+            raise ValueError(
+                f'--set key {key!r}: {".".join(parts[: i + 1])!r} is not a config section'
+            )
         node = node[part]
     free = parts[:2] == ['model', 'arch']
     if parts[-1] not in node and not free:
@@ -191,8 +210,14 @@ def load_config(path: str | Path | None = None, sets: Iterable[str] = ()) -> dic
     return validate(cfg)
 
 
-def _num(cfg: dict, dotted: str, lo: float | None = None, hi: float | None = None,
-         integer: bool = False, allow_none: bool = False) -> None:
+def _num(
+    cfg: dict,
+    dotted: str,
+    lo: float | None = None,
+    hi: float | None = None,
+    integer: bool = False,
+    allow_none: bool = False,
+) -> None:
     parent: Any = cfg
     parts = dotted.split('.')
     for part in parts[:-1]:
@@ -224,7 +249,8 @@ def validate(cfg: dict) -> dict:
     """Check types and ranges; returns ``cfg`` (normalised: dataset dirs as lists of str).
 
     Raises:
-        ValueError: naming the dotted key and its value, e.g. ``config train.batch_size=0 must be ...``.
+        ValueError: naming the dotted key and its value, e.g. ``config train.batch_size=0 must be
+            ...``.
     """
     d = cfg['data']
     for key in ('train', 'val'):
@@ -234,12 +260,17 @@ def validate(cfg: dict) -> dict:
             raise ValueError(f'config data.{key}={d[key]!r} must be a list of dataset directories')
         d[key] = [str(x) for x in d[key]]
     size = d['input_size']
-    if (not isinstance(size, (list, tuple)) or len(size) != 2
-            or not all(isinstance(x, int) and x >= 8 for x in size)):
+    if (
+        not isinstance(size, (list, tuple))
+        or len(size) != 2
+        or not all(isinstance(x, int) and x >= 8 for x in size)
+    ):
         raise ValueError(f'config data.input_size={size!r} must be [width, height], integers >= 8')
     d['input_size'] = [int(size[0]), int(size[1])]
     if not isinstance(d['classes'], str) or not d['classes']:
-        raise ValueError(f"config data.classes={d['classes']!r} must be 'nyu13' or a classes YAML path")
+        raise ValueError(
+            f"config data.classes={d['classes']!r} must be 'nyu13' or a classes YAML path"
+        )
     _num(cfg, 'data.val_split', 0.0, 0.9)
     _num(cfg, 'data.num_workers', 0, 64, integer=True)
     a = cfg['augment']
@@ -248,18 +279,32 @@ def validate(cfg: dict) -> dict:
         _num(cfg, f'augment.{key}', 0.0, 1.0)
     resolve_camera(a.get('camera'))  # raises ValueError naming augment.camera.<op>.<field>
     sc = a['scale']
-    if (not isinstance(sc, (list, tuple)) or len(sc) != 2 or not all(isinstance(x, (int, float)) for x in sc)
-            or not (1.0 <= sc[0] <= sc[1] <= 4.0)):
-        raise ValueError(f'config augment.scale={sc!r} must be [min, max] with 1 <= min <= max <= 4 '
-                         '(scale up, then crop back to the input size)')
+    if (
+        not isinstance(sc, (list, tuple))
+        or len(sc) != 2
+        or not all(isinstance(x, (int, float)) for x in sc)
+        or not (1.0 <= sc[0] <= sc[1] <= 4.0)
+    ):
+        raise ValueError(
+            f'config augment.scale={sc!r} must be [min, max] with 1 <= min <= max <= 4 '
+            '(scale up, then crop back to the input size)'
+        )
     m = cfg['model']
     if m['init'] is not None and (not isinstance(m['init'], str) or not m['init']):
-        raise ValueError(f"config model.init={m['init']!r} must be null or the path of a model file")
+        raise ValueError(
+            f"config model.init={m['init']!r} must be null or the path of a model file"
+        )
     if not isinstance(m['arch'], dict):
-        raise ValueError(f"config model.arch={m['arch']!r} must be a mapping of Depth3DSeg arguments")
+        raise ValueError(
+            f"config model.arch={m['arch']!r} must be a mapping of Depth3DSeg arguments"
+        )
     for key in ('mean', 'std'):
         v = m[key]
-        if not isinstance(v, (list, tuple)) or len(v) != 3 or not all(isinstance(x, (int, float)) for x in v):
+        if (
+            not isinstance(v, (list, tuple))
+            or len(v) != 3
+            or not all(isinstance(x, (int, float)) for x in v)
+        ):
             raise ValueError(f'config model.{key}={v!r} must be 3 numbers (RGB, 0..1 scale)')
     if any(x <= 0 for x in m['std']):
         raise ValueError(f"config model.std={m['std']!r} must be > 0")
@@ -287,7 +332,9 @@ def validate(cfg: dict) -> dict:
     if t['amp'] not in AMP_MODES:
         raise ValueError(f"config train.amp={t['amp']!r} must be one of {AMP_MODES}")
     if not isinstance(t['device'], str):
-        raise ValueError(f"config train.device={t['device']!r} must be 'auto', 'cpu' or 'cuda[:N]'")
+        raise ValueError(
+            f"config train.device={t['device']!r} must be 'auto', 'cpu' or 'cuda[:N]'"
+        )
     e = cfg['early_stop']
     if e['metric'] not in METRIC_KEYS:
         raise ValueError(f"config early_stop.metric={e['metric']!r} must be one of {METRIC_KEYS}")
@@ -306,14 +353,14 @@ def dump_config(cfg: dict, path: str | Path) -> None:
     Path(path).write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 
-# ------------------------------------------------------------------- early stopping / best epoch (M6)
+# ---------------------------------------------------------------- early stopping / best epoch (M6)
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def is_better(value: Any, best: float | None, mode: str, min_delta: float) -> bool:
-    """True when ``value`` improves on ``best`` by more than ``min_delta`` (``mode`` 'max' or 'min');
-    a None/NaN ``value`` never improves, any finite one improves on ``best=None``."""
+    """True when ``value`` improves on ``best`` by more than ``min_delta`` (``mode`` 'max' or
+    'min'); a None/NaN ``value`` never improves, any finite one improves on ``best=None``."""
     if not _finite(value):
         return False
     if best is None:
@@ -326,19 +373,25 @@ def update_early_stop(es: dict, metrics: dict, cfg: dict, epoch: int) -> tuple[b
     ``epoch``; returns ``(improved, note)``.
 
     ``es``: ``best`` (value | None), ``best_epoch`` (-1 before any), ``bad_epochs`` (epochs without
-    improvement), ``metric``/``mode`` (the selection metric in use; absent in older checkpoints: those of
-    ``cfg['early_stop']``). When the configured metric is unavailable (None/NaN: no labelled validation
-    pixels for the mIoU/accuracy metrics, none with depth for absrel/rmse/delta1) and no epoch had a value
-    for it, the run selects its best epoch by ``val_loss`` (mode min) from then on, so a run that validates
-    always has a best epoch to export; ``note`` is the one line saying so (None otherwise).
+    improvement), ``metric``/``mode`` (the selection metric in use; absent in older checkpoints:
+    those of ``cfg['early_stop']``). When the configured metric is unavailable (None/NaN: no
+    labelled validation pixels for the mIoU/accuracy metrics, none with depth for
+    absrel/rmse/delta1) and no epoch had a value for it, the run selects its best epoch by
+    ``val_loss`` (mode min) from then on, so a run that validates always has a best epoch to
+    export; ``note`` is the one line saying so (None otherwise).
     """
     e = cfg['early_stop']
     metric, mode = es.setdefault('metric', e['metric']), es.setdefault('mode', e['mode'])
     note = None
     if not _finite(metrics.get(metric)) and es['best'] is None and metric != 'val_loss':
-        why = ('no validation frames with depth' if metric in ('absrel', 'rmse', 'delta1')
-               else 'no labelled validation frames')
-        note = f'early_stop.metric {metric} unavailable ({why}): selecting the best epoch by val_loss'
+        why = (
+            'no validation frames with depth'
+            if metric in ('absrel', 'rmse', 'delta1')
+            else 'no labelled validation frames'
+        )
+        note = (
+            f'early_stop.metric {metric} unavailable ({why}): selecting the best epoch by val_loss'
+        )
         metric, mode = es['metric'], es['mode'] = 'val_loss', 'min'
     value = metrics.get(metric)
     improved = is_better(value, es['best'], mode, e['min_delta'])
@@ -350,6 +403,9 @@ def update_early_stop(es: dict, metrics: dict, cfg: dict, epoch: int) -> tuple[b
 
 
 def early_stop_reason(cfg: dict, es: dict) -> str:
-    """The ``stop_reason`` of early stopping, naming the metric in use (see `update_early_stop`)."""
-    return (f"early stopping: {es.get('metric', cfg['early_stop']['metric'])} did not improve for "
-            f"{cfg['early_stop']['patience']} epochs (best {es['best']} at epoch {es['best_epoch']})")
+    """The ``stop_reason`` of early stopping, naming the metric in use (see
+    `update_early_stop`)."""
+    return (
+        f"early stopping: {es.get('metric', cfg['early_stop']['metric'])} did not improve for "
+        f"{cfg['early_stop']['patience']} epochs (best {es['best']} at epoch {es['best_epoch']})"
+    )

@@ -1,19 +1,24 @@
-"""torch Dataset over extracted dataset directories, with geometric/colour augmentation and K kept exact.
+"""torch Dataset over extracted dataset directories, with geometric/colour augmentation and K kept
+exact.
 
-Optional camera-true augmentation (``augment.camera``, training.camera_aug: white balance, exposure and
-gamma, vignetting, shot/read noise, motion blur, JPEG, colour casts, depth-sensor noise and holes) runs
-after the geometric transform and before the colour jitter; it never touches labels or K.
+Optional camera-true augmentation (``augment.camera``, training.camera_aug: white balance, exposure
+and gamma, vignetting, shot/read noise, motion blur, JPEG, colour casts, depth-sensor noise and
+holes) runs after the geometric transform and before the colour jitter; it never touches labels or
+K.
 
-Reads the format of docs/ARCHITECTURE.md "Dataset directory" (manifest.json, index.jsonl, rgb/depth/labels
-PNGs) through depth3dseg_ros.dataset_format, its one reader. Every sample is resized to the network input
-size; label and depth images are resized with nearest neighbour (core.imageops, C22/C09: no invented ids,
-no blended depth), and K is adjusted for every resize, crop and flip (core.geometry, C18; METHOD M2:
-"K must be the K of the image the network actually saw"). Frames without depth or labels are kept, with
-``has_depth`` / ``has_labels`` False (METHOD M5: they still train on the terms they have).
+Reads the format of docs/ARCHITECTURE.md "Dataset directory" (manifest.json, index.jsonl,
+rgb/depth/labels PNGs) through depth3dseg_ros.dataset_format, its one reader. Every sample is
+resized to the network input size; label and depth images are resized with nearest neighbour
+(core.imageops, C22/C09: no invented ids, no blended depth), and K is adjusted for every resize,
+crop and flip (core.geometry, C18; METHOD M2:
+"K must be the K of the image the network actually saw"). Frames without depth or labels are kept,
+with ``has_depth`` / ``has_labels`` False (METHOD M5: they still train on the terms they have).
 
 Augmentation randomness is drawn from ``numpy.random.default_rng([seed, epoch, index])``: the same
-sample gets the same augmentation whatever the worker, the process (DDP) or a resume (exact resume).
+sample gets the same augmentation whatever the worker, the process (DDP) or a resume (exact
+resume).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,7 +38,6 @@ from depth3dseg_ros.dataset_format import read_index, read_manifest
 from depth3dseg_ros.training.camera_aug import augment_depth, augment_rgb, resolve_camera
 
 
-
 def load_classes(spec: str | ClassSet) -> ClassSet:
     """'nyu13' (built-in NYU13), a ClassSet, or the path of a classes YAML (ClassSet.from_yaml)."""
     if isinstance(spec, ClassSet):
@@ -44,7 +48,8 @@ def load_classes(spec: str | ClassSet) -> ClassSet:
 
 
 def read_manifest_classes(directory: str | Path) -> ClassSet | None:
-    """The ClassSet stored in ``<directory>/manifest.json`` (None when there is no manifest/classes)."""
+    """The ClassSet stored in ``<directory>/manifest.json`` (None when there is no
+    manifest/classes)."""
     data = read_manifest(directory)
     return ClassSet.from_dict(data['classes']) if data and data.get('classes') else None
 
@@ -59,13 +64,16 @@ def load_records(dirs: Sequence[str | Path], classes: ClassSet) -> list[dict[str
     for d in dirs:
         found = read_manifest_classes(d)
         if found is not None and found.names != classes.names:
-            raise ValueError(f'dataset {d} has classes {found.names}, training uses {classes.names}')
+            raise ValueError(
+                f'dataset {d} has classes {found.names}, training uses {classes.names}'
+            )
         records.extend(read_index(d))
     return records
 
 
 def flip_intrinsics(K: np.ndarray, width: int) -> np.ndarray:
-    """K of the horizontally flipped image (u' = W−1−u): cx' = W−1−cx, skew negated; fx, fy, cy kept.
+    """K of the horizontally flipped image (u' = W−1−u): cx' = W−1−cx, skew negated; fx, fy, cy
+    kept.
 
     A point (X, Y, Z) seen at u in the original is seen at u' in the flipped image as (−X, Y, Z).
     """
@@ -77,8 +85,9 @@ def flip_intrinsics(K: np.ndarray, width: int) -> np.ndarray:
 
 @dataclass
 class AugmentParams:
-    """One draw of the augmentation: scale the input-sized frame by ``scale`` (to ``scaled_wh``), crop
-    ``out_wh`` at (x0, y0), flip if ``flip``; colour factors (1 = unchanged)."""
+    """One draw of the augmentation: scale the input-sized frame by ``scale`` (to ``scaled_wh``),
+    crop ``out_wh`` at (x0, y0), flip if ``flip``; colour factors (1 = unchanged)."""
+
     scaled_wh: tuple[int, int]
     x0: int
     y0: int
@@ -96,7 +105,10 @@ def sample_params(rng: np.random.Generator, aug: dict, out_wh: Sequence[int]) ->
     x0 = int(rng.integers(0, sw - w + 1))
     y0 = int(rng.integers(0, sh - h + 1))
     flip = bool(rng.random() < aug['hflip'])
-    f = [float(rng.uniform(1 - aug[k], 1 + aug[k])) for k in ('brightness', 'contrast', 'saturation')]
+    f = [
+        float(rng.uniform(1 - aug[k], 1 + aug[k]))
+        for k in ('brightness', 'contrast', 'saturation')
+    ]
     return AugmentParams((sw, sh), x0, y0, flip, *f)
 
 
@@ -107,20 +119,30 @@ def _resize_rgb(rgb: np.ndarray, wh: tuple[int, int]) -> np.ndarray:
     return cv2.resize(rgb, tuple(wh), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
 
 
-def geometric_transform(rgb: np.ndarray, depth: np.ndarray | None, labels: np.ndarray | None,
-                        K: np.ndarray, scaled_wh: Sequence[int], crop_xy: Sequence[int] = (0, 0),
-                        out_wh: Sequence[int] | None = None, flip: bool = False):
-    """Resize to ``scaled_wh``, crop ``out_wh`` at ``crop_xy``, optionally flip; K follows every step.
+def geometric_transform(
+    rgb: np.ndarray,
+    depth: np.ndarray | None,
+    labels: np.ndarray | None,
+    K: np.ndarray,
+    scaled_wh: Sequence[int],
+    crop_xy: Sequence[int] = (0, 0),
+    out_wh: Sequence[int] | None = None,
+    flip: bool = False,
+):
+    """Resize to ``scaled_wh``, crop ``out_wh`` at ``crop_xy``, optionally flip; K follows every
+    step.
 
     Args:
         rgb: H×W×3 uint8 RGB. depth: H×W float32 m (NaN no data) or None. labels: H×W int or None.
         K: 3×3 K of the input image. scaled_wh: (W1, H1) after the resize (sx = W1/W, sy = H1/H).
-        crop_xy: top-left (x0, y0) of the crop in the resized image. out_wh: crop size (default: all).
+        crop_xy: top-left (x0, y0) of the crop in the resized image. out_wh: crop size (default:
+            all).
         flip: horizontal flip after the crop (u' = W−1−u, `flip_intrinsics`).
     Returns:
         (rgb, depth, labels, K) at out_wh; depth/labels nearest-resized (NaN-safe), K float64 3×3.
     Raises:
-        ValueError: the crop does not fit in the resized image, or depth/labels size differs from rgb.
+        ValueError: the crop does not fit in the resized image, or depth/labels size differs from
+            rgb.
     """
     h0, w0 = rgb.shape[:2]
     for name, a in (('depth', depth), ('labels', labels)):
@@ -130,12 +152,14 @@ def geometric_transform(rgb: np.ndarray, depth: np.ndarray | None, labels: np.nd
     ow, oh = (sw, sh) if out_wh is None else (int(out_wh[0]), int(out_wh[1]))
     x0, y0 = int(crop_xy[0]), int(crop_xy[1])
     if x0 < 0 or y0 < 0 or x0 + ow > sw or y0 + oh > sh:
-        raise ValueError(f'crop {ow}x{oh} at ({x0}, {y0}) does not fit in the resized {sw}x{sh} image')
-    rgb = _resize_rgb(rgb, (sw, sh))[y0:y0 + oh, x0:x0 + ow]
+        raise ValueError(
+            f'crop {ow}x{oh} at ({x0}, {y0}) does not fit in the resized {sw}x{sh} image'
+        )
+    rgb = _resize_rgb(rgb, (sw, sh))[y0 : y0 + oh, x0 : x0 + ow]
     if depth is not None:
-        depth = resize_depth(depth, (sw, sh))[y0:y0 + oh, x0:x0 + ow]
+        depth = resize_depth(depth, (sw, sh))[y0 : y0 + oh, x0 : x0 + ow]
     if labels is not None:
-        labels = resize_labels(labels, (sw, sh))[y0:y0 + oh, x0:x0 + ow]
+        labels = resize_labels(labels, (sw, sh))[y0 : y0 + oh, x0 : x0 + ow]
     K = crop_intrinsics(resize_intrinsics(K, (w0, h0), (sw, sh)), x0, y0)
     if flip:
         rgb = rgb[:, ::-1]
@@ -145,12 +169,15 @@ def geometric_transform(rgb: np.ndarray, depth: np.ndarray | None, labels: np.nd
 
     def cont(a: np.ndarray | None) -> np.ndarray | None:
         return None if a is None else np.ascontiguousarray(a)
+
     return cont(rgb), cont(depth), cont(labels), np.asarray(K, dtype=np.float64)
 
 
-def color_jitter(rgb: np.ndarray, brightness: float, contrast: float, saturation: float) -> np.ndarray:
-    """Brightness, contrast (about the mean grey) and saturation (about per-pixel grey) factors on an
-    H×W×3 uint8 RGB image; returns float32 in [0, 1]."""
+def color_jitter(
+    rgb: np.ndarray, brightness: float, contrast: float, saturation: float
+) -> np.ndarray:
+    """Brightness, contrast (about the mean grey) and saturation (about per-pixel grey) factors on
+    an H×W×3 uint8 RGB image; returns float32 in [0, 1]."""
     x = rgb.astype(np.float32) / 255.0
     x = x * brightness
     grey = x @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
@@ -164,9 +191,9 @@ class FrameDataset(Dataset):
     """Frames of one or more dataset directories at the network input size.
 
     Item (dict of tensors, collated by the default collate): ``rgb`` 3×H×W float32 normalised
-    ((x/255 − mean)/std), ``K`` 3×3 float32 at input size, ``depth`` 1×H×W float32 m (NaN = no data, all
-    NaN when the frame has none), ``labels`` H×W int64 (void id where unlabelled / no labels),
-    ``has_depth``, ``has_labels`` bool scalars, ``index`` int64.
+    ((x/255 − mean)/std), ``K`` 3×3 float32 at input size, ``depth`` 1×H×W float32 m (NaN = no
+    data, all NaN when the frame has none), ``labels`` H×W int64 (void id where unlabelled / no
+    labels), ``has_depth``, ``has_labels`` bool scalars, ``index`` int64.
 
     Args:
         dirs: dataset directories (or a list of frame records from `read_index`, via ``records``).
@@ -177,13 +204,21 @@ class FrameDataset(Dataset):
         seed: augmentation seed (with the epoch, `set_epoch`, and the item index).
         records: use these frame records instead of reading ``dirs`` (train/val split).
     Raises:
-        ValueError: mismatched classes, an empty dataset, label ids >= len(classes), bad image sizes.
+        ValueError: mismatched classes, an empty dataset, label ids >= len(classes), bad image
+            sizes.
     """
 
-    def __init__(self, dirs: Sequence[str | Path] = (), input_size: Sequence[int] = (320, 240),
-                 classes: ClassSet = NYU13, mean: Sequence[float] = (0.485, 0.456, 0.406),
-                 std: Sequence[float] = (0.229, 0.224, 0.225), augment: dict | None = None,
-                 seed: int = 0, records: list[dict] | None = None):
+    def __init__(
+        self,
+        dirs: Sequence[str | Path] = (),
+        input_size: Sequence[int] = (320, 240),
+        classes: ClassSet = NYU13,
+        mean: Sequence[float] = (0.485, 0.456, 0.406),
+        std: Sequence[float] = (0.229, 0.224, 0.225),
+        augment: dict | None = None,
+        seed: int = 0,
+        records: list[dict] | None = None,
+    ):
         self.classes = classes
         if records is None:
             records = load_records(dirs, classes)
@@ -200,15 +235,19 @@ class FrameDataset(Dataset):
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
-        """Select the augmentation draw for this epoch (call before building the epoch's iterator)."""
+        """Select the augmentation draw for this epoch (call before building the epoch's
+        iterator)."""
         self.epoch = int(epoch)
 
     def __len__(self) -> int:
         return len(self.records)
 
-    def load_raw(self, i: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray]:
+    def load_raw(
+        self, i: int
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray]:
         """Frame ``i`` at its stored size: (rgb H×W×3 uint8, depth float32 m NaN | None,
-        labels H×W int | None, K 3×3 float64). Raises ValueError/FileNotFoundError naming the file."""
+        labels H×W int | None, K 3×3 float64). Raises ValueError/FileNotFoundError naming the
+        file."""
         rec = self.records[i]
         d = Path(rec['dir'])
         bgr = cv2.imread(str(d / rec['rgb']), cv2.IMREAD_COLOR)
@@ -217,13 +256,17 @@ class FrameDataset(Dataset):
         rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
         h, w = rgb.shape[:2]
         if (w, h) != (rec['width'], rec['height']):
-            raise ValueError(f"{d / rec['rgb']}: size {w}x{h} != index width/height "
-                             f"{rec['width']}x{rec['height']}")
+            raise ValueError(
+                f"{d / rec['rgb']}: size {w}x{h} != index width/height "
+                f"{rec['width']}x{rec['height']}"
+            )
         depth = None
         if rec.get('depth'):
             raw = cv2.imread(str(d / rec['depth']), cv2.IMREAD_UNCHANGED)
             if raw is None or raw.dtype != np.uint16 or raw.ndim != 2:
-                raise ValueError(f"depth image {d / rec['depth']} must be a 16-bit single-channel PNG")
+                raise ValueError(
+                    f"depth image {d / rec['depth']} must be a 16-bit single-channel PNG"
+                )
             depth = depth_to_meters(raw, '16UC1', rec.get('depth_scale', 0.001))
             if depth.shape != (h, w):  # C20: resample with separate x/y factors
                 depth = resize_depth(depth, (w, h))
@@ -231,12 +274,16 @@ class FrameDataset(Dataset):
         if rec.get('labels'):
             labels = cv2.imread(str(d / rec['labels']), cv2.IMREAD_UNCHANGED)
             if labels is None or labels.ndim != 2 or labels.dtype.kind != 'u':
-                raise ValueError(f"label image {d / rec['labels']} must be an 8/16-bit single-channel PNG")
+                raise ValueError(
+                    f"label image {d / rec['labels']} must be an 8/16-bit single-channel PNG"
+                )
             if labels.shape != (h, w):
                 labels = resize_labels(labels, (w, h))
             if int(labels.max()) >= len(self.classes):
-                raise ValueError(f"label image {d / rec['labels']} has id {int(labels.max())} >= "
-                                 f'{len(self.classes)} classes')
+                raise ValueError(
+                    f"label image {d / rec['labels']} has id {int(labels.max())} >= "
+                    f'{len(self.classes)} classes'
+                )
         K = np.asarray(rec['K'], dtype=np.float64).reshape(3, 3)
         return rgb, depth, labels, K
 
@@ -249,9 +296,12 @@ class FrameDataset(Dataset):
         else:
             rng = np.random.default_rng([self.seed, self.epoch, i])
             p = sample_params(rng, self.augment, (w, h))
-            rgb, depth, labels, K = geometric_transform(rgb, depth, labels, K, p.scaled_wh, (p.x0, p.y0),
-                                                        (w, h), p.flip)
-            if self.camera is not None:  # drawn after the geometric params: those stay as without it
+            rgb, depth, labels, K = geometric_transform(
+                rgb, depth, labels, K, p.scaled_wh, (p.x0, p.y0), (w, h), p.flip
+            )
+            if (
+                self.camera is not None
+            ):  # drawn after the geometric params: those stay as without it
                 rgb = augment_rgb(rgb, rng, self.camera)
                 depth = augment_depth(depth, rng, self.camera)
             x = color_jitter(rgb, p.brightness, p.contrast, p.saturation)
@@ -260,24 +310,30 @@ class FrameDataset(Dataset):
         return {
             'rgb': torch.from_numpy(np.ascontiguousarray(x.transpose(2, 0, 1))),
             'K': torch.from_numpy(K.astype(np.float32)),
-            'depth': torch.from_numpy(depth if depth is not None
-                                      else np.full((h, w), np.nan, np.float32))[None].float(),
-            'labels': torch.from_numpy(labels.astype(np.int64) if labels is not None
-                                       else np.full((h, w), void, np.int64)),
+            'depth': torch.from_numpy(
+                depth if depth is not None else np.full((h, w), np.nan, np.float32)
+            )[None].float(),
+            'labels': torch.from_numpy(
+                labels.astype(np.int64) if labels is not None else np.full((h, w), void, np.int64)
+            ),
             'has_depth': torch.tensor(depth is not None),
             'has_labels': torch.tensor(labels is not None),
             'index': torch.tensor(i, dtype=torch.int64),
         }
 
 
-def split_records(records: list[dict], val_split: float, seed: int) -> tuple[list[dict], list[dict]]:
-    """Deterministic train/val split of frame records (a seeded permutation); at least one of each when
-    ``val_split > 0`` and there are >= 2 frames. Returns (train, val)."""
+def split_records(
+    records: list[dict], val_split: float, seed: int
+) -> tuple[list[dict], list[dict]]:
+    """Deterministic train/val split of frame records (a seeded permutation); at least one of each
+    when ``val_split > 0`` and there are >= 2 frames. Returns (train, val)."""
     n = len(records)
     if val_split <= 0 or n < 2:
         return list(records), []
     perm = np.random.default_rng(seed).permutation(n)
     n_val = min(n - 1, max(1, int(round(n * val_split))))
     val_idx = set(perm[:n_val].tolist())
-    return ([r for k, r in enumerate(records) if k not in val_idx],
-            [r for k, r in enumerate(records) if k in val_idx])
+    return (
+        [r for k, r in enumerate(records) if k not in val_idx],
+        [r for k, r in enumerate(records) if k in val_idx],
+    )

@@ -1,5 +1,6 @@
-"""Process-level set-up for depth3dseg-train: DDP process group, device, seeds, DataLoader worker seeds,
-and rank 0's decisions shared with every process."""
+"""Process-level set-up for depth3dseg-train: DDP process group, device, seeds, DataLoader worker
+seeds, and rank 0's decisions shared with every process."""
+
 from __future__ import annotations
 
 import datetime
@@ -14,7 +15,8 @@ from depth3dseg_ros.core.inference import resolve_device
 
 
 def setup_distributed() -> tuple[int, int, int]:
-    """(rank, world_size, local_rank) from torchrun's env; init_process_group when WORLD_SIZE > 1."""
+    """(rank, world_size, local_rank) from torchrun's env; init_process_group when WORLD_SIZE >
+    1."""
     world = int(os.environ.get('WORLD_SIZE', '1'))
     if world > 1:
         backend = 'nccl' if torch.cuda.is_available() else 'gloo'
@@ -25,8 +27,9 @@ def setup_distributed() -> tuple[int, int, int]:
 
 
 def pick_device(name: str, local_rank: int) -> torch.device:
-    """core.inference.resolve_device (auto -> cuda when available, else cpu; ValueError for CUDA without
-    CUDA), with an index-less cuda device made ``cuda:<local_rank>`` (one GPU per DDP process)."""
+    """core.inference.resolve_device (auto -> cuda when available, else cpu; ValueError for CUDA
+    without CUDA), with an index-less cuda device made ``cuda:<local_rank>`` (one GPU per DDP
+    process)."""
     try:
         dev = resolve_device(name)
     except ValueError as exc:
@@ -39,7 +42,8 @@ def pick_device(name: str, local_rank: int) -> torch.device:
 
 
 def seed_everything(seed: int, deterministic: bool, device: torch.device) -> None:
-    """Seed Python, NumPy and torch; with ``deterministic`` also ask torch (and cuBLAS) for deterministic kernels."""
+    """Seed Python, NumPy and torch; with ``deterministic`` also ask torch (and cuBLAS) for
+    deterministic kernels."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -58,8 +62,8 @@ def worker_init(worker_id: int) -> None:
 
 
 def agree(flag: bool, world: int, device: torch.device) -> bool:
-    """Rank 0's ``flag`` on every rank (DDP ranks must leave the loop together, or the others hang in
-    the next all-reduce); the flag itself when single-process."""
+    """Rank 0's ``flag`` on every rank (DDP ranks must leave the loop together, or the others hang
+    in the next all-reduce); the flag itself when single-process."""
     if world == 1:
         return bool(flag)
     t = torch.tensor([1.0 if flag else 0.0], device=device)

@@ -1,16 +1,20 @@
-"""``depth3dseg-eval``: evaluate a model file on dataset directories (or a bag) — METHOD M7/M8 metrics.
+"""``depth3dseg-eval``: evaluate a model file on dataset directories (or a bag) — METHOD M7/M8
+metrics.
 
     depth3dseg-eval --model runs/x/model.pt --data ds/val [ds/other ...] --out eval/x [--grids 4]
     depth3dseg-eval --model runs/x/model.pt --bag bags/room_mcap --out eval/x [--preset realsense]
 
-Runs the model batched at its network input size (the model file's ``input_size``, ``mean``/``std``),
-against ground truth resized to that size with nearest neighbour (labels: C22, depth: NaN-safe, K scaled:
-C18). Metrics (core.metrics.SegDepthEvaluator, accumulated over all pixels): mIoU, per-class IoU and pixel
-accuracy for the 2D, 3D and fused labels; AbsRel, RMSE and δ1–δ3 for depth; and frames/s of the batched
-forward pass. Writes ``report.json`` and ``report.txt`` (the table also printed), and with ``--grids N``
-``grid_XXX.png`` images (rgb | ground truth | fused prediction | predicted depth). A tqdm progress bar
-over the batches goes to stderr when it is a terminal (``--no-progress`` turns it off), like training's.
+Runs the model batched at its network input size (the model file's ``input_size``,
+``mean``/``std``), against ground truth resized to that size with nearest neighbour (labels: C22,
+depth: NaN-safe, K scaled:
+C18). Metrics (core.metrics.SegDepthEvaluator, accumulated over all pixels): mIoU, per-class IoU
+and pixel accuracy for the 2D, 3D and fused labels; AbsRel, RMSE and δ1–δ3 for depth; and frames/s
+of the batched forward pass. Writes ``report.json`` and ``report.txt`` (the table also printed),
+and with ``--grids N`` ``grid_XXX.png`` images (rgb | ground truth | fused prediction | predicted
+depth). A tqdm progress bar over the batches goes to stderr when it is a terminal
+(``--no-progress`` turns it off), like training's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,36 +40,66 @@ from depth3dseg_ros.core.metrics import SegDepthEvaluator
 from depth3dseg_ros.core.train_step import losses_from_outputs
 from depth3dseg_ros.training.dataset import FrameDataset, load_records
 
-FLAT_KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_2d', 'pixel_acc_3d', 'pixel_acc_fused',
-             'absrel', 'rmse', 'delta1', 'delta2', 'delta3')
+FLAT_KEYS = (
+    'miou_2d',
+    'miou_3d',
+    'miou_fused',
+    'pixel_acc_2d',
+    'pixel_acc_3d',
+    'pixel_acc_fused',
+    'absrel',
+    'rmse',
+    'delta1',
+    'delta2',
+    'delta3',
+)
 
 
 @torch.no_grad()
-def evaluate_model(model: torch.nn.Module, dataset: FrameDataset, classes: ClassSet,
-                   device: torch.device | str = 'cpu', batch_size: int = 8, loss_cfg: Any = None,
-                   weighting: Any = None, amp_ctx: Callable = nullcontext, full: bool = False,
-                   measured_depth: bool = False, progress: bool = False) -> dict[str, Any]:
+def evaluate_model(
+    model: torch.nn.Module,
+    dataset: FrameDataset,
+    classes: ClassSet,
+    device: torch.device | str = 'cpu',
+    batch_size: int = 8,
+    loss_cfg: Any = None,
+    weighting: Any = None,
+    amp_ctx: Callable = nullcontext,
+    full: bool = False,
+    measured_depth: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Run ``model`` (Depth3DSeg) over ``dataset`` (un-augmented FrameDataset) and return metrics.
 
-    Returns a dict with the flat keys of FLAT_KEYS (float, None when undefined: no labelled / no depth
-    pixels), ``frames`` and ``frames_per_s`` (forward passes only, batched), ``val_loss`` (mean total
-    of core.train_step.compute_losses, when ``loss_cfg`` is given) and, with ``full=True``, the nested
-    per-class summary under ``seg2d``, ``seg3d``, ``fused``, ``depth``. The model's train/eval mode is
-    restored afterwards. ``weighting``: the learned loss weighting module, when the config uses one.
-    ``measured_depth``: give the model each frame's sensor depth as measured depth (the cloud and the 3D
-    net use it where valid, Depth3DSeg.forward), as an RGB-D camera's node would; frames without depth
-    run on the prediction alone. The depth metrics always score the network's predicted depth.
-    ``progress``: a tqdm bar over the batches on stderr (as depth3dseg-train shows; off by default).
+    Returns a dict with the flat keys of FLAT_KEYS (float, None when undefined: no labelled / no
+    depth pixels), ``frames`` and ``frames_per_s`` (forward passes only, batched), ``val_loss``
+    (mean total of core.train_step.compute_losses, when ``loss_cfg`` is given) and, with
+    ``full=True``, the nested per-class summary under ``seg2d``, ``seg3d``, ``fused``, ``depth``.
+    The model's train/eval mode is restored afterwards. ``weighting``: the learned loss weighting
+    module, when the config uses one.
+    ``measured_depth``: give the model each frame's sensor depth as measured depth (the cloud and
+    the 3D net use it where valid, Depth3DSeg.forward), as an RGB-D camera's node would; frames
+    without depth run on the prediction alone. The depth metrics always score the network's
+    predicted depth.
+    ``progress``: a tqdm bar over the batches on stderr (as depth3dseg-train shows; off by
+    default).
     """
     from tqdm import tqdm
+
     device = torch.device(device)
     was_training = model.training
     model.eval()
-    ev = SegDepthEvaluator(len(classes), classes.void_id, classes.names,
-                           max_depth=getattr(model, 'arch', {}).get('max_depth'))
+    ev = SegDepthEvaluator(
+        len(classes),
+        classes.void_id,
+        classes.names,
+        max_depth=getattr(model, 'arch', {}).get('max_depth'),
+    )
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=0)
     loss_sum, n_frames, t_fwd = 0.0, 0, 0.0
-    for batch in tqdm(loader, desc='eval', unit='batch', disable=not progress, dynamic_ncols=True, leave=False):
+    for batch in tqdm(
+        loader, desc='eval', unit='batch', disable=not progress, dynamic_ncols=True, leave=False
+    ):
         batch = {k: v.to(device) for k, v in batch.items()}
         if device.type == 'cuda':
             torch.cuda.synchronize()
@@ -83,7 +117,9 @@ def evaluate_model(model: torch.nn.Module, dataset: FrameDataset, classes: Class
         n_frames += len(batch['rgb'])
     model.train(was_training)
     s = ev.summary()
-    flat: dict[str, Any] = {k: s[k] for k in ('miou_2d', 'miou_3d', 'miou_fused', 'absrel', 'rmse', 'delta1')}
+    flat: dict[str, Any] = {
+        k: s[k] for k in ('miou_2d', 'miou_3d', 'miou_fused', 'absrel', 'rmse', 'delta1')
+    }
     for k, sec in (('2d', 'seg2d'), ('3d', 'seg3d'), ('fused', 'fused')):
         flat[f'pixel_acc_{k}'] = s[sec]['pixel_acc']
     flat['delta2'], flat['delta3'] = s['depth']['delta2'], s['depth']['delta3']
@@ -104,8 +140,14 @@ def denormalize(rgb: torch.Tensor, mean, std) -> np.ndarray:
 
 
 @torch.no_grad()
-def sample_grid(model: torch.nn.Module, dataset: FrameDataset, classes: ClassSet,
-                device: torch.device | str = 'cpu', n: int = 4, start: int = 0) -> np.ndarray:
+def sample_grid(
+    model: torch.nn.Module,
+    dataset: FrameDataset,
+    classes: ClassSet,
+    device: torch.device | str = 'cpu',
+    n: int = 4,
+    start: int = 0,
+) -> np.ndarray:
     """Rows of rgb | ground-truth labels | fused predicted labels | predicted depth for frames
     ``start..start+n-1`` of ``dataset``; returns an H'×W'×3 uint8 RGB image (ground truth of frames
     without labels is all void)."""
@@ -117,97 +159,144 @@ def sample_grid(model: torch.nn.Module, dataset: FrameDataset, classes: ClassSet
     K = torch.stack([b['K'] for b in items]).to(device)
     out = model(rgb, K)
     model.train(was_training)
-    pred = source_labels(out['seg2d'], out['seg3d'], out['valid'], 'fused', classes.void_id).cpu().numpy()
+    pred = (
+        source_labels(out['seg2d'], out['seg3d'], out['valid'], 'fused', classes.void_id)
+        .cpu()
+        .numpy()
+    )
     rows = []
     for k, b in enumerate(items):
         depth = out['depth'][k, 0].float().cpu().numpy()
-        rows.append(np.concatenate([
-            denormalize(b['rgb'], dataset.mean, dataset.std),
-            colorize_labels(b['labels'].numpy(), classes.colors),
-            colorize_labels(pred[k], classes.colors),
-            colorize_depth(depth, 0.0, getattr(model, 'arch', {}).get('max_depth')),
-        ], axis=1))
+        rows.append(
+            np.concatenate(
+                [
+                    denormalize(b['rgb'], dataset.mean, dataset.std),
+                    colorize_labels(b['labels'].numpy(), classes.colors),
+                    colorize_labels(pred[k], classes.colors),
+                    colorize_depth(depth, 0.0, getattr(model, 'arch', {}).get('max_depth')),
+                ],
+                axis=1,
+            )
+        )
     return np.concatenate(rows, axis=0)
 
 
 def format_table(report: dict[str, Any], names: list[str]) -> str:
     """Readable table: per-class IoU for 2D/3D/fused, then the summary metrics."""
+
     def f(v):
         return '   -  ' if v is None else f'{v:6.3f}'
+
     lines = [f"{'class':<14}{'IoU 2D':>8}{'IoU 3D':>8}{'fused':>8}"]
     for name in names:
         if name not in report['seg2d']['iou']:
             continue
-        lines.append(f'{name:<14}' + ''.join(f'  {f(report[s]["iou"][name])}'
-                                            for s in ('seg2d', 'seg3d', 'fused')))
-    lines.append(f"{'mIoU':<14}  {f(report['miou_2d'])}  {f(report['miou_3d'])}  {f(report['miou_fused'])}")
-    lines.append(f"{'pixel acc':<14}  {f(report['pixel_acc_2d'])}  {f(report['pixel_acc_3d'])}  "
-                 f"{f(report['pixel_acc_fused'])}")
+        lines.append(
+            f'{name:<14}'
+            + ''.join(f'  {f(report[s]["iou"][name])}' for s in ('seg2d', 'seg3d', 'fused'))
+        )
+    lines.append(
+        f"{'mIoU':<14}  {f(report['miou_2d'])}  {f(report['miou_3d'])}  {f(report['miou_fused'])}"
+    )
+    lines.append(
+        f"{'pixel acc':<14}  {f(report['pixel_acc_2d'])}  {f(report['pixel_acc_3d'])}  "
+        f"{f(report['pixel_acc_fused'])}"
+    )
     lines.append('')
-    lines.append('depth: ' + '  '.join(f'{k} {f(report[k]).strip()}'
-                                       for k in ('absrel', 'rmse', 'delta1', 'delta2', 'delta3')))
+    lines.append(
+        'depth: '
+        + '  '.join(
+            f'{k} {f(report[k]).strip()}' for k in ('absrel', 'rmse', 'delta1', 'delta2', 'delta3')
+        )
+    )
     fps = report.get('frames_per_s')
     wall = report.get('wall_frames_per_s')
-    lines.append(f"frames: {report['frames']}  frames/s: {'-' if fps is None else f'{fps:.1f}'} forward, "
-                 f"{'-' if wall is None else f'{wall:.1f}'} with loading+metrics "
-                 f"(batch {report['batch_size']}, {report['device']})")
+    lines.append(
+        f"frames: {report['frames']}  frames/s: {'-' if fps is None else f'{fps:.1f}'} forward, "
+        f"{'-' if wall is None else f'{wall:.1f}'} with loading+metrics "
+        f"(batch {report['batch_size']}, {report['device']})"
+    )
     return '\n'.join(lines)
 
 
 def extract_bags_to(bags: list[str], dst: Path, config: str | None, preset: str | None) -> Path:
-    """Extract ``bags`` with bags.extract (the depth3dseg-extract code path, ``config``/``preset`` as
-    there) into the dataset directory ``dst``; returns dst. Errors are those of bags.extract.extract."""
+    """Extract ``bags`` with bags.extract (the depth3dseg-extract code path, ``config``/``preset``
+    as there) into the dataset directory ``dst``; returns dst. Errors are those of
+    bags.extract.extract."""
     from depth3dseg_ros.bags.extract import extract, load_extract_config
+
     extract(bags, dst, load_extract_config(config, preset))
     return dst
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Parse the depth3dseg-eval command line (``argv`` None: sys.argv)."""
-    p = argparse.ArgumentParser(prog='depth3dseg-eval',
-                                description=__doc__.split('\n\n')[0].replace('``', ''))
-    p.add_argument('--model', required=True, help='model file (core.modelfile, e.g. runs/x/model.pt)')
+    p = argparse.ArgumentParser(
+        prog='depth3dseg-eval', description=__doc__.split('\n\n')[0].replace('``', '')
+    )
+    p.add_argument(
+        '--model', required=True, help='model file (core.modelfile, e.g. runs/x/model.pt)'
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument('--data', nargs='+', help='dataset directories (depth3dseg-extract format)')
-    src.add_argument('--bag', nargs='+', help='bags to extract to a temporary dataset directory first')
+    src.add_argument(
+        '--bag', nargs='+', help='bags to extract to a temporary dataset directory first'
+    )
     p.add_argument('--extract-config', help='depth3dseg-extract YAML (topics etc.) for --bag')
     p.add_argument('--preset', help='depth3dseg-extract topic preset for --bag')
-    p.add_argument('--out', required=True, help='report directory (report.json, report.txt, grids)')
+    p.add_argument(
+        '--out', required=True, help='report directory (report.json, report.txt, grids)'
+    )
     p.add_argument('--batch-size', type=int, default=8)
     p.add_argument('--device', default='auto', help="'auto', 'cpu' or 'cuda[:N]'")
-    p.add_argument('--grids', type=int, default=0, metavar='N', help='write N PNG grids of sample frames')
-    p.add_argument('--measured-depth', action='store_true',
-                   help="feed each frame's sensor depth to the model as measured depth (RGB-D camera): the "
-                        'cloud and 3D net use it where valid')
-    p.add_argument('--only-with-depth', action='store_true', help='evaluate only the frames that have depth')
-    p.add_argument('--no-progress', action='store_true',
-                   help='no progress bar (it is shown only when stderr is a terminal anyway)')
+    p.add_argument(
+        '--grids', type=int, default=0, metavar='N', help='write N PNG grids of sample frames'
+    )
+    p.add_argument(
+        '--measured-depth',
+        action='store_true',
+        help="feed each frame's sensor depth to the model as measured depth (RGB-D camera): the "
+        'cloud and 3D net use it where valid',
+    )
+    p.add_argument(
+        '--only-with-depth', action='store_true', help='evaluate only the frames that have depth'
+    )
+    p.add_argument(
+        '--no-progress',
+        action='store_true',
+        help='no progress bar (it is shown only when stderr is a terminal anyway)',
+    )
     return p.parse_args(argv)
 
 
 def show_progress(no_progress: bool, stream: Any = None) -> bool:
-    """Whether depth3dseg-eval shows its tqdm bar: not with ``--no-progress``, and only when ``stream``
-    (default stderr, where tqdm writes) is a terminal (no bar in logs, pipes or CI)."""
+    """Whether depth3dseg-eval shows its tqdm bar: not with ``--no-progress``, and only when
+    ``stream`` (default stderr, where tqdm writes) is a terminal (no bar in logs, pipes or CI)."""
     stream = sys.stderr if stream is None else stream
     return not no_progress and bool(getattr(stream, 'isatty', lambda: False)())
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point; returns 0, or 2 after printing ``depth3dseg-eval: error: <message>`` to stderr
-    for a user error (training.config.USER_ERRORS: missing model file / dataset / bag, bad model file,
-    bad --batch-size); other exceptions keep their traceback."""
+    """Console entry point; returns 0, or 2 after printing ``depth3dseg-eval: error: <message>`` to
+    stderr for a user error (training.config.USER_ERRORS: missing model file / dataset / bag, bad
+    model file, bad --batch-size); other exceptions keep their traceback."""
     from depth3dseg_ros.training.config import USER_ERRORS
+
     args = parse_args(argv)
     try:
         return _run(args)
     except USER_ERRORS as exc:
-        print(f'depth3dseg-eval: error: {" ".join(str(exc).split())}', file=sys.stderr, flush=True)  # one line
+        print(
+            f'depth3dseg-eval: error: {" ".join(str(exc).split())}', file=sys.stderr, flush=True
+        )  # one line
         return 2
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Evaluate as `main` describes; raises FileNotFoundError / ValueError / ModelFileError for bad inputs."""
+    """Evaluate as `main` describes; raises FileNotFoundError / ValueError / ModelFileError for bad
+    inputs."""
     from depth3dseg_ros.core.modelfile import load_model
+
     if args.batch_size < 1:
         raise ValueError(f'--batch-size={args.batch_size} must be >= 1')
     device = resolve_device(args.device)
@@ -217,25 +306,56 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix='depth3dseg_eval_') as tmp:
-        dirs = args.data or [str(extract_bags_to(args.bag, Path(tmp) / 'ds', args.extract_config,
-                                                 args.preset))]
+        dirs = args.data or [
+            str(extract_bags_to(args.bag, Path(tmp) / 'ds', args.extract_config, args.preset))
+        ]
         records = load_records(dirs, classes)
         if args.only_with_depth:
             records = [r for r in records if r.get('depth')]
-        check_label_range(records, classes)  # ids outside the class set: one error line before any frame (C43)
-        for key, what in (('labels', 'segmentation (mIoU)'), ('depth', 'depth (AbsRel, RMSE, δ1)')):
-            if records and not any(r.get(key) for r in records):  # e.g. a --preset naming absent topics
-                print(f'depth3dseg-eval: warning: none of the {len(records)} frames has {key}: no '
-                      f'{what} metrics (check the topics: --preset / --extract-config)', file=sys.stderr)
-        ds = FrameDataset(records=records, input_size=meta['input_size'], classes=classes,
-                          mean=meta['mean'], std=meta['std'], augment=None)
+        check_label_range(
+            records, classes
+        )  # ids outside the class set: one error line before any frame (C43)
+        for key, what in (
+            ('labels', 'segmentation (mIoU)'),
+            ('depth', 'depth (AbsRel, RMSE, δ1)'),
+        ):
+            if records and not any(
+                r.get(key) for r in records
+            ):  # e.g. a --preset naming absent topics
+                print(
+                    f'depth3dseg-eval: warning: none of the {len(records)} frames has {key}: no '
+                    f'{what} metrics (check the topics: --preset / --extract-config)',
+                    file=sys.stderr,
+                )
+        ds = FrameDataset(
+            records=records,
+            input_size=meta['input_size'],
+            classes=classes,
+            mean=meta['mean'],
+            std=meta['std'],
+            augment=None,
+        )
         t0 = time.perf_counter()
-        report = evaluate_model(model, ds, classes, device, batch_size=args.batch_size, full=True,
-                                measured_depth=args.measured_depth, progress=show_progress(args.no_progress))
+        report = evaluate_model(
+            model,
+            ds,
+            classes,
+            device,
+            batch_size=args.batch_size,
+            full=True,
+            measured_depth=args.measured_depth,
+            progress=show_progress(args.no_progress),
+        )
         report['wall_frames_per_s'] = report['frames'] / (time.perf_counter() - t0)
-        report.update(model=str(args.model), data=args.data or args.bag, batch_size=args.batch_size,
-                      measured_depth=args.measured_depth, only_with_depth=args.only_with_depth,
-                      device=str(device), input_size=list(meta['input_size']))
+        report.update(
+            model=str(args.model),
+            data=args.data or args.bag,
+            batch_size=args.batch_size,
+            measured_depth=args.measured_depth,
+            only_with_depth=args.only_with_depth,
+            device=str(device),
+            input_size=list(meta['input_size']),
+        )
         for g in range(max(0, args.grids)):
             if g * 4 >= len(ds):
                 break

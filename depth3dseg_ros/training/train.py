@@ -3,18 +3,20 @@
 Reads top to bottom like nanoGPT's train.py: ``_run`` calls four named steps in order — `setup_run`
 (config as plain data, data, model, optimiser, schedule, resumed state), `train_epoch`,
 `validate_and_checkpoint`, `export` — on one `Run` that holds the state they share.
-``python -m torch.distributed.run --nproc_per_node N`` (torchrun) runs the same script as DDP (nccl on
-CUDA, gloo on CPU); only rank 0 validates, logs and writes files.
+``python -m torch.distributed.run --nproc_per_node N`` (torchrun) runs the same script as DDP (nccl
+on CUDA, gloo on CPU); only rank 0 validates, logs and writes files.
 
-    depth3dseg-train --config config/train.yaml --set data.train=[ds/a,ds/b] --out runs/x [--resume]
-                     [--max-steps-per-epoch N] [--time-limit-min M]
+    depth3dseg-train --config config/train.yaml --set data.train=[ds/a,ds/b] --out runs/x
+                     [--resume] [--max-steps-per-epoch N] [--time-limit-min M]
 
 Files in ``--out``: ``config.yaml`` (resolved), ``last.pt`` / ``best.pt`` (training checkpoints,
 checkpoint.py), ``model.pt`` (model file of the best epoch, or of the last state when the
-directory has no best.pt, e.g. a copied last.pt resumed there; core.modelfile), ``summary.json`` (why it
-stopped, best metric, history), ``tb/`` (TensorBoard). Stopping (M6): early stopping on
-``early_stop.metric`` with ``patience``, the ``train.epochs`` cap, or the time limit of a resumable chunk.
+directory has no best.pt, e.g. a copied last.pt resumed there; core.modelfile), ``summary.json``
+(why it stopped, best metric, history), ``tb/`` (TensorBoard). Stopping (M6): early stopping on
+``early_stop.metric`` with ``patience``, the ``train.epochs`` cap, or the time limit of a resumable
+chunk.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,12 +40,31 @@ from depth3dseg_ros.bags.dataset_writer import check_label_range
 from depth3dseg_ros.core.model import Depth3DSeg, check_arch
 from depth3dseg_ros.core.modelfile import save_model
 from depth3dseg_ros.core.train_step import LossConfig, compute_losses, make_weighting
-from depth3dseg_ros.training.checkpoint import (load_checkpoint, load_init_model, load_resume, resume_position,
-                                                 rng_state, save_checkpoint, set_rng_state)
-from depth3dseg_ros.training.config import (USER_ERRORS, dump_config, early_stop_reason, load_config,
-                                             update_early_stop, validate)
+from depth3dseg_ros.training.checkpoint import (
+    load_checkpoint,
+    load_init_model,
+    load_resume,
+    resume_position,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from depth3dseg_ros.training.config import (
+    USER_ERRORS,
+    dump_config,
+    early_stop_reason,
+    load_config,
+    update_early_stop,
+    validate,
+)
 from depth3dseg_ros.training.dataset import FrameDataset, load_classes, load_records, split_records
-from depth3dseg_ros.training.distributed import agree, pick_device, seed_everything, setup_distributed, worker_init
+from depth3dseg_ros.training.distributed import (
+    agree,
+    pick_device,
+    seed_everything,
+    setup_distributed,
+    worker_init,
+)
 from depth3dseg_ros.training.evaluate import evaluate_model, sample_grid
 from depth3dseg_ros.training.sampling import EpochBatchSampler, step_sizes, steps_before
 
@@ -52,21 +73,36 @@ LOSS_KEYS = ('total', 'seg2d', 'seg3d', 'depth', 'consistency')
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Parse the depth3dseg-train command line (``argv`` None: sys.argv)."""
-    p = argparse.ArgumentParser(prog='depth3dseg-train',
-                                description=__doc__.split('\n\n')[0].replace('``', ''))
-    p.add_argument('--config', default=None, help='training YAML (defaults: config/train.yaml keys)')
-    p.add_argument('--set', action='append', default=[], metavar='KEY=VALUE',
-                   help='override one config key, e.g. --set train.epochs=3 (repeatable)')
+    p = argparse.ArgumentParser(
+        prog='depth3dseg-train', description=__doc__.split('\n\n')[0].replace('``', '')
+    )
+    p.add_argument(
+        '--config', default=None, help='training YAML (defaults: config/train.yaml keys)'
+    )
+    p.add_argument(
+        '--set',
+        action='append',
+        default=[],
+        metavar='KEY=VALUE',
+        help='override one config key, e.g. --set train.epochs=3 (repeatable)',
+    )
     p.add_argument('--out', required=True, help='run directory (checkpoints, model file, logs)')
     p.add_argument('--resume', action='store_true', help='continue from <out>/last.pt exactly')
-    p.add_argument('--max-steps-per-epoch', type=int, default=None, help='cap the steps of an epoch')
-    p.add_argument('--time-limit-min', type=float, default=None,
-                   help='stop after this many minutes of this chunk, saving last.pt (resume later)')
+    p.add_argument(
+        '--max-steps-per-epoch', type=int, default=None, help='cap the steps of an epoch'
+    )
+    p.add_argument(
+        '--time-limit-min',
+        type=float,
+        default=None,
+        help='stop after this many minutes of this chunk, saving last.pt (resume later)',
+    )
     return p.parse_args(argv)
 
 
 def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
-    """Linear warmup over ``warmup`` steps, then cosine from 1 to ``min_ratio`` at ``total`` steps."""
+    """Linear warmup over ``warmup`` steps, then cosine from 1 to ``min_ratio`` at ``total``
+    steps."""
     if step < warmup:
         return (step + 1) / warmup
     t = min(1.0, (step - warmup) / max(1, total - warmup))
@@ -85,21 +121,25 @@ def build_datasets(cfg: dict, classes) -> tuple[FrameDataset, FrameDataset]:
         train_recs, val_recs = split_records(records, d['val_split'], cfg['train']['seed'])
         if not val_recs:  # nothing held out: validate on the (un-augmented) training frames
             val_recs = train_recs
-    # label ids outside the class set stop the run here, before the first step, never mid-epoch (C43):
-    # from the index's label_max, decoding only label PNGs of datasets extracted before it was recorded
+    # label ids outside the class set stop the run here, before the first step, never mid-epoch
+    # (C43):
+    # from the index's label_max, decoding only label PNGs of datasets extracted before it was
+    # recorded
     check_label_range(records if not d['val'] else records + val_recs, classes)
     common = dict(input_size=d['input_size'], classes=classes, mean=m['mean'], std=m['std'])
-    train_ds = FrameDataset(records=train_recs, augment=cfg['augment'], seed=cfg['train']['seed'], **common)
+    train_ds = FrameDataset(
+        records=train_recs, augment=cfg['augment'], seed=cfg['train']['seed'], **common
+    )
     return train_ds, FrameDataset(records=val_recs, augment=None, **common)
 
 
-# ------------------------------------------------------------------------------------------- the run
+# ----------------------------------------------------------------------------------------- the run
 @dataclass
 class Run:
     """What one training run holds: built by `setup_run`, advanced by `train_epoch` and
     `validate_and_checkpoint`, written out by `export`. ``epoch`` / ``samples_in_epoch`` say where
-    training stands: the epoch in progress (0-based) and the positions of its global order consumed so
-    far (training.sampling, C34); after a completed epoch ``epoch`` is the next one and
+    training stands: the epoch in progress (0-based) and the positions of its global order consumed
+    so far (training.sampling, C34); after a completed epoch ``epoch`` is the next one and
     ``samples_in_epoch`` 0."""
 
     out: Path
@@ -133,23 +173,33 @@ class Run:
         return self.rank == 0
 
     def checkpoint(self) -> dict[str, Any]:
-        """The resumable state (training.checkpoint), with the epoch position in samples and the batch
-        shape that reached it (C34)."""
+        """The resumable state (training.checkpoint), with the epoch position in samples and the
+        batch shape that reached it (C34)."""
         tc = self.cfg['train']
-        return {'model': self.model.state_dict(), 'optimizer': self.optimizer.state_dict(),
-                'scheduler': self.scheduler.state_dict(), 'scaler': self.scaler.state_dict(),
-                'weighting': None if self.weighting is None else self.weighting.state_dict(),
-                'epoch': self.epoch, 'step_in_epoch': self.step_in_epoch,
-                'samples_in_epoch': self.samples_in_epoch, 'batch_size': tc['batch_size'],
-                'world_size': self.world, 'sampler_seed': tc['seed'], 'global_step': self.global_step,
-                'early_stop': dict(self.es), 'history': list(self.history), 'rng': rng_state(),
-                'config': self.cfg}
+        return {
+            'model': self.model.state_dict(),
+            'optimizer': self.optimizer.state_dict(),
+            'scheduler': self.scheduler.state_dict(),
+            'scaler': self.scaler.state_dict(),
+            'weighting': None if self.weighting is None else self.weighting.state_dict(),
+            'epoch': self.epoch,
+            'step_in_epoch': self.step_in_epoch,
+            'samples_in_epoch': self.samples_in_epoch,
+            'batch_size': tc['batch_size'],
+            'world_size': self.world,
+            'sampler_seed': tc['seed'],
+            'global_step': self.global_step,
+            'early_stop': dict(self.es),
+            'history': list(self.history),
+            'rng': rng_state(),
+            'config': self.cfg,
+        }
 
 
 def setup_run(args: argparse.Namespace) -> Run:
-    """Config (resume: the run's own config completed from DEFAULTS, then --set / chunk flags on top),
-    data, model, loss, optimiser, schedule, AMP and the resumed state. Creates the run directory only
-    when all of it succeeded (a failed start leaves none)."""
+    """Config (resume: the run's own config completed from DEFAULTS, then --set / chunk flags on
+    top), data, model, loss, optimiser, schedule, AMP and the resumed state. Creates the run
+    directory only when all of it succeeded (a failed start leaves none)."""
     out = Path(args.out)
     rank, world, local_rank = setup_distributed()
     ckpt = None
@@ -157,8 +207,10 @@ def setup_run(args: argparse.Namespace) -> Run:
         ckpt, cfg = load_resume(out / 'last.pt', args.set)
     else:
         if (out / 'last.pt').exists():
-            raise FileExistsError(f'{out / "last.pt"} exists: pass --resume to continue that run, or choose '
-                                  'another --out')
+            raise FileExistsError(
+                f'{out / "last.pt"} exists: pass --resume to continue that run, or choose '
+                'another --out'
+            )
         cfg = load_config(args.config, args.set)
     if args.max_steps_per_epoch is not None:
         cfg['train']['max_steps_per_epoch'] = args.max_steps_per_epoch
@@ -170,10 +222,12 @@ def setup_run(args: argparse.Namespace) -> Run:
     if cfg['model']['init'] and ckpt is None:
         init = load_init_model(cfg, classes)
         cfg = validate(cfg)
-    # every arch key goes into config.yaml and the checkpoints, so --resume rebuilds this network even
-    # after core.model.DEFAULT_ARCH changes (a resumed run stored without them: checkpoint.load_resume warns)
-    cfg['model']['arch'] = {k: v for k, v in check_arch(dict(cfg['model']['arch'])).items()
-                            if k != 'num_classes'}
+    # every arch key goes into config.yaml and the checkpoints, so --resume rebuilds this network
+    # even after core.model.DEFAULT_ARCH changes (a resumed run stored without them:
+    # checkpoint.load_resume warns)
+    cfg['model']['arch'] = {
+        k: v for k, v in check_arch(dict(cfg['model']['arch'])).items() if k != 'num_classes'
+    }
     tc, oc = cfg['train'], cfg['optim']
     device = pick_device(tc['device'], local_rank)
     seed_everything(tc['seed'], tc['deterministic'], device)
@@ -188,31 +242,63 @@ def setup_run(args: argparse.Namespace) -> Run:
     model = model.to(device)
     loss_cfg = LossConfig.from_dict(cfg['loss'])
     if loss_cfg.void_id != classes.void_id:
-        raise ValueError(f'config loss.void_id={loss_cfg.void_id} differs from the classes\' '
-                         f'void_id={classes.void_id}')
+        raise ValueError(
+            f'config loss.void_id={loss_cfg.void_id} differs from the classes\' '
+            f'void_id={classes.void_id}'
+        )
     weighting = make_weighting(loss_cfg)  # learned (Kendall) weights, or None
     groups = [{'params': list(model.parameters())}]
     if weighting is not None:
         weighting.to(device)
         groups.append({'params': list(weighting.parameters()), 'weight_decay': 0.0})
-    optimizer = torch.optim.AdamW(groups, lr=oc['lr'], betas=tuple(oc['betas']),
-                                  weight_decay=oc['weight_decay'])
-    steps_per_epoch = len(step_sizes(len(train_ds), tc['batch_size'], world, 0, tc['max_steps_per_epoch']))
+    optimizer = torch.optim.AdamW(
+        groups, lr=oc['lr'], betas=tuple(oc['betas']), weight_decay=oc['weight_decay']
+    )
+    steps_per_epoch = len(
+        step_sizes(len(train_ds), tc['batch_size'], world, 0, tc['max_steps_per_epoch'])
+    )
     total_steps = tc['epochs'] * steps_per_epoch
     warmup = min(oc['warmup_steps'], max(0, total_steps - 1))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, functools.partial(lr_factor, warmup=warmup, total=total_steps,
-                                     min_ratio=oc['min_lr_ratio']))
+        optimizer,
+        functools.partial(
+            lr_factor, warmup=warmup, total=total_steps, min_ratio=oc['min_lr_ratio']
+        ),
+    )
     amp = tc['amp'] if device.type == 'cuda' else 'none'
     if tc['amp'] != 'none' and amp == 'none' and rank == 0:
         print(f"train.amp={tc['amp']!r} ignored on {device} (AMP is CUDA-only)")
-    amp_ctx = (lambda: torch.autocast('cuda', dtype=torch.bfloat16 if amp == 'bf16' else torch.float16)) \
-        if amp != 'none' else nullcontext
+    amp_ctx = (
+        (lambda: torch.autocast('cuda', dtype=torch.bfloat16 if amp == 'bf16' else torch.float16))
+        if amp != 'none'
+        else nullcontext
+    )
     scaler = torch.amp.GradScaler('cuda', enabled=amp == 'fp16')
-    ddp_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == 'cuda' else None) \
-        if world > 1 else model
-    run = Run(out, cfg, classes, rank, world, device, train_ds, val_ds, model, ddp_model, loss_cfg, weighting,
-              optimizer, scheduler, scaler, amp_ctx)
+    ddp_model = (
+        DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == 'cuda' else None
+        )
+        if world > 1
+        else model
+    )
+    run = Run(
+        out,
+        cfg,
+        classes,
+        rank,
+        world,
+        device,
+        train_ds,
+        val_ds,
+        model,
+        ddp_model,
+        loss_cfg,
+        weighting,
+        optimizer,
+        scheduler,
+        scaler,
+        amp_ctx,
+    )
     if ckpt is not None:
         model.load_state_dict(ckpt['model'])
         optimizer.load_state_dict(ckpt['optimizer'])
@@ -220,47 +306,85 @@ def setup_run(args: argparse.Namespace) -> Run:
         scaler.load_state_dict(ckpt['scaler'])
         if weighting is not None:
             weighting.load_state_dict(ckpt['weighting'])
-        run.epoch, run.samples_in_epoch, run.global_step = ckpt['epoch'], start_pos, ckpt['global_step']
+        run.epoch, run.samples_in_epoch, run.global_step = (
+            ckpt['epoch'],
+            start_pos,
+            ckpt['global_step'],
+        )
         run.es, run.history = ckpt['early_stop'], ckpt['history']
         set_rng_state(ckpt['rng'])
         if rank == 0:
             shape = (ckpt.get('batch_size', tc['batch_size']), ckpt.get('world_size', world))
-            note = '' if shape == (tc['batch_size'], world) else (
-                f' (batch size {shape[0]} x {shape[1]} process(es) then, {tc["batch_size"]} x {world} now: '
-                'the epoch continues with exactly the samples not yet trained)')
-            print(f'resumed from {out / "last.pt"}: epoch {run.epoch}, sample {start_pos} of '
-                  f'{len(train_ds)}{note}')
-    if rank == 0:  # only now, so that a run failing to start (no data, bad config) leaves no run directory
+            note = (
+                ''
+                if shape == (tc['batch_size'], world)
+                else (
+                    f' (batch size {shape[0]} x {shape[1]} process(es) then, {tc["batch_size"]} x '
+                    f'{world} now: the epoch continues with exactly the samples not yet trained)'
+                )
+            )
+            print(
+                f'resumed from {out / "last.pt"}: epoch {run.epoch}, sample {start_pos} of '
+                f'{len(train_ds)}{note}'
+            )
+    if (
+        rank == 0
+    ):  # only now, so that a run failing to start (no data, bad config) leaves no run directory
         out.mkdir(parents=True, exist_ok=True)
         dump_config(cfg, out / 'config.yaml')
         if cfg['log']['tensorboard']:
             from torch.utils.tensorboard import SummaryWriter
+
             run.writer = SummaryWriter(str(out / 'tb'))
     return run
 
 
 def train_epoch(run: Run, epoch: int, limit_s: float | None) -> bool:
-    """Train ``epoch`` from ``run.samples_in_epoch`` (0 unless resumed mid-epoch) to its end; True when it
-    ended, False when the time limit stopped it (last.pt then holds the position)."""
+    """Train ``epoch`` from ``run.samples_in_epoch`` (0 unless resumed mid-epoch) to its end; True
+    when it ended, False when the time limit stopped it (last.pt then holds the position)."""
     tc, bs = run.cfg['train'], run.cfg['train']['batch_size']
     start = run.samples_in_epoch if epoch == run.epoch else 0
-    batches = EpochBatchSampler(len(run.train_ds), bs, run.world, run.rank, tc['seed'], epoch, start,
-                                tc['max_steps_per_epoch'])
+    batches = EpochBatchSampler(
+        len(run.train_ds),
+        bs,
+        run.world,
+        run.rank,
+        tc['seed'],
+        epoch,
+        start,
+        tc['max_steps_per_epoch'],
+    )
     run.train_ds.set_epoch(epoch)
-    gen = torch.Generator().manual_seed(tc['seed'] * 100003 + epoch)   # worker seeds
-    loader = DataLoader(run.train_ds, batch_sampler=batches, num_workers=run.cfg['data']['num_workers'],
-                        worker_init_fn=worker_init, pin_memory=run.device.type == 'cuda', generator=gen)
+    gen = torch.Generator().manual_seed(tc['seed'] * 100003 + epoch)  # worker seeds
+    loader = DataLoader(
+        run.train_ds,
+        batch_sampler=batches,
+        num_workers=run.cfg['data']['num_workers'],
+        worker_init_fn=worker_init,
+        pin_memory=run.device.type == 'cuda',
+        generator=gen,
+    )
     done_before = steps_before(start, len(run.train_ds), bs, run.world)
     run.epoch, run.samples_in_epoch, run.step_in_epoch = epoch, start, done_before
     run.ddp_model.train()
-    bar = tqdm(total=done_before + len(batches), initial=done_before, desc=f'epoch {epoch + 1}/{tc["epochs"]}',
-               disable=not (run.master and run.cfg['log']['progress']), dynamic_ncols=True, leave=False)
+    bar = tqdm(
+        total=done_before + len(batches),
+        initial=done_before,
+        desc=f'epoch {epoch + 1}/{tc["epochs"]}',
+        disable=not (run.master and run.cfg['log']['progress']),
+        dynamic_ncols=True,
+        leave=False,
+    )
     for k, batch in enumerate(loader, 1):
-        vals = train_step(run, {key: v.to(run.device, non_blocking=True) for key, v in batch.items()})
+        vals = train_step(
+            run, {key: v.to(run.device, non_blocking=True) for key, v in batch.items()}
+        )
         run.samples_in_epoch, run.step_in_epoch = batches.positions_after(k), done_before + k
         bar.set_postfix({key[:5]: f'{v:.3f}' for key, v in vals.items()}, refresh=False)
         bar.update(1)
-        if limit_s is not None and agree(time.monotonic() - run.t0 >= limit_s, run.world, run.device):
+        if limit_s is not None and agree(
+            time.monotonic() - run.t0 >= limit_s, run.world, run.device
+        ):
             bar.close()
             if run.master:
                 save_checkpoint(run.out / 'last.pt', run.checkpoint())
@@ -275,8 +399,9 @@ def train_step(run: Run, batch: dict[str, torch.Tensor]) -> dict[str, float]:
     with run.amp_ctx():
         losses = compute_losses(run.ddp_model, batch, run.loss_cfg, run.weighting)
     if not torch.isfinite(losses['total']):
-        raise FloatingPointError(f'loss total={losses["total"].item()} at epoch {run.epoch} step '
-                                 f'{run.step_in_epoch}')
+        raise FloatingPointError(
+            f'loss total={losses["total"].item()} at epoch {run.epoch} step {run.step_in_epoch}'
+        )
     run.optimizer.zero_grad(set_to_none=True)
     run.scaler.scale(losses['total']).backward()
     if run.weighting is not None and run.world > 1:  # DDP syncs the model only
@@ -300,29 +425,46 @@ def train_step(run: Run, batch: dict[str, torch.Tensor]) -> dict[str, float]:
 
 
 def validate_and_checkpoint(run: Run, epoch: int) -> bool:
-    """After ``epoch``: validate (rank 0), update early stopping, write best.pt / last.pt; returns whether
-    every rank stops now (early stopping, M6)."""
+    """After ``epoch``: validate (rank 0), update early stopping, write best.pt / last.pt; returns
+    whether every rank stops now (early stopping, M6)."""
     stop = False
     if run.master:
         cfg = run.cfg
-        metrics = evaluate_model(run.model, run.val_ds, run.classes, run.device,
-                                 batch_size=cfg['train']['batch_size'], loss_cfg=run.loss_cfg,
-                                 weighting=run.weighting, amp_ctx=run.amp_ctx)
+        metrics = evaluate_model(
+            run.model,
+            run.val_ds,
+            run.classes,
+            run.device,
+            batch_size=cfg['train']['batch_size'],
+            loss_cfg=run.loss_cfg,
+            weighting=run.weighting,
+            amp_ctx=run.amp_ctx,
+        )
         metrics['epoch'] = epoch + 1
         run.history.append(metrics)
-        improved, note = update_early_stop(run.es, metrics, cfg, epoch + 1)  # may fall back to val_loss
+        improved, note = update_early_stop(
+            run.es, metrics, cfg, epoch + 1
+        )  # may fall back to val_loss
         if note:
             print(note, flush=True)
-        print(f"epoch {epoch + 1}: " + ' '.join(f'{k}={v:.4f}' for k, v in metrics.items()
-                                               if isinstance(v, float)) + (' *' if improved else ''), flush=True)
+        print(
+            f"epoch {epoch + 1}: "
+            + ' '.join(f'{k}={v:.4f}' for k, v in metrics.items() if isinstance(v, float))
+            + (' *' if improved else ''),
+            flush=True,
+        )
         if run.writer is not None:
             for k, v in metrics.items():
                 if isinstance(v, (int, float)) and k != 'epoch':
                     run.writer.add_scalar(f'val/{k}', v, epoch + 1)
             n = cfg['log']['sample_images']
             if n:
-                run.writer.add_image('val/samples', sample_grid(run.model, run.val_ds, run.classes, run.device, n),
-                                     epoch + 1, dataformats='HWC')
+                run.writer.add_image(
+                    'val/samples',
+                    sample_grid(run.model, run.val_ds, run.classes, run.device, n),
+                    epoch + 1,
+                    dataformats='HWC',
+                )
             run.writer.flush()
         state = run.checkpoint()
         if improved:
@@ -333,11 +475,13 @@ def validate_and_checkpoint(run: Run, epoch: int) -> bool:
 
 
 def train(run: Run) -> str:
-    """Epochs from where the run stands until the epoch cap, early stopping or the time limit; returns
-    why it stopped."""
+    """Epochs from where the run stands until the epoch cap, early stopping or the time limit;
+    returns why it stopped."""
     tc = run.cfg['train']
     limit_s = None if tc['time_limit_min'] is None else 60.0 * tc['time_limit_min']
-    if run.es['bad_epochs'] >= run.cfg['early_stop']['patience']:  # resuming a run that had converged
+    if (
+        run.es['bad_epochs'] >= run.cfg['early_stop']['patience']
+    ):  # resuming a run that had converged
         return early_stop_reason(run.cfg, run.es)
     for epoch in range(run.epoch, tc['epochs']):
         if not train_epoch(run, epoch, limit_s):
@@ -348,53 +492,74 @@ def train(run: Run) -> str:
 
 
 def export(run: Run, stop_reason: str) -> None:
-    """Rank 0: the model file (weights of best.pt, or of the last state when the run directory has no
-    best.pt) and summary.json."""
+    """Rank 0: the model file (weights of best.pt, or of the last state when the run directory has
+    no best.pt) and summary.json."""
     if not run.master:
         return
     out, cfg, es, history = run.out, run.cfg, run.es, run.history
-    summary = {'stop_reason': stop_reason, 'epochs_done': len(history), 'global_step': run.global_step,
-               'best_metric': es.get('metric', cfg['early_stop']['metric']), 'best_value': es['best'],
-               'early_stop_metric': cfg['early_stop']['metric'],
-               'best_epoch': es['best_epoch'], 'history': history,
-               'chunk_seconds': round(time.monotonic() - run.t0, 1)}
+    summary = {
+        'stop_reason': stop_reason,
+        'epochs_done': len(history),
+        'global_step': run.global_step,
+        'best_metric': es.get('metric', cfg['early_stop']['metric']),
+        'best_value': es['best'],
+        'early_stop_metric': cfg['early_stop']['metric'],
+        'best_epoch': es['best_epoch'],
+        'history': history,
+        'chunk_seconds': round(time.monotonic() - run.t0, 1),
+    }
     best = out / 'best.pt'
     if best.is_file():
         run.model.load_state_dict(load_checkpoint(best)['model'])
         summary['exported'] = f"best epoch {es['best_epoch']}"
     elif history:  # e.g. a last.pt resumed in a new directory, and no epoch since beat its best
         summary['exported'] = f'last state, epoch {len(history)}'
-        print(f"no best.pt in {out} (best epoch {es['best_epoch']} was not saved here): exporting the "
-              f'last state (epoch {len(history)})', flush=True)
+        print(
+            f"no best.pt in {out} (best epoch {es['best_epoch']} was not saved here): exporting "
+            f'the last state (epoch {len(history)})',
+            flush=True,
+        )
     else:
         print('no model exported: no validation has run yet (continue with --resume)', flush=True)
     if history:
-        save_model(out / cfg['export'], run.model, export_meta(cfg, run.classes, run.model, summary))
+        save_model(
+            out / cfg['export'], run.model, export_meta(cfg, run.classes, run.model, summary)
+        )
         summary['model_file'] = str(out / cfg['export'])
     (out / 'summary.json').write_text(json.dumps(summary, indent=1))
     print(f'stopped: {stop_reason}', flush=True)
 
 
 def export_meta(cfg: dict, classes, model: Depth3DSeg, summary: dict) -> dict[str, Any]:
-    """Model-file metadata the node/Segmenter needs: classes, input size, mean/std, max_depth, arch,
-    and a training summary (no history)."""
-    return {'classes': classes.to_dict(), 'input_size': list(cfg['data']['input_size']),
-            'mean': list(cfg['model']['mean']), 'std': list(cfg['model']['std']),
-            'max_depth': float(model.arch['max_depth']), 'arch': dict(model.arch),
-            'training': {k: v for k, v in summary.items() if k != 'history'}}
+    """Model-file metadata the node/Segmenter needs: classes, input size, mean/std, max_depth,
+    arch, and a training summary (no history)."""
+    return {
+        'classes': classes.to_dict(),
+        'input_size': list(cfg['data']['input_size']),
+        'mean': list(cfg['model']['mean']),
+        'std': list(cfg['model']['std']),
+        'max_depth': float(model.arch['max_depth']),
+        'arch': dict(model.arch),
+        'training': {k: v for k, v in summary.items() if k != 'history'},
+    }
 
 
 # ------------------------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point; returns 0, or 2 after printing ``depth3dseg-train: error: <message>`` to stderr
-    for a user error (config.USER_ERRORS: missing path, existing run, bad config/--set/model file); other
-    exceptions keep their traceback. The process-wide determinism flag is restored afterwards (the
-    trainer may be called in-process, e.g. by tests)."""
-    prev = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    """Console entry point; returns 0, or 2 after printing ``depth3dseg-train: error: <message>``
+    to stderr for a user error (config.USER_ERRORS: missing path, existing run, bad
+    config/--set/model file); other exceptions keep their traceback. The process-wide determinism
+    flag is restored afterwards (the trainer may be called in-process, e.g. by tests)."""
+    prev = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
     try:
         return _run(parse_args(argv))
     except USER_ERRORS as exc:
-        print(f'depth3dseg-train: error: {" ".join(str(exc).split())}', file=sys.stderr, flush=True)  # one line
+        print(
+            f'depth3dseg-train: error: {" ".join(str(exc).split())}', file=sys.stderr, flush=True
+        )  # one line
         return 2
     finally:
         torch.use_deterministic_algorithms(prev[0], warn_only=prev[1])
