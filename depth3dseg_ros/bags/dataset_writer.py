@@ -2,27 +2,29 @@
 
 ::
 
-    <dir>/manifest.json   {"version": 1, "classes": ClassSet.to_dict(), "counts": {...}, "sources": [...],
+    <dir>/manifest.json   {"version": 1, "classes": ClassSet.to_dict(), "counts": {...}, "sources":
+                          [...],
                            "report": {...}}
     <dir>/index.jsonl     one JSON line per complete frame
-    <dir>/rgb/<id>.png    8-bit RGB (``png_level`` 0: stored PNG by bags.png_stored; 1..9: cv2/libpng)
-    <dir>/depth/<id>.png  16-bit PNG, millimetres, 0 = no data
+    <dir>/rgb/<id>.png    8-bit RGB (``png_level`` 0: stored PNG by bags.png_stored; 1..9:
+    cv2/libpng) <dir>/depth/<id>.png  16-bit PNG, millimetres, 0 = no data
     <dir>/labels/<id>.png 8-bit (or 16-bit) PNG of class ids
 
-Label ids: a label image may only hold ids of the class set (0..len(classes)-1). The writer refuses any
-other id (ValueError: ``bags.extract`` applies the out-of-range policy before writing, case C43) and
-records each frame's largest id as ``label_max`` in its index line, and the dataset's in manifest.json
-under ``labels`` (``max_id``, ``num_classes``, ``frames``), so a training run checks the label range from
-the index without decoding a PNG (:func:`check_label_range`).
+Label ids: a label image may only hold ids of the class set (0..len(classes)-1). The writer refuses
+any other id (ValueError: ``bags.extract`` applies the out-of-range policy before writing, case
+C43) and records each frame's largest id as ``label_max`` in its index line, and the dataset's in
+manifest.json under ``labels`` (``max_id``, ``num_classes``, ``frames``), so a training run checks
+the label range from the index without decoding a PNG (:func:`check_label_range`).
 
 Crash safety: each frame's files are written to ``.<name>.tmp`` names and moved in place with
-``os.replace``; only then is its index line appended and flushed to the OS (so a killed process never
-leaves a frame indexed without its files); the index is fsync'ed at least once a second and when the
-writer is flushed or closed (``fsync_interval_s``). A frame is part of the dataset iff its line is in
-index.jsonl, so an interrupted run never leaves a half-written frame in the index. A torn last line
-(killed mid-write) is dropped when the directory is reopened. Re-running is idempotent: frames whose id
-is already indexed are skipped (:meth:`DatasetWriter.has`).
+``os.replace``; only then is its index line appended and flushed to the OS (so a killed process
+never leaves a frame indexed without its files); the index is fsync'ed at least once a second and
+when the writer is flushed or closed (``fsync_interval_s``). A frame is part of the dataset iff its
+line is in index.jsonl, so an interrupted run never leaves a half-written frame in the index. A
+torn last line (killed mid-write) is dropped when the directory is reopened. Re-running is
+idempotent: frames whose id is already indexed are skipped (:meth:`DatasetWriter.has`).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,11 +44,15 @@ from depth3dseg_ros.dataset_format import complete_index_bytes, read_index
 
 FORMAT_VERSION = 1
 DEPTH_SCALE = 0.001  # metres per unit of the stored 16-bit depth PNG
-#: zlib strategies for cv2 PNG encoding. 'rle' is the default: on the real NYU/TUM frames at 640x480 it
-#: encoded faster than level 1 'default' and 11 % smaller than level 3 (docs/extraction.md).
-PNG_STRATEGIES = {'default': cv2.IMWRITE_PNG_STRATEGY_DEFAULT, 'rle': cv2.IMWRITE_PNG_STRATEGY_RLE,
-                  'filtered': cv2.IMWRITE_PNG_STRATEGY_FILTERED,
-                  'huffman': cv2.IMWRITE_PNG_STRATEGY_HUFFMAN_ONLY}
+#: zlib strategies for cv2 PNG encoding. 'rle' is the default: on the real NYU/TUM frames at
+#: 640x480 it encoded faster than level 1 'default' and 11 % smaller than level 3
+#: (docs/extraction.md).
+PNG_STRATEGIES = {
+    'default': cv2.IMWRITE_PNG_STRATEGY_DEFAULT,
+    'rle': cv2.IMWRITE_PNG_STRATEGY_RLE,
+    'filtered': cv2.IMWRITE_PNG_STRATEGY_FILTERED,
+    'huffman': cv2.IMWRITE_PNG_STRATEGY_HUFFMAN_ONLY,
+}
 
 
 class DatasetWriter:
@@ -60,23 +66,33 @@ class DatasetWriter:
             ``png_strategy`` (1 rle: about a third of the size, ~40x slower; docs/extraction.md).
         png_strategy: zlib strategy for levels 1..9, one of PNG_STRATEGIES ('rle' default).
         workers: threads that encode and write PNGs (cv2, zlib and numpy copies release the GIL).
-            Frames are still indexed strictly in submission order, each only after all its files are
-            in place.
+            Frames are still indexed strictly in submission order, each only after all its files
+            are in place.
         fsync_interval_s: the index is flushed to the OS after every frame (a killed process never
-            leaves a frame indexed without its files) and fsync'ed when this many seconds have passed
-            since the last fsync, and on :meth:`flush`/:meth:`close` (0 = after every frame, as before).
+            leaves a frame indexed without its files) and fsync'ed when this many seconds have
+            passed since the last fsync, and on :meth:`flush`/:meth:`close` (0 = after every frame,
+            as before).
 
     Raises:
-        ValueError: ``png_level`` outside 0..9, an index line that is not JSON (other than a torn last
-            line), or classes that differ from the existing manifest's.
+        ValueError: ``png_level`` outside 0..9, an index line that is not JSON (other than a torn
+            last line), or classes that differ from the existing manifest's.
     """
 
-    def __init__(self, root: Path | str, classes: ClassSet, png_level: int = 0, workers: int = 1,
-                 png_strategy: str = 'rle', fsync_interval_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        classes: ClassSet,
+        png_level: int = 0,
+        workers: int = 1,
+        png_strategy: str = 'rle',
+        fsync_interval_s: float = 1.0,
+    ) -> None:
         if not 0 <= int(png_level) <= 9:
             raise ValueError(f'png_level={png_level} must be in 0..9')
         if png_strategy not in PNG_STRATEGIES:
-            raise ValueError(f'png_strategy={png_strategy!r} is not one of {sorted(PNG_STRATEGIES)}')
+            raise ValueError(
+                f'png_strategy={png_strategy!r} is not one of {sorted(PNG_STRATEGIES)}'
+            )
         if int(workers) < 1:
             raise ValueError(f'workers={workers} must be >= 1')
         self._pool = ThreadPoolExecutor(int(workers)) if int(workers) > 1 else None
@@ -88,8 +104,12 @@ class DatasetWriter:
         self.png_level = int(png_level)
         self.fsync_interval_s = float(fsync_interval_s)
         self._last_fsync = time.monotonic()
-        self.png_params = [cv2.IMWRITE_PNG_COMPRESSION, int(png_level),
-                           cv2.IMWRITE_PNG_STRATEGY, PNG_STRATEGIES[png_strategy]]
+        self.png_params = [
+            cv2.IMWRITE_PNG_COMPRESSION,
+            int(png_level),
+            cv2.IMWRITE_PNG_STRATEGY,
+            PNG_STRATEGIES[png_strategy],
+        ]
         for sub in ('rgb', 'depth', 'labels'):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         self.index_path = self.root / 'index.jsonl'
@@ -102,24 +122,31 @@ class DatasetWriter:
     # -- loading ---------------------------------------------------------------------------
     def _load_manifest(self) -> Dict[str, Any]:
         if not self.manifest_path.is_file():
-            return {'version': FORMAT_VERSION, 'classes': self.classes.to_dict(), 'counts': {},
-                    'sources': [], 'report': {}}
+            return {
+                'version': FORMAT_VERSION,
+                'classes': self.classes.to_dict(),
+                'counts': {},
+                'sources': [],
+                'report': {},
+            }
         manifest = json.loads(self.manifest_path.read_text(encoding='utf-8'))
         if manifest.get('classes') != self.classes.to_dict():
             old = [c.get('name') for c in (manifest.get('classes') or {}).get('classes', [])]
-            raise ValueError(f'{self.manifest_path}: classes {old} differ from the requested '
-                             f'{list(self.classes.names)}')
+            raise ValueError(
+                f'{self.manifest_path}: classes {old} differ from the requested '
+                f'{list(self.classes.names)}'
+            )
         return manifest
 
     def _load_index(self) -> None:
         if not self.index_path.is_file():
             return
-        for entry in read_index(self.root, check_keys=False):   # a torn last line is left out ...
+        for entry in read_index(self.root, check_keys=False):  # a torn last line is left out ...
             entry.pop('dir')
             self.entries[entry['id']] = entry
         good, size = complete_index_bytes(self.root)
         good_end = len(good)
-        if good_end < size:                                      # ... and cut off the file here
+        if good_end < size:  # ... and cut off the file here
             with open(self.index_path, 'r+b') as fh:
                 fh.truncate(good_end)
                 fh.flush()
@@ -136,8 +163,11 @@ class DatasetWriter:
         if self.png_level == 0:  # stored PNG, RGB order as given (bags.png_stored)
             parts = png_stored_parts(img)
         else:
-            ok, buf = cv2.imencode('.png', cv2.cvtColor(img, cv2.COLOR_RGB2BGR) if img.ndim == 3 else img,
-                                   self.png_params)
+            ok, buf = cv2.imencode(
+                '.png',
+                cv2.cvtColor(img, cv2.COLOR_RGB2BGR) if img.ndim == 3 else img,
+                self.png_params,
+            )
             if not ok:
                 raise ValueError(f'cannot PNG-encode {rel}: shape={img.shape} dtype={img.dtype}')
             parts = [buf.data]
@@ -145,13 +175,21 @@ class DatasetWriter:
             fh.writelines(parts)
         os.replace(tmp, path)
 
-    def write_frame(self, frame_id: str, rgb: np.ndarray, K: np.ndarray, stamp_ns: int, bag: str,
-                    topics: Mapping[str, Optional[str]], depth_mm: Optional[np.ndarray] = None,
-                    labels: Optional[np.ndarray] = None) -> Dict[str, Any]:
+    def write_frame(
+        self,
+        frame_id: str,
+        rgb: np.ndarray,
+        K: np.ndarray,
+        stamp_ns: int,
+        bag: str,
+        topics: Mapping[str, Optional[str]],
+        depth_mm: Optional[np.ndarray] = None,
+        labels: Optional[np.ndarray] = None,
+    ) -> Dict[str, Any]:
         """Write one frame's PNGs, then append its index line (fsync'ed). Returns the index entry.
 
-        With ``workers > 1`` the PNGs are written by the pool and the line is appended once they and
-        every earlier frame are done (at the latest by :meth:`flush`/:meth:`close`).
+        With ``workers > 1`` the PNGs are written by the pool and the line is appended once they
+        and every earlier frame are done (at the latest by :meth:`flush`/:meth:`close`).
 
         Args:
             frame_id: unique id, characters [A-Za-z0-9_.-] (used as file name).
@@ -176,9 +214,17 @@ class DatasetWriter:
             self._complete_oldest()
         return entry
 
-    def _prepare(self, frame_id: str, rgb: np.ndarray, K: np.ndarray, stamp_ns: int, bag: str,
-                 topics: Mapping[str, Optional[str]], depth_mm: Optional[np.ndarray],
-                 labels: Optional[np.ndarray]) -> Tuple[Dict[str, Any], List[Tuple[str, np.ndarray]]]:
+    def _prepare(
+        self,
+        frame_id: str,
+        rgb: np.ndarray,
+        K: np.ndarray,
+        stamp_ns: int,
+        bag: str,
+        topics: Mapping[str, Optional[str]],
+        depth_mm: Optional[np.ndarray],
+        labels: Optional[np.ndarray],
+    ) -> Tuple[Dict[str, Any], List[Tuple[str, np.ndarray]]]:
         if not frame_id or any(not (c.isalnum() or c in '_.-') for c in frame_id):
             raise ValueError(f'frame_id={frame_id!r} must be non-empty [A-Za-z0-9_.-]')
         if self.has(frame_id) or frame_id in self._submitted:
@@ -186,19 +232,31 @@ class DatasetWriter:
         if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
             raise ValueError(f'rgb shape={rgb.shape} dtype={rgb.dtype}: expected HxWx3 uint8')
         h, w = rgb.shape[:2]
-        for name, arr, dtypes in (('depth_mm', depth_mm, (np.uint16,)),
-                                  ('labels', labels, (np.uint8, np.uint16))):
+        for name, arr, dtypes in (
+            ('depth_mm', depth_mm, (np.uint16,)),
+            ('labels', labels, (np.uint8, np.uint16)),
+        ):
             if arr is not None and (arr.shape != (h, w) or arr.dtype not in dtypes):
-                raise ValueError(f'{name} shape={arr.shape} dtype={arr.dtype}: expected ({h}, {w}) '
-                                 f'{"/".join(np.dtype(d).name for d in dtypes)}')
+                raise ValueError(
+                    f'{name} shape={arr.shape} dtype={arr.dtype}: expected ({h}, {w}) '
+                    f'{"/".join(np.dtype(d).name for d in dtypes)}'
+                )
         K = np.asarray(K, dtype=np.float64)
         if K.shape != (3, 3):
             raise ValueError(f'K shape={K.shape}: expected (3, 3)')
-        entry: Dict[str, Any] = {'id': frame_id, 'rgb': f'rgb/{frame_id}.png', 'depth': None,
-                                 'depth_scale': DEPTH_SCALE, 'labels': None,
-                                 'K': [float(x) for x in K.reshape(9)], 'width': int(w),
-                                 'height': int(h), 'stamp_ns': int(stamp_ns), 'bag': str(bag),
-                                 'topics': dict(topics)}
+        entry: Dict[str, Any] = {
+            'id': frame_id,
+            'rgb': f'rgb/{frame_id}.png',
+            'depth': None,
+            'depth_scale': DEPTH_SCALE,
+            'labels': None,
+            'K': [float(x) for x in K.reshape(9)],
+            'width': int(w),
+            'height': int(h),
+            'stamp_ns': int(stamp_ns),
+            'bag': str(bag),
+            'topics': dict(topics),
+        }
         images = [(entry['rgb'], rgb)]
         if depth_mm is not None:
             entry['depth'] = f'depth/{frame_id}.png'
@@ -208,9 +266,11 @@ class DatasetWriter:
             top = int(labels.max()) if labels.size else 0
             if top >= n:
                 ids = np.unique(labels[labels >= n])
-                raise ValueError(f'frame {frame_id}: label ids {ids[:8].tolist()} are outside the class set '
-                                 f'0..{n - 1} ({n} classes); depth3dseg-extract maps them to void or refuses '
-                                 'the frame (--out-of-range-labels, C43)')
+                raise ValueError(
+                    f'frame {frame_id}: label ids {ids[:8].tolist()} are outside the class set '
+                    f'0..{n - 1} ({n} classes); depth3dseg-extract maps them to void or refuses '
+                    'the frame (--out-of-range-labels, C43)'
+                )
             entry['labels'] = f'labels/{frame_id}.png'
             entry['label_max'] = top
             images.append((entry['labels'], labels))
@@ -253,31 +313,45 @@ class DatasetWriter:
     def counts(self) -> Dict[str, int]:
         """Frame counts of the whole dataset: frames, with_depth, with_labels."""
         vals = list(self.entries.values())
-        return {'frames': len(vals), 'with_depth': sum(e['depth'] is not None for e in vals),
-                'with_labels': sum(e['labels'] is not None for e in vals)}
+        return {
+            'frames': len(vals),
+            'with_depth': sum(e['depth'] is not None for e in vals),
+            'with_labels': sum(e['labels'] is not None for e in vals),
+        }
 
     def label_stats(self) -> Dict[str, Any]:
-        """Label-id statistics of the whole dataset (manifest.json ``labels``): ``max_id`` (largest id of
-        any label image, None without labels), ``num_classes``, ``frames`` (frames with labels) and
-        ``frames_without_max`` (labelled frames indexed by an older writer, without ``label_max``)."""
+        """Label-id statistics of the whole dataset (manifest.json ``labels``): ``max_id`` (largest
+        id of any label image, None without labels), ``num_classes``, ``frames`` (frames with
+        labels) and ``frames_without_max`` (labelled frames indexed by an older writer, without
+        ``label_max``)."""
         labelled = [e for e in self.entries.values() if e.get('labels')]
         known = [int(e['label_max']) for e in labelled if e.get('label_max') is not None]
-        return {'max_id': max(known) if known else None, 'num_classes': len(self.classes),
-                'frames': len(labelled), 'frames_without_max': len(labelled) - len(known)}
+        return {
+            'max_id': max(known) if known else None,
+            'num_classes': len(self.classes),
+            'frames': len(labelled),
+            'frames_without_max': len(labelled) - len(known),
+        }
 
     def write_manifest(self, sources: Sequence[Dict[str, Any]], report: Dict[str, Any]) -> None:
-        """Flush pending frames, then rewrite manifest.json atomically with current counts and label
-        stats (:meth:`label_stats`); ``sources``/``report`` entries replace earlier ones of the same bag
-        (keyed by ``source['bag']``)."""
+        """Flush pending frames, then rewrite manifest.json atomically with current counts and
+        label stats (:meth:`label_stats`); ``sources``/``report`` entries replace earlier ones of
+        the same bag (keyed by ``source['bag']``)."""
         self.flush()
         by_bag: Dict[str, Dict[str, Any]] = {s['bag']: s for s in self.manifest.get('sources', [])}
         by_bag.update({s['bag']: s for s in sources})
         merged_report = dict(self.manifest.get('report', {}))
         merged_report.update(report)
-        self.manifest.update({'version': FORMAT_VERSION, 'classes': self.classes.to_dict(),
-                              'counts': self.counts(), 'labels': self.label_stats(),
-                              'sources': list(by_bag.values()),
-                              'report': merged_report})
+        self.manifest.update(
+            {
+                'version': FORMAT_VERSION,
+                'classes': self.classes.to_dict(),
+                'counts': self.counts(),
+                'labels': self.label_stats(),
+                'sources': list(by_bag.values()),
+                'report': merged_report,
+            }
+        )
         tmp = self.manifest_path.with_name('.manifest.json.tmp')
         tmp.write_text(json.dumps(self.manifest, indent=1) + '\n', encoding='utf-8')
         os.replace(tmp, self.manifest_path)
@@ -310,24 +384,27 @@ class DatasetWriter:
         self.close()
 
 
-def check_label_range(records: Sequence[Mapping[str, Any]], classes: ClassSet, workers: int = 4) -> Dict[str, Any]:
-    """Check, before training or evaluation starts, that every label image holds only ids of ``classes``
-    (0..len(classes)-1; case C43: e.g. 255 = ignore written by another tool), so a bad id stops the run
-    up front instead of mid-epoch in a DataLoader worker.
+def check_label_range(
+    records: Sequence[Mapping[str, Any]], classes: ClassSet, workers: int = 4
+) -> Dict[str, Any]:
+    """Check, before training or evaluation starts, that every label image holds only ids of
+    ``classes`` (0..len(classes)-1; case C43: e.g. 255 = ignore written by another tool), so a bad
+    id stops the run up front instead of mid-epoch in a DataLoader worker.
 
     Args:
         records: frame records as ``dataset_format.read_index`` returns them (index entries plus
-            ``dir``, the dataset directory). Entries written by this writer carry ``label_max`` (the
-            frame's largest id): those are checked from the index alone. Labelled entries without it
-            (datasets extracted before it was recorded) are decoded (cv2, ``workers`` threads).
+            ``dir``, the dataset directory). Entries written by this writer carry ``label_max``
+            (the frame's largest id): those are checked from the index alone. Labelled entries
+            without it (datasets extracted before it was recorded) are decoded (cv2, ``workers``
+            threads).
         classes: the run's class set.
     Returns:
-        {'frames': labelled frames checked, 'from_index': checked by label_max, 'decoded': PNGs read,
-         'max_id': largest id found (None without labels)}.
+        {'frames': labelled frames checked, 'from_index': checked by label_max, 'decoded': PNGs
+         read, 'max_id': largest id found (None without labels)}.
     Raises:
-        ValueError: one line naming how many label images hold ids >= len(classes), the largest id, the
-            first such file and what to do (re-extract: ids outside the class set are mapped to void by
-            default); or a label PNG that cannot be read.
+        ValueError: one line naming how many label images hold ids >= len(classes), the largest id,
+            the first such file and what to do (re-extract: ids outside the class set are mapped to
+            void by default); or a label PNG that cannot be read.
     """
     n = len(classes)
     labelled = [r for r in records if r.get('labels')]
@@ -340,7 +417,9 @@ def check_label_range(records: Sequence[Mapping[str, Any]], classes: ClassSet, w
             raise ValueError(f'label image {path} is missing or unreadable')
         return int(img.max()) if img.size else 0
 
-    tops: Dict[int, int] = {id(r): int(r['label_max']) for r in labelled if r.get('label_max') is not None}
+    tops: Dict[int, int] = {
+        id(r): int(r['label_max']) for r in labelled if r.get('label_max') is not None
+    }
     if need:
         with ThreadPoolExecutor(max(1, int(workers))) as pool:  # cv2 decodes without the GIL
             for r, t in zip(need, pool.map(top, need)):
@@ -349,9 +428,16 @@ def check_label_range(records: Sequence[Mapping[str, Any]], classes: ClassSet, w
     if bad:
         worst = max(tops[id(r)] for r in bad)
         first = Path(bad[0].get('dir', '.')) / bad[0]['labels']
-        raise ValueError(f'{len(bad)} of {len(labelled)} label images hold ids outside the class set 0..{n - 1} '
-                         f'({n} classes; largest id {worst}, first {first}): re-extract the bags with '
-                         'depth3dseg-extract, which maps such ids to void (--out-of-range-labels void, the '
-                         'default) or refuses the frame (refuse); or use a class set that has these ids (C43)')
-    return {'frames': len(labelled), 'from_index': len(labelled) - len(need), 'decoded': len(need),
-            'max_id': max(tops.values()) if tops else None}
+        raise ValueError(
+            f'{len(bad)} of {len(labelled)} label images hold ids outside the class set '
+            f'0..{n - 1} ({n} classes; largest id {worst}, first {first}): re-extract the bags '
+            'with depth3dseg-extract, which maps such ids to void (--out-of-range-labels void, '
+            'the default) or refuses the frame (refuse); or use a class set that has these ids '
+            '(C43)'
+        )
+    return {
+        'frames': len(labelled),
+        'from_index': len(labelled) - len(need),
+        'decoded': len(need),
+        'max_id': max(tops.values()) if tops else None,
+    }

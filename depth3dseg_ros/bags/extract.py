@@ -1,26 +1,30 @@
-"""``depth3dseg-extract``: ROS bags (rosbag2 sqlite3/MCAP, compressed, ROS 1) -> training dataset directory.
+"""``depth3dseg-extract``: ROS bags (rosbag2 sqlite3/MCAP, compressed, ROS 1) -> training dataset
+directory.
 
 Usage::
 
     depth3dseg-extract BAG [BAG ...] -o DATASET_DIR [--config extract.yaml] [--preset realsense]
-        [--rgb-topic T] [--depth-topic T] [--camera-info-topic T] [--labels-topic T]   ('' disables)
+        [--rgb-topic T] [--depth-topic T] [--camera-info-topic T]
+        [--labels-topic T]   ('' disables)
         [--tolerance-ms 20] [--typestore ros2_kilted] [--every N] [--max-frames N] [--png-level 0]
         [--png-strategy rle] [--workers N]
-        [--classes classes.yaml] [--depth-scale 0.001] [--use-rectified] [--out-of-range-labels void|refuse]
-        [--allow-missing depth,labels]
+        [--classes classes.yaml] [--depth-scale 0.001] [--use-rectified] [--out-of-range-labels
+        void|refuse] [--allow-missing depth,labels]
 
-RGB frames are paired with depth, labels and CameraInfo by header stamp (nearest within the tolerance,
-bags.pairing); each frame is written as PNGs plus one index.jsonl line (bags.dataset_writer, format in
-docs/ARCHITECTURE.md). A per-topic table (read / used / skipped with reasons) is printed at the end and
-stored in manifest.json. Every bag is opened and checked (format, compression) before any frame is
-written, so an unsupported variant fails up front (C29). Label ids outside the class set (e.g. 255 =
-ignore) are mapped to void and counted, or the frame is refused (``--out-of-range-labels``, C43). A
-requested depth/labels/camera_info topic a bag lacks is an error before anything is written (exit 2,
-naming the topics of the right type the bag has) unless allowed with ``--allow-missing`` (issue 15,
-bags.topic_check). Cut-off recordings (no metadata.yaml, MCAP not closed) are read as far as they are
-intact (C38, bags.sniff / bags.mcap_salvage); a run that fails before its first frame leaves no output
-directory behind. See docs/extraction.md.
+RGB frames are paired with depth, labels and CameraInfo by header stamp (nearest within the
+tolerance, bags.pairing); each frame is written as PNGs plus one index.jsonl line
+(bags.dataset_writer, format in docs/ARCHITECTURE.md). A per-topic table (read / used / skipped
+with reasons) is printed at the end and stored in manifest.json. Every bag is opened and checked
+(format, compression) before any frame is written, so an unsupported variant fails up front (C29).
+Label ids outside the class set (e.g. 255 = ignore) are mapped to void and counted, or the frame is
+refused (``--out-of-range-labels``, C43). A requested depth/labels/camera_info topic a bag lacks is
+an error before anything is written (exit 2, naming the topics of the right type the bag has)
+unless allowed with ``--allow-missing`` (issue 15, bags.topic_check). Cut-off recordings (no
+metadata.yaml, MCAP not closed) are read as far as they are intact (C38, bags.sniff /
+bags.mcap_salvage); a run that fails before its first frame leaves no output directory behind. See
+docs/extraction.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,27 +40,60 @@ from typing import Any, Dict, List, Optional, Sequence
 import yaml
 
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES, DatasetWriter
-from depth3dseg_ros.bags.frames import COMPRESSED, IMAGE, NOT_SELECTED, ROLES, BagFrames, TopicStats
-from depth3dseg_ros.bags.label_policy import LABEL_POLICIES, LabelRange, _refuse, refused_reason  # noqa: F401
+from depth3dseg_ros.bags.frames import (
+    COMPRESSED,
+    IMAGE,
+    NOT_SELECTED,
+    ROLES,
+    BagFrames,
+    TopicStats,
+)
+from depth3dseg_ros.bags.label_policy import (  # noqa: F401
+    LABEL_POLICIES,
+    LabelRange,
+    _refuse,
+    refused_reason,
+)
 from depth3dseg_ros.bags.pairing import DEFAULT_TOLERANCE_NS
-from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, BagReader, detect_format, resolve_typestore
+from depth3dseg_ros.bags.reader import (
+    DEFAULT_TYPESTORE,
+    BagReader,
+    detect_format,
+    resolve_typestore,
+)
 from depth3dseg_ros.bags.topic_check import MissingTopics, check_topics, parse_allow_missing
 from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.dataset_format import complete_index_bytes
 
 LOG = logging.getLogger('depth3dseg-extract')
 
-#: Topic names of common camera drivers (role -> topic). 'depth3dseg' is the package's synthetic bags.
+#: Topic names of common camera drivers (role -> topic). 'depth3dseg' is the package's synthetic
+#: bags.
 PRESETS: Dict[str, Dict[str, Optional[str]]] = {
-    'depth3dseg': {'rgb': '/camera/color/image_raw', 'depth': '/camera/depth/image_raw',
-                   'camera_info': '/camera/color/camera_info', 'labels': '/camera/semantic/labels'},
-    'realsense': {'rgb': '/camera/color/image_raw', 'depth': '/camera/aligned_depth_to_color/image_raw',
-                  'camera_info': '/camera/color/camera_info', 'labels': None},
-    'azure_kinect': {'rgb': '/rgb/image_raw', 'depth': '/depth_to_rgb/image_raw',
-                     'camera_info': '/rgb/camera_info', 'labels': None},
-    'zed': {'rgb': '/zed/zed_node/rgb/image_rect_color',
-            'depth': '/zed/zed_node/depth/depth_registered',
-            'camera_info': '/zed/zed_node/rgb/camera_info', 'labels': None},
+    'depth3dseg': {
+        'rgb': '/camera/color/image_raw',
+        'depth': '/camera/depth/image_raw',
+        'camera_info': '/camera/color/camera_info',
+        'labels': '/camera/semantic/labels',
+    },
+    'realsense': {
+        'rgb': '/camera/color/image_raw',
+        'depth': '/camera/aligned_depth_to_color/image_raw',
+        'camera_info': '/camera/color/camera_info',
+        'labels': None,
+    },
+    'azure_kinect': {
+        'rgb': '/rgb/image_raw',
+        'depth': '/depth_to_rgb/image_raw',
+        'camera_info': '/rgb/camera_info',
+        'labels': None,
+    },
+    'zed': {
+        'rgb': '/zed/zed_node/rgb/image_rect_color',
+        'depth': '/zed/zed_node/depth/depth_registered',
+        'camera_info': '/zed/zed_node/rgb/camera_info',
+        'labels': None,
+    },
 }
 
 
@@ -68,21 +105,22 @@ class ExtractConfig:
         rgb_topic, depth_topic, camera_info_topic, labels_topic: topics; None/'' disables a role.
         tolerance_ms: max |stamp difference| for pairing (ms). typestore: rosbags distro for bags
         without definitions (C28). every: keep every N-th RGB frame. max_frames: total frame limit.
-        png_level: PNG compression 0..9: 0 (default) = stored PNGs (bags.png_stored: fastest, as large
-            as the pixels), 1..9 = zlib via cv2 (1 with strategy rle: ~1/3 of the size, ~8x slower
-            extraction; docs/extraction.md). classes: ClassSet YAML path (None = NYU13).
+        png_level: PNG compression 0..9: 0 (default) = stored PNGs (bags.png_stored: fastest, as
+            large as the pixels), 1..9 = zlib via cv2 (1 with strategy rle: ~1/3 of the size, ~8x
+            slower extraction; docs/extraction.md). classes: ClassSet YAML path (None = NYU13).
         depth_scale: metres per unit of integer depth (None = mm). use_rectified: K from P.
         workers: PNG encoding/writing threads (default min(4, CPUs)). png_strategy: zlib strategy.
         out_of_range_labels: what to do with label ids outside the class set (>= len(classes), e.g.
             255 = ignore; C43): 'void' (default) maps those pixels to the void id and counts them;
             'refuse' skips the whole frame, counted in the per-topic table as
             ``label ids outside 0..C-1 (refused)``.
-        allow_missing: roles (``'depth'``, ``'labels'``) a bag may lack although a topic is configured
-            for them; any other requested role a bag lacks is an error before anything is written
-            (:class:`bags.topic_check.MissingTopics`, issue 15). YAML list or ``'depth,labels'``.
-            ``None`` (the library default, kept for callers such as ``depth3dseg-eval --bag``) skips the
-            check: missing roles are only reported (``missing_roles``). The ``depth3dseg-extract`` CLI
-            always checks (``[]`` unless ``--allow-missing`` or the YAML key says otherwise).
+        allow_missing: roles (``'depth'``, ``'labels'``) a bag may lack although a topic is
+            configured for them; any other requested role a bag lacks is an error before anything
+            is written (:class:`bags.topic_check.MissingTopics`, issue 15). YAML list or
+            ``'depth,labels'``. ``None`` (the library default, kept for callers such as
+            ``depth3dseg-eval --bag``) skips the check: missing roles are only reported
+            (``missing_roles``). The ``depth3dseg-extract`` CLI always checks (``[]`` unless
+            ``--allow-missing`` or the YAML key says otherwise).
     """
 
     rgb_topic: Optional[str] = PRESETS['depth3dseg']['rgb']
@@ -119,18 +157,24 @@ class ExtractConfig:
         if not 0 <= int(self.png_level) <= 9:
             raise ValueError(f'png_level={self.png_level} must be in 0..9')
         if self.png_strategy not in PNG_STRATEGIES:
-            raise ValueError(f'png_strategy={self.png_strategy!r} is not one of {sorted(PNG_STRATEGIES)}')
+            raise ValueError(
+                f'png_strategy={self.png_strategy!r} is not one of {sorted(PNG_STRATEGIES)}'
+            )
         if int(self.workers) < 1:
             raise ValueError(f'workers={self.workers} must be >= 1')
         if self.out_of_range_labels not in LABEL_POLICIES:
-            raise ValueError(f'out_of_range_labels={self.out_of_range_labels!r} is not one of {list(LABEL_POLICIES)}')
+            raise ValueError(
+                f'out_of_range_labels={self.out_of_range_labels!r} is not one of '
+                f'{list(LABEL_POLICIES)}'
+            )
         resolve_typestore(self.typestore)
         if self.allow_missing is not None:
             self.allow_missing = parse_allow_missing(self.allow_missing)
 
 
-def load_extract_config(path: Optional[str], preset: Optional[str] = None,
-                overrides: Optional[Dict[str, Any]] = None) -> ExtractConfig:
+def load_extract_config(
+    path: Optional[str], preset: Optional[str] = None, overrides: Optional[Dict[str, Any]] = None
+) -> ExtractConfig:
     """Defaults <- preset <- YAML file <- overrides (None values in ``overrides`` are ignored).
 
     Raises:
@@ -148,9 +192,11 @@ def load_extract_config(path: Optional[str], preset: Optional[str] = None,
         if not isinstance(data, dict):
             raise ValueError(f'{path}: expected a mapping of extract settings')
         if 'preset' in data:
-            return load_extract_config(None, data.pop('preset'), {**data, **{k: v for k, v in
-                                                                     (overrides or {}).items()
-                                                                     if v is not None}})
+            return load_extract_config(
+                None,
+                data.pop('preset'),
+                {**data, **{k: v for k, v in (overrides or {}).items() if v is not None}},
+            )
         for key, value in data.items():
             if key not in names:
                 raise ValueError(f'{path}: unknown key {key!r} (known: {sorted(names)})')
@@ -165,7 +211,8 @@ def load_extract_config(path: Optional[str], preset: Optional[str] = None,
 
 
 def bag_names(paths: Sequence[Path]) -> List[str]:
-    """Frame-id prefixes: the bag's name without storage suffixes, [A-Za-z0-9_-] only, made unique."""
+    """Frame-id prefixes: the bag's name without storage suffixes, [A-Za-z0-9_-] only, made
+    unique."""
     out: List[str] = []
     for p in paths:
         base = re.sub(r'(\.(db3|mcap|bag|zstd|lz4))+$', '', p.name) or 'bag'
@@ -181,22 +228,33 @@ def format_report(report: Dict[str, Any]) -> str:
     """Human-readable per-bag, per-topic table of read / used / skipped (reasons)."""
     lines = []
     for bag, rec in report.items():
-        lines.append(f'bag {bag} [{rec["format"]}]: {rec["frames_written"]} frames written, '
-                     f'{rec["frames_present"]} already present')
-        lines.append(f'  {"topic":<42} {"type":<32} {"role":<11} {"read":>6} {"used":>6} '
-                     f'{"skipped":>7}  reasons')
+        lines.append(
+            f'bag {bag} [{rec["format"]}]: {rec["frames_written"]} frames written, '
+            f'{rec["frames_present"]} already present'
+        )
+        lines.append(
+            f'  {"topic":<42} {"type":<32} {"role":<11} {"read":>6} {"used":>6} '
+            f'{"skipped":>7}  reasons'
+        )
         for t in rec['topics']:
             reasons = ', '.join(f'{k}: {v}' for k, v in t['reasons'].items())
-            lines.append(f'  {t["topic"]:<42} {t["type"]:<32} {t["role"] or "-":<11} {t["read"]:>6} '
-                         f'{t["used"]:>6} {t["skipped"]:>7}  {reasons}')
+            lines.append(
+                f'  {t["topic"]:<42} {t["type"]:<32} {t["role"] or "-":<11} {t["read"]:>6} '
+                f'{t["used"]:>6} {t["skipped"]:>7}  {reasons}'
+            )
         for role in rec.get('missing_roles', []):
             lines.append(f'  (no {role} topic {rec["topics_requested"][role]!r} in this bag)')
         oor = rec.get('labels_out_of_range') or {}
         if oor.get('frames'):
-            what = (f'mapped to void {oor["void_id"]}' if oor['policy'] == 'void' else 'frames refused')
-            lines.append(f'  label ids outside the class set 0..{oor["num_classes"] - 1}: ids {oor["ids"]}, '
-                         f'{oor["pixels"]} px in {oor["frames"]} frames, {what} (--out-of-range-labels '
-                         f'{oor["policy"]})')
+            what = (
+                f'mapped to void {oor["void_id"]}' if oor['policy'] == 'void' else 'frames refused'
+            )
+            lines.append(
+                f'  label ids outside the class set 0..{oor["num_classes"] - 1}: ids '
+                f'{oor["ids"]}, '
+                f'{oor["pixels"]} px in {oor["frames"]} frames, {what} (--out-of-range-labels '
+                f'{oor["policy"]})'
+            )
     return '\n'.join(lines)
 
 
@@ -204,13 +262,14 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
     """Extract every bag into ``out_dir``; return the report (also stored in manifest.json).
 
     Raises:
-        FileNotFoundError, ValueError, UnsupportedCompression: a bag cannot be read (format, compression,
-            ROS 1 bag without index: C29, C38); raised for all bags before any frame is written.
+        FileNotFoundError, ValueError, UnsupportedCompression: a bag cannot be read (format,
+            compression, ROS 1 bag without index: C29, C38); raised for all bags before any frame
+            is written.
         MissingTopics: a requested depth/labels/camera_info topic is missing from a bag and not in
             ``cfg.allow_missing`` (issue 15); raised before any frame is written.
         ValueError: a bag has no RGB topic ``cfg.rgb_topic`` (the message lists its image topics).
-        When any error ends a run that created ``out_dir`` before a frame was indexed, ``out_dir`` is
-        removed (no half-made output directory, C38).
+        When any error ends a run that created ``out_dir`` before a frame was indexed, ``out_dir``
+        is removed (no half-made output directory, C38).
     """
     cfg.validate()
     paths = [Path(os.path.abspath(b)) for b in bags]
@@ -227,22 +286,34 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
         raise
 
 
-def _extract(paths: Sequence[Path], formats: Sequence[Any], out_dir: Path, cfg: ExtractConfig) -> Dict[str, Any]:
-    """:func:`extract` once the bags are checked: write the frames, the manifest, return the report."""
+def _extract(
+    paths: Sequence[Path], formats: Sequence[Any], out_dir: Path, cfg: ExtractConfig
+) -> Dict[str, Any]:
+    """:func:`extract` once the bags are checked: write the frames, the manifest, return the
+    report."""
     classes = ClassSet.from_yaml(cfg.classes) if cfg.classes else NYU13
     names = bag_names(paths)
     report: Dict[str, Any] = {}
     sources: List[Dict[str, Any]] = []
     budget = None if cfg.max_frames is None else int(cfg.max_frames)
-    with DatasetWriter(out_dir, classes, cfg.png_level, int(cfg.workers), cfg.png_strategy) as writer:
+    with DatasetWriter(
+        out_dir, classes, cfg.png_level, int(cfg.workers), cfg.png_strategy
+    ) as writer:
         for path, name, fmt in zip(paths, names, formats):
             with BagReader(path, cfg.typestore) as reader:
-                bf = BagFrames(reader, cfg.topics(), int(round(cfg.tolerance_ms * 1e6)),
-                               cfg.depth_scale, cfg.use_rectified)
+                bf = BagFrames(
+                    reader,
+                    cfg.topics(),
+                    int(round(cfg.tolerance_ms * 1e6)),
+                    cfg.depth_scale,
+                    cfg.use_rectified,
+                )
                 images = sorted(t for t, e in reader.topics().items() if 'Image' in e.msgtype)
                 if 'rgb' not in bf.role_topic:
-                    raise ValueError(f'bag {str(path)!r}: rgb_topic={cfg.rgb_topic!r} is not an image '
-                                     f'topic of this bag; image topics: {images}')
+                    raise ValueError(
+                        f'bag {str(path)!r}: rgb_topic={cfg.rgb_topic!r} is not an image '
+                        f'topic of this bag; image topics: {images}'
+                    )
                 bf.scan()
                 fmt = reader.format or fmt  # after open: a whole-file compressed bag's inner kind
 
@@ -257,29 +328,57 @@ def _extract(paths: Sequence[Path], formats: Sequence[Any], out_dir: Path, cfg: 
                 label_range = LabelRange(classes, cfg.out_of_range_labels)
                 info_used: set = set()
                 for fr in bf.frames(planned):
-                    if label_range.apply(fr) is None:  # refused (C43): counted in the per-topic table
+                    if (
+                        label_range.apply(fr) is None
+                    ):  # refused (C43): counted in the per-topic table
                         _refuse(bf, fr, planned[fr.index], refused_reason(len(classes)), info_used)
                         continue
                     info_used.add(planned[fr.index]['camera_info'])
-                    topics = {r: (used_topics[r] if (r != 'depth' or fr.depth_mm is not None) and
-                                  (r != 'labels' or fr.labels is not None) else None) for r in ROLES}
-                    writer.write_frame(frame_id(fr.index), fr.rgb, fr.K, fr.stamp_ns, str(path), topics,
-                                       depth_mm=fr.depth_mm, labels=fr.labels)
+                    topics = {
+                        r: (
+                            used_topics[r]
+                            if (r != 'depth' or fr.depth_mm is not None)
+                            and (r != 'labels' or fr.labels is not None)
+                            else None
+                        )
+                        for r in ROLES
+                    }
+                    writer.write_frame(
+                        frame_id(fr.index),
+                        fr.rgb,
+                        fr.K,
+                        fr.stamp_ns,
+                        str(path),
+                        topics,
+                        depth_mm=fr.depth_mm,
+                        labels=fr.labels,
+                    )
                     written += 1
                 stats: Dict[str, TopicStats] = bf.finish()
             fmt_text = fmt.describe()
             report[name] = {
-                'bag': str(path), 'format': fmt_text, 'frames_written': written,
+                'bag': str(path),
+                'format': fmt_text,
+                'frames_written': written,
                 'frames_present': counted - len(planned),
                 'topics_requested': cfg.topics(),
-                'missing_roles': [r for r, t in cfg.topics().items() if t and r not in bf.role_topic],
+                'missing_roles': [
+                    r for r, t in cfg.topics().items() if t and r not in bf.role_topic
+                ],
                 'image_topics': images,
                 'topics': [s.to_dict() for s in stats.values()],
                 'labels_out_of_range': label_range.to_dict(),
             }
-            sources.append({'bag': str(path), 'name': name, 'format': fmt_text,
-                            'topics': {r: bf.role_topic.get(r) for r in ROLES},
-                            'typestore': cfg.typestore, 'tolerance_ms': cfg.tolerance_ms})
+            sources.append(
+                {
+                    'bag': str(path),
+                    'name': name,
+                    'format': fmt_text,
+                    'topics': {r: bf.role_topic.get(r) for r in ROLES},
+                    'typestore': cfg.typestore,
+                    'tolerance_ms': cfg.tolerance_ms,
+                }
+            )
         writer.write_manifest(sources, report)
         report_all = dict(report)
     return report_all
@@ -287,31 +386,58 @@ def _extract(paths: Sequence[Path], formats: Sequence[Any], out_dir: Path, cfg: 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``depth3dseg-extract`` argument parser."""
-    p = argparse.ArgumentParser(prog='depth3dseg-extract', description=__doc__.split('\n')[0])
-    p.add_argument('bags', nargs='+', help='rosbag2 directories, .db3/.mcap files or ROS 1 .bag files')
-    p.add_argument('-o', '--output', required=True, help='dataset directory (created or appended to)')
+    p = argparse.ArgumentParser(
+        prog='depth3dseg-extract', description=' '.join(__doc__.split('\n\n')[0].split())
+    )
+    p.add_argument(
+        'bags', nargs='+', help='rosbag2 directories, .db3/.mcap files or ROS 1 .bag files'
+    )
+    p.add_argument(
+        '-o', '--output', required=True, help='dataset directory (created or appended to)'
+    )
     p.add_argument('--config', help='YAML with ExtractConfig keys (e.g. rgb_topic, tolerance_ms)')
     p.add_argument('--preset', choices=sorted(PRESETS), help='topic names of a camera driver')
     for role in ROLES:
-        p.add_argument(f'--{role.replace("_", "-")}-topic', dest=f'{role}_topic',
-                       help=f'{role} topic (\'\' disables)')
+        p.add_argument(
+            f'--{role.replace("_", "-")}-topic',
+            dest=f'{role}_topic',
+            help=f'{role} topic (\'\' disables)',
+        )
     p.add_argument('--tolerance-ms', type=float, help='pairing tolerance (default 20 ms)')
-    p.add_argument('--typestore', help=f'built-in types for bags without definitions ({DEFAULT_TYPESTORE})')
+    p.add_argument(
+        '--typestore', help=f'built-in types for bags without definitions ({DEFAULT_TYPESTORE})'
+    )
     p.add_argument('--every', type=int, help='keep every N-th RGB frame')
     p.add_argument('--max-frames', type=int, help='stop after this many frames (all bags)')
-    p.add_argument('--png-level', type=int, help='PNG compression level 0..9 (default 0 = stored, fastest; '
-                                                 '1 = about a third of the size)')
-    p.add_argument('--png-strategy', choices=sorted(PNG_STRATEGIES), help='zlib strategy (default rle)')
+    p.add_argument(
+        '--png-level',
+        type=int,
+        help='PNG compression level 0..9 (default 0 = stored, fastest; '
+        '1 = about a third of the size)',
+    )
+    p.add_argument(
+        '--png-strategy', choices=sorted(PNG_STRATEGIES), help='zlib strategy (default rle)'
+    )
     p.add_argument('--workers', type=int, help='PNG encoding threads (default min(4, CPUs))')
     p.add_argument('--classes', help='class set YAML (default NYU13)')
-    p.add_argument('--depth-scale', type=float, help='metres per unit of 16UC1 depth (default 0.001)')
-    p.add_argument('--use-rectified', action='store_true', default=None, help='K from CameraInfo.P')
-    p.add_argument('--out-of-range-labels', choices=LABEL_POLICIES,
-                   help='label ids outside the class set (e.g. 255 = ignore): void = map to the void id and '
-                        'count them (default), refuse = skip the frame (C43)')
-    p.add_argument('--allow-missing', metavar='ROLES',
-                   help="comma list of roles (depth,labels) a bag may lack although a topic is set for them; "
-                        'otherwise a missing one is an error naming the topics of that type in the bag (exit 2)')
+    p.add_argument(
+        '--depth-scale', type=float, help='metres per unit of 16UC1 depth (default 0.001)'
+    )
+    p.add_argument(
+        '--use-rectified', action='store_true', default=None, help='K from CameraInfo.P'
+    )
+    p.add_argument(
+        '--out-of-range-labels',
+        choices=LABEL_POLICIES,
+        help='label ids outside the class set (e.g. 255 = ignore): void = map to the void id and '
+        'count them (default), refuse = skip the frame (C43)',
+    )
+    p.add_argument(
+        '--allow-missing',
+        metavar='ROLES',
+        help="comma list of roles (depth,labels) a bag may lack although a topic is set for them; "
+        'otherwise a missing one is an error naming the topics of that type in the bag (exit 2)',
+    )
     p.add_argument('-q', '--quiet', action='store_true', help='no report on stdout')
     return p
 
@@ -321,8 +447,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     requested topic missing from a bag (:class:`MissingTopics`, one error line)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
-    overrides = {k: v for k, v in vars(args).items()
-                 if k not in ('bags', 'output', 'config', 'preset', 'quiet')}
+    overrides = {
+        k: v
+        for k, v in vars(args).items()
+        if k not in ('bags', 'output', 'config', 'preset', 'quiet')
+    }
     try:
         cfg = load_extract_config(args.config, args.preset, overrides)
         if cfg.allow_missing is None:  # the CLI always checks the requested topics (issue 15)
@@ -337,23 +466,44 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.quiet:
         print(format_report(report))
         print(f'config: {asdict(cfg)}')
-    for name, rep in report.items():  # an allowed missing topic (--allow-missing): say so, even with -q
+    for (
+        name,
+        rep,
+    ) in report.items():  # an allowed missing topic (--allow-missing): say so, even with -q
         for role in rep['missing_roles']:
-            print(f"depth3dseg-extract: warning: bag {rep['bag']!r} has no {role} topic "
-                  f"{rep['topics_requested'][role]!r}: its frames were written without {role} "
-                  f"(--allow-missing {role}; image topics in this bag: {rep['image_topics']})", file=sys.stderr)
-        unused = [f"{t['topic']} ({t['type']})" for t in rep['topics'] if t['type'] in (IMAGE, COMPRESSED)
-                  and t['role'] is None and NOT_SELECTED in t['reasons']]
+            print(
+                f"depth3dseg-extract: warning: bag {rep['bag']!r} has no {role} topic "
+                f"{rep['topics_requested'][role]!r}: its frames were written without {role} "
+                f"(--allow-missing {role}; image topics in this bag: {rep['image_topics']})",
+                file=sys.stderr,
+            )
+        unused = [
+            f"{t['topic']} ({t['type']})"
+            for t in rep['topics']
+            if t['type'] in (IMAGE, COMPRESSED)
+            and t['role'] is None
+            and NOT_SELECTED in t['reasons']
+        ]
         if unused:  # recorded images that end in no role (issue 15): say so even with --quiet
-            print(f"depth3dseg-extract: warning: bag {rep['bag']!r}: image topics not extracted: {unused} "
-                  '(select them with --depth-topic / --labels-topic)', file=sys.stderr)
+            print(
+                f"depth3dseg-extract: warning: bag {rep['bag']!r}: image topics not extracted: "
+                f'{unused} (select them with --depth-topic / --labels-topic)',
+                file=sys.stderr,
+            )
         oor = rep.get('labels_out_of_range') or {}
         if oor.get('frames'):  # data changed or dropped (C43): say so even with --quiet
-            what = (f"{oor['pixels']} pixels mapped to void {oor['void_id']}" if oor['policy'] == 'void'
-                    else 'those frames refused (not written)')
-            print(f"depth3dseg-extract: warning: bag {rep['bag']!r}: {oor['frames']} label images hold ids "
-                  f"{oor['ids']} outside the class set 0..{oor['num_classes'] - 1}: {what} "
-                  f"(--out-of-range-labels {oor['policy']})", file=sys.stderr)
+            what = (
+                f"{oor['pixels']} pixels mapped to void {oor['void_id']}"
+                if oor['policy'] == 'void'
+                else 'those frames refused (not written)'
+            )
+            print(
+                f"depth3dseg-extract: warning: bag {rep['bag']!r}: {oor['frames']} label images "
+                "hold ids "
+                f"{oor['ids']} outside the class set 0..{oor['num_classes'] - 1}: {what} "
+                f"(--out-of-range-labels {oor['policy']})",
+                file=sys.stderr,
+            )
     return 0
 
 

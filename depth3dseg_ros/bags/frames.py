@@ -1,15 +1,17 @@
-"""Per-bag frame assembly for ``depth3dseg-extract``: stamps, pairing plan, decoding, per-topic counts.
+"""Per-bag frame assembly for ``depth3dseg-extract``: stamps, pairing plan, decoding, per-topic
+counts.
 
-One bag is read twice (bags.reader.BagReader). Pass 1 reads only the header stamps of the rgb, depth
-and labels messages (from the serialized bytes, no image deserialization) and decodes the small
-CameraInfo messages to K. The pairing (bags.pairing) then decides which messages form which frame.
-Pass 2 decodes only the messages of planned frames and hands each frame over as soon as its parts are
-all decoded, so memory holds a handful of images, not the bag.
+One bag is read twice (bags.reader.BagReader). Pass 1 reads only the header stamps of the rgb,
+depth and labels messages (from the serialized bytes, no image deserialization) and decodes the
+small CameraInfo messages to K. The pairing (bags.pairing) then decides which messages form which
+frame. Pass 2 decodes only the messages of planned frames and hands each frame over as soon as its
+parts are all decoded, so memory holds a handful of images, not the bag.
 
 Every message of every topic ends in exactly one state: used, or skipped with a reason
 (``read = used + skipped`` per selected topic; topics not selected or of unknown type are 0 read,
 all skipped, C28).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -29,8 +31,12 @@ ROLES = ('rgb', 'depth', 'labels', 'camera_info')
 IMAGE = 'sensor_msgs/msg/Image'
 COMPRESSED = 'sensor_msgs/msg/CompressedImage'
 CAMERA_INFO = 'sensor_msgs/msg/CameraInfo'
-ALLOWED_TYPES = {'rgb': (IMAGE, COMPRESSED), 'depth': (IMAGE, COMPRESSED),
-                 'labels': (IMAGE, COMPRESSED), 'camera_info': (CAMERA_INFO,)}
+ALLOWED_TYPES = {
+    'rgb': (IMAGE, COMPRESSED),
+    'depth': (IMAGE, COMPRESSED),
+    'labels': (IMAGE, COMPRESSED),
+    'camera_info': (CAMERA_INFO,),
+}
 
 NO_PARTNER = 'no partner within tolerance'
 UNDECODABLE = 'undecodable'
@@ -58,14 +64,21 @@ class TopicStats:
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-able dict: topic, type, role, read, used, skipped (total), reasons {reason: n}."""
-        return {'topic': self.topic, 'type': self.msgtype, 'role': self.role, 'read': self.read,
-                'used': self.used, 'skipped': sum(self.skipped.values()),
-                'reasons': dict(sorted(self.skipped.items()))}
+        return {
+            'topic': self.topic,
+            'type': self.msgtype,
+            'role': self.role,
+            'read': self.read,
+            'used': self.used,
+            'skipped': sum(self.skipped.values()),
+            'reasons': dict(sorted(self.skipped.items())),
+        }
 
 
 @dataclass
 class FrameData:
-    """A decoded frame: rgb H×W×3 uint8, K 3×3, depth_mm H×W uint16 | None, labels H×W uint8|uint16 | None."""
+    """A decoded frame: rgb H×W×3 uint8, K 3×3, depth_mm H×W uint16 | None, labels H×W uint8|uint16
+    | None."""
 
     index: int
     stamp_ns: int
@@ -84,8 +97,8 @@ def decode_depth(msg: Any, msgtype: str, depth_scale: Optional[float]) -> np.nda
     """H×W uint16 mm (0 = no data) via core.depth from 16UC1/mono16/32FC1 Image or CompressedImage
     (compressedDepth or 16-bit PNG). ``depth_scale``: metres per unit of integer depth (None = mm).
 
-    uint16 millimetres (integer encoding, scale None/0.001) are copied unchanged: that is exactly what
-    the core.depth round trip mm -> m -> mm returns (tested), without its two float passes.
+    uint16 millimetres (integer encoding, scale None/0.001) are copied unchanged: that is exactly
+    what the core.depth round trip mm -> m -> mm returns (tested), without its two float passes.
     """
     if msgtype == COMPRESSED:
         arr, enc = decode_compressed(msg)
@@ -97,7 +110,8 @@ def decode_depth(msg: Any, msgtype: str, depth_scale: Optional[float]) -> np.nda
 
 
 def decode_labels(msg: Any, msgtype: str) -> np.ndarray:
-    """H×W uint8/uint16 class ids from a mono8/8UC1/mono16/16UC1 Image or a gray PNG CompressedImage.
+    """H×W uint8/uint16 class ids from a mono8/8UC1/mono16/16UC1 Image or a gray PNG
+    CompressedImage.
 
     Raises:
         ValueError: a colour or float label image (encoding named).
@@ -107,7 +121,9 @@ def decode_labels(msg: Any, msgtype: str) -> np.ndarray:
     else:
         arr, enc = imgmsg_to_cv2(msg), msg.encoding
     if arr.ndim != 2 or arr.dtype not in (np.uint8, np.uint16):
-        raise ValueError(f'label image encoding={enc!r} shape={arr.shape}: expected 1-channel 8/16-bit ids')
+        raise ValueError(
+            f'label image encoding={enc!r} shape={arr.shape}: expected 1-channel 8/16-bit ids'
+        )
     return np.ascontiguousarray(arr)
 
 
@@ -122,8 +138,14 @@ class BagFrames:
         use_rectified: take K from P (rectified images), see ros.camera_info.
     """
 
-    def __init__(self, reader: BagReader, topics: Dict[str, Optional[str]], tolerance_ns: int,
-                 depth_scale: Optional[float] = None, use_rectified: bool = False) -> None:
+    def __init__(
+        self,
+        reader: BagReader,
+        topics: Dict[str, Optional[str]],
+        tolerance_ns: int,
+        depth_scale: Optional[float] = None,
+        use_rectified: bool = False,
+    ) -> None:
         self.reader = reader
         self.tolerance_ns = int(tolerance_ns)
         self.depth_scale = depth_scale
@@ -168,19 +190,27 @@ class BagFrames:
                 if role == 'camera_info':
                     self.infos.append(None)
             self.stamps[role].append(stamp)
-        self.status = {r: [UNDECODABLE if s is None else NO_PARTNER for s in v]
-                       for r, v in self.stamps.items()}
+        self.status = {
+            r: [UNDECODABLE if s is None else NO_PARTNER for s in v]
+            for r, v in self.stamps.items()
+        }
 
     # -- plan ---------------------------------------------------------------------------------
-    def plan(self, frame_id: Callable[[int], str], every: int, budget: Optional[int],
-             exists: Callable[[str], bool]) -> Tuple[Dict[int, Dict[str, Optional[int]]], int]:
-        """Pair and choose frames. Returns ({rgb index: {role: message index | None}}, frames counted).
+    def plan(
+        self,
+        frame_id: Callable[[int], str],
+        every: int,
+        budget: Optional[int],
+        exists: Callable[[str], bool],
+    ) -> Tuple[Dict[int, Dict[str, Optional[int]]], int]:
+        """Pair and choose frames. Returns ({rgb index: {role: message index | None}}, frames
+        counted).
 
         ``budget``: frames still allowed by --max-frames (None = no limit); frames already in the
         dataset count against it (so a re-run selects the same frames) but are not returned.
         """
         rgb = self.stamps.get('rgb', [])
-        anchors = [s if s is not None else -10**30 for s in rgb]
+        anchors = [s if s is not None else -(10**30) for s in rgb]
 
         def pair(role: str, unique: bool) -> List[Optional[int]]:
             if role not in self.stamps:
@@ -229,8 +259,10 @@ class BagFrames:
             for role in ('depth', 'labels'):
                 if parts[role] is not None:
                     need[(role, parts[role])] = i
-        missing = {i: 1 + sum(parts[r] is not None for r in ('depth', 'labels'))
-                   for i, parts in planned.items()}
+        missing = {
+            i: 1 + sum(parts[r] is not None for r in ('depth', 'labels'))
+            for i, parts in planned.items()
+        }
         got: Dict[int, Dict[str, Any]] = {i: {} for i in planned}
         roles = {t: r for r, t in self.role_topic.items() if r != 'camera_info'}
         seq = Counter()
@@ -260,7 +292,9 @@ class BagFrames:
             self.status[role][j] = UNDECODABLE
             return None
 
-    def _assemble(self, i: int, parts: Dict[str, Optional[int]], got: Dict[str, Any]) -> Optional[FrameData]:
+    def _assemble(
+        self, i: int, parts: Dict[str, Optional[int]], got: Dict[str, Any]
+    ) -> Optional[FrameData]:
         rgb = got.get('rgb')
         if rgb is None:
             return None  # rgb undecodable: partners stay 'frame not extracted'

@@ -1,18 +1,21 @@
-"""Read an MCAP file that was never closed: no summary, no footer, possibly cut inside a chunk (C38).
+"""Read an MCAP file that was never closed: no summary, no footer, possibly cut inside a chunk
+(C38).
 
 A recorder writes an MCAP's summary (Schema/Channel copies, ChunkIndex, Statistics) and its Footer
-only when it closes the file; a killed ``ros2 bag record`` leaves the data section alone, possibly cut
-in the middle of a record. rosbags' ``McapReader`` refuses such a file (``File end magic is
-invalid``). This module reads it the way the MCAP specification allows any reader to: in file order.
+only when it closes the file; a killed ``ros2 bag record`` leaves the data section alone, possibly
+cut in the middle of a record. rosbags' ``McapReader`` refuses such a file (``File end magic is
+invalid``). This module reads it the way the MCAP specification allows any reader to: in file
+order.
 
 :func:`scan_mcap` walks the records from the header on (``op`` 1 byte, ``length`` uint64 LE, body):
 Schema (0x03), Channel (0x04), Message (0x05) and Chunk (0x06; zstd, lz4 or uncompressed, each
-decompressed, size and CRC-32 checked) — the Schema/Channel records of a rosbag2 MCAP are in the data
-section, inside its chunks, so topics and types are known without a summary. It stops at the first
-record that does not fit in the file (or an invalid opcode, e.g. a zero-filled tail), at DataEnd or
-at the Footer. A Chunk record cut off by the end of the file is decompressed as far as its bytes go
-(zstd and lz4 frames decode block by block) and its complete Message records are kept; the rest of
-that chunk is lost. Nothing is written: the scan keeps, per message, its chunk, offset and length.
+decompressed, size and CRC-32 checked) — the Schema/Channel records of a rosbag2 MCAP are in the
+data section, inside its chunks, so topics and types are known without a summary. It stops at the
+first record that does not fit in the file (or an invalid opcode, e.g. a zero-filled tail), at
+DataEnd or at the Footer. A Chunk record cut off by the end of the file is decompressed as far as
+its bytes go (zstd and lz4 frames decode block by block) and its complete Message records are kept;
+the rest of that chunk is lost. Nothing is written: the scan keeps, per message, its chunk, offset
+and length.
 
 :class:`SalvagedMcap` is a rosbags rosbag2 storage reader (the protocol of
 ``rosbags.rosbag2.reader.ReaderProtocol``: ``connections``, ``metadata``, ``open``, ``close``,
@@ -21,6 +24,7 @@ puts it in place of rosbags' ``McapReader`` for files :func:`bags.sniff.mcap_is_
 not closed. Messages come in log-time order (each chunk sorted, chunks merged lazily: one
 decompressed chunk in memory per overlapping chunk, as in rosbags).
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,8 +48,17 @@ _U16 = struct.Struct('<H')
 _U32 = struct.Struct('<I')
 _U64 = struct.Struct('<Q')
 _MSG_HEAD = struct.Struct('<HIQQ')  # channel_id, sequence, log_time, publish_time (22 bytes)
-_CHUNK_HEAD = struct.Struct('<QQQI')  # message_start_time, message_end_time, uncompressed_size, crc
-_OP_SCHEMA, _OP_CHANNEL, _OP_MESSAGE, _OP_CHUNK, _OP_DATA_END, _OP_FOOTER = 0x03, 0x04, 0x05, 0x06, 0x0F, 0x02
+_CHUNK_HEAD = struct.Struct(
+    '<QQQI'
+)  # message_start_time, message_end_time, uncompressed_size, crc
+_OP_SCHEMA, _OP_CHANNEL, _OP_MESSAGE, _OP_CHUNK, _OP_DATA_END, _OP_FOOTER = (
+    0x03,
+    0x04,
+    0x05,
+    0x06,
+    0x0F,
+    0x02,
+)
 _MAX_OP = 0x10
 
 
@@ -76,10 +89,11 @@ class McapScan:
     Attributes:
         file_size: bytes in the file. intact_end: offset where the last intact record ends (file
             order); bytes after it are lost, except the complete messages of a cut chunk.
-        stop_reason: why the scan stopped: ``'data end'`` (DataEnd/Footer reached), ``'end of file'``
-            (cut at a record boundary), ``'cut record'`` (op 0x.. at offset N does not fit),
-            ``'invalid opcode'`` or ``'bad chunk'`` (size/CRC mismatch of a complete chunk).
-        schemas: {id: Schema}. channels: {id: (schema_id, topic, message_encoding, metadata bytes)}.
+        stop_reason: why the scan stopped: ``'data end'`` (DataEnd/Footer reached), ``'end of
+            file'`` (cut at a record boundary), ``'cut record'`` (op 0x.. at offset N does not
+            fit), ``'invalid opcode'`` or ``'bad chunk'`` (size/CRC mismatch of a complete chunk).
+        schemas: {id: Schema}. channels: {id: (schema_id, topic, message_encoding, metadata
+            bytes)}.
         segments: chunks and top-level message runs, in file order.
         cut_chunk_messages: complete messages salvaged from the chunk cut by the end of the file.
     """
@@ -101,13 +115,21 @@ class McapScan:
         """One line for the C38 warning: where the recording ends and what was recovered."""
         chunks = sum(1 for s in self.segments if s.data_offset >= 0 and s.complete)
         if self.cut_chunk_messages:
-            where = (f'its records are intact up to byte {self.intact_end} of {self.file_size}; the chunk '
-                     f'starting there is cut off at byte {self.file_size} and its first '
-                     f'{self.cut_chunk_messages} messages are complete')
+            where = (
+                f'its records are intact up to byte {self.intact_end} of {self.file_size}; the '
+                f'chunk starting there is cut off at byte {self.file_size} and its first '
+                f'{self.cut_chunk_messages} messages are complete'
+            )
         else:
-            where = f'the recording ends at byte {self.intact_end} of {self.file_size} ({self.stop_reason})'
-        return (f'not closed / truncated (no summary or footer): {where}; read in file order: '
-                f'{self.message_count} messages ({chunks} complete chunks); anything after that is lost')
+            where = (
+                f'the recording ends at byte {self.intact_end} of {self.file_size} '
+                f'({self.stop_reason})'
+            )
+        return (
+            f'not closed / truncated (no summary or footer): {where}; read in file order: '
+            f'{self.message_count} messages ({chunks} complete chunks); anything after that is '
+            'lost'
+        )
 
 
 def _string(buf: bytes, pos: int) -> Tuple[str, int]:
@@ -115,7 +137,7 @@ def _string(buf: bytes, pos: int) -> Tuple[str, int]:
     end = pos + 4 + n
     if end > len(buf):
         raise ValueError('string past the end of its record')
-    return buf[pos + 4:end].decode(), end
+    return buf[pos + 4 : end].decode(), end
 
 
 def _decompress(data: bytes, compression: str, partial: bool) -> bytes:
@@ -129,7 +151,11 @@ def _decompress(data: bytes, compression: str, partial: bool) -> bytes:
     if compression == 'zstd':
         return zstd.ZstdDecompressor().decompress(data) if partial else zstd.decompress(data)
     if compression == 'lz4':
-        return lz4.frame.LZ4FrameDecompressor().decompress(data) if partial else lz4.frame.decompress(data)
+        return (
+            lz4.frame.LZ4FrameDecompressor().decompress(data)
+            if partial
+            else lz4.frame.decompress(data)
+        )
     raise UnsupportedCompression('chunk', compression)
 
 
@@ -140,8 +166,9 @@ class _Scanner:
         self.scan = scan
 
     def records(self, buf: bytes, seg: Segment, base: int) -> int:
-        """Parse the records in ``buf`` (a decompressed chunk); returns the end of the last complete
-        record. Messages are added to ``seg`` with offsets relative to ``buf`` plus ``base``."""
+        """Parse the records in ``buf`` (a decompressed chunk); returns the end of the last
+        complete record. Messages are added to ``seg`` with offsets relative to ``buf`` plus
+        ``base``."""
         pos = 0
         while pos + 9 <= len(buf):
             op = buf[pos]
@@ -159,16 +186,18 @@ class _Scanner:
             name, p = _string(buf, start + 2)
             enc, p = _string(buf, p)
             (n,) = _U32.unpack_from(buf, p)
-            self.scan.schemas[sid] = Schema(sid, name, enc, buf[p + 4:p + 4 + n].decode())
+            self.scan.schemas[sid] = Schema(sid, name, enc, buf[p + 4 : p + 4 + n].decode())
         elif op == _OP_CHANNEL:
             cid, sid = struct.unpack_from('<HH', buf, start)
             topic, p = _string(buf, start + 4)
             enc, p = _string(buf, p)
             (n,) = _U32.unpack_from(buf, p)
-            self.scan.channels[cid] = (sid, topic, enc, bytes(buf[p + 4:p + 4 + n]))
+            self.scan.channels[cid] = (sid, topic, enc, bytes(buf[p + 4 : p + 4 + n]))
         elif op == _OP_MESSAGE and end - start >= _MSG_HEAD.size:
             cid, _seq, log_time, _pub = _MSG_HEAD.unpack_from(buf, start)
-            seg.messages.append((log_time, cid, base + start + _MSG_HEAD.size, end - start - _MSG_HEAD.size))
+            seg.messages.append(
+                (log_time, cid, base + start + _MSG_HEAD.size, end - start - _MSG_HEAD.size)
+            )
 
 
 def scan_mcap(path: Path | str) -> McapScan:
@@ -221,14 +250,16 @@ def scan_mcap(path: Path | str) -> McapScan:
             pos = end
             scan.intact_end = pos
     if pos == 8:
-        raise ValueError(f'MCAP file {str(path)!r} is cut off before the end of its Header record '
-                         f'({size} bytes): it holds no message')
+        raise ValueError(
+            f'MCAP file {str(path)!r} is cut off before the end of its Header record '
+            f'({size} bytes): it holds no message'
+        )
     return scan
 
 
 def cached_scan(path: Path | str) -> McapScan:
-    """:func:`scan_mcap`, remembered for the last 4 files (keyed by real path, size and mtime), so a
-    bag looked at before extraction (bags.topic_check) is not scanned twice."""
+    """:func:`scan_mcap`, remembered for the last 4 files (keyed by real path, size and mtime), so
+    a bag looked at before extraction (bags.topic_check) is not scanned twice."""
     real = os.path.realpath(path)
     st = os.stat(real)
     return _scan_cached(real, st.st_size, st.st_mtime_ns)
@@ -307,14 +338,24 @@ class SalvagedMcap:
         self.connections = []
         for cid, (sid, topic, enc, meta) in sorted(self.scan.channels.items()):
             schema = self.scan.schemas.get(sid)
-            self.connections.append(Connection(
-                cid, topic, schema.name if schema else '__schemaless__', get_msgdef(schema), '',
-                counts.get(cid, 0), ConnectionExtRosbag2(enc, get_qos(meta)), self))
+            self.connections.append(
+                Connection(
+                    cid,
+                    topic,
+                    schema.name if schema else '__schemaless__',
+                    get_msgdef(schema),
+                    '',
+                    counts.get(cid, 0),
+                    ConnectionExtRosbag2(enc, get_qos(meta)),
+                    self,
+                )
+            )
         times = [t for s in self.scan.segments for t, _, _, _ in s.messages]
         n = len(times)
         start, end = (min(times), max(times)) if n else (2**63 - 1, 0)
-        self.metadata = ReaderMetadata(end - start + 1 if n else 0, start, end + 1 if n else 0, n,
-                                       None, None, None, None)
+        self.metadata = ReaderMetadata(
+            end - start + 1 if n else 0, start, end + 1 if n else 0, n, None, None, None, None
+        )
 
     def close(self) -> None:
         """Close the file."""
@@ -326,8 +367,9 @@ class SalvagedMcap:
         self.bio.seek(seg.data_offset)
         return _decompress(self.bio.read(seg.size), seg.compression, partial=not seg.complete)
 
-    def _source(self, seg: Segment, cmap: Dict[int, Connection], start: int,
-                stop: int) -> Iterator[Tuple[int, int, Any, Any]]:
+    def _source(
+        self, seg: Segment, cmap: Dict[int, Connection], start: int, stop: int
+    ) -> Iterator[Tuple[int, int, Any, Any]]:
         msgs = sorted(m for m in seg.messages if m[1] in cmap and start <= m[0] < stop)
         if not msgs:
             return
@@ -339,11 +381,16 @@ class SalvagedMcap:
             return
         raw = memoryview(self._segment_bytes(seg))
         for t, cid, off, n in msgs:
-            yield (t, 1, cmap[cid], bytes(raw[off:off + n]))
+            yield (t, 1, cmap[cid], bytes(raw[off : off + n]))
 
-    def messages(self, connections: Collection[Connection], start: Optional[int] = None,
-                 stop: Optional[int] = None) -> Iterator[Tuple[Connection, int, bytes]]:
-        """``(connection, log_time_ns, raw CDR bytes)`` of the given connections, in log-time order."""
+    def messages(
+        self,
+        connections: Collection[Connection],
+        start: Optional[int] = None,
+        stop: Optional[int] = None,
+    ) -> Iterator[Tuple[Connection, int, bytes]]:
+        """``(connection, log_time_ns, raw CDR bytes)`` of the given connections, in log-time
+        order."""
         assert self.scan is not None and self.bio is not None, 'not open'
         cmap = {c.id: c for c in connections}
         lo, hi = (0 if start is None else start), (2**63 - 1 if stop is None else stop)

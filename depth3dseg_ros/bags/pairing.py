@@ -1,15 +1,16 @@
 """Header-stamp pairing of an anchor stream (RGB) with partner streams (depth, labels, CameraInfo).
 
-Pure python, no ROS imports. Offline counterpart of message_filters' ApproximateTime for a recorded bag
-(docs/ros_conventions.md "Images, intrinsics, depth"; the live node uses ``ros.sync``): for every anchor stamp
-the partner with the nearest header stamp within ``tolerance_ns`` is chosen.
+Pure python, no ROS imports. Offline counterpart of message_filters' ApproximateTime for a recorded
+bag (docs/ros_conventions.md "Images, intrinsics, depth"; the live node uses ``ros.sync``): for
+every anchor stamp the partner with the nearest header stamp within ``tolerance_ns`` is chosen.
 
-* ``unique=True`` (images: depth, labels): a partner message is used by at most one anchor. Candidate
-  pairs are taken greedily in order of increasing |dt| (ties: earlier anchor first), so each anchor gets
-  its nearest partner unless a closer anchor already took it.
+* ``unique=True`` (images: depth, labels): a partner message is used by at most one anchor.
+  Candidate pairs are taken greedily in order of increasing |dt| (ties: earlier anchor first), so
+  each anchor gets its nearest partner unless a closer anchor already took it.
 * ``unique=False`` (CameraInfo): a partner may serve several anchors (a driver may publish
   CameraInfo at a lower rate or once).
 """
+
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
@@ -18,8 +19,9 @@ from typing import List, Optional, Sequence
 DEFAULT_TOLERANCE_NS = 20_000_000  # 20 ms
 
 
-def match_nearest(anchors: Sequence[int], partners: Sequence[int], tolerance_ns: int,
-                  unique: bool = True) -> List[Optional[int]]:
+def match_nearest(
+    anchors: Sequence[int], partners: Sequence[int], tolerance_ns: int, unique: bool = True
+) -> List[Optional[int]]:
     """Index of the partner paired with each anchor, or None when none lies within tolerance.
 
     Args:

@@ -11,13 +11,13 @@ Formats (detected from file contents, never from the extension — docs/ros_conv
 * a bare storage file compressed as a whole with zstd (magic ``28 B5 2F FD``) or lz4 frame
   (``04 22 4D 18``): streamed to a temporary file first.
 
-The storage file's own leading bytes decide its format everywhere: a bare file, a file with a misleading
-extension, and the files of a rosbag2 directory (for ``compression_mode: file`` the first bytes of the
-decompressed stream). A directory's ``metadata.yaml`` ``storage_identifier`` is only a hint: when it
-names another plugin than the files' contents, :class:`BagReader` logs one warning and reads the files
-by their contents (through a temporary copy of the directory of links with a corrected metadata.yaml).
-An unrecognised file is refused with its first 16 bytes in hex. Detection lives in ``bags.sniff``
-(its names are re-exported here).
+The storage file's own leading bytes decide its format everywhere: a bare file, a file with a
+misleading extension, and the files of a rosbag2 directory (for ``compression_mode: file`` the
+first bytes of the decompressed stream). A directory's ``metadata.yaml`` ``storage_identifier`` is
+only a hint: when it names another plugin than the files' contents, :class:`BagReader` logs one
+warning and reads the files by their contents (through a temporary copy of the directory of links
+with a corrected metadata.yaml). An unrecognised file is refused with its first 16 bytes in hex.
+Detection lives in ``bags.sniff`` (its names are re-exported here).
 
 Cut-off recordings (C38, details in ``bags.sniff`` and ``bags.mcap_salvage``): a rosbag2 directory
 without metadata.yaml, or one whose MCAP file was not closed, is read file by file as bare storage
@@ -28,9 +28,9 @@ by :class:`bags.mcap_salvage.SalvagedMcap`, put in place of rosbags' MCAP reader
 (``BagFormat.recovery``). A ROS 1 bag without index is refused by :func:`detect_format`.
 
 What rosbags 0.11.9 does natively (read in its source, ``rosbag2/reader.py``): FILE mode zstd is
-streamed (``zstd.open`` + ``shutil.copyfileobj``) into a ``TemporaryDirectory``; MESSAGE mode zstd is
-decompressed per message; MCAP chunk compression zstd/lz4 and ROS 1 chunk compression bz2/lz4 are
-supported. Any other combination is refused here *before* any message is read, with
+streamed (``zstd.open`` + ``shutil.copyfileobj``) into a ``TemporaryDirectory``; MESSAGE mode zstd
+is decompressed per message; MCAP chunk compression zstd/lz4 and ROS 1 chunk compression bz2/lz4
+are supported. Any other combination is refused here *before* any message is read, with
 :class:`UnsupportedCompression` ``"unsupported compression: <mode>/<format>"`` (C29).
 
 Typestores (C28): a bag's own message definitions (MCAP schemas, newer ``.db3``, every ROS 1 bag)
@@ -38,6 +38,7 @@ are registered from the bag and take precedence. Types the bag carries no defini
 filled in from the built-in typestore of the selected distro (``ros2_kilted`` by default). A topic
 whose type is known neither way is reported by :meth:`BagReader.unknown_topics` and never decoded.
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,10 +55,29 @@ from rosbags.typesys import Stores, get_typestore
 
 from depth3dseg_ros.bags.mcap_salvage import SalvagedMcap, cached_scan
 from depth3dseg_ros.bags.sniff import (  # noqa: F401  (re-exported: the reader's public names)
-    MAGIC_LZ4, MAGIC_MCAP, MAGIC_ROS1, MAGIC_SQLITE, MAGIC_ZSTD, SUPPORTED_COMPRESSION, BagFormat,
-    UnsupportedCompression, _decompress_stream, _rosbag2_files, _STORAGE_SUFFIX, detect_format, hex16,
-    checkpointed_copy, kind_of_head, mcap_is_closed, ros1_index_problem, sniff_file, sniff_storage,
-    storage_files_of_dir, wal_bytes, zstd)
+    MAGIC_LZ4,
+    MAGIC_MCAP,
+    MAGIC_ROS1,
+    MAGIC_SQLITE,
+    MAGIC_ZSTD,
+    SUPPORTED_COMPRESSION,
+    BagFormat,
+    UnsupportedCompression,
+    _decompress_stream,
+    _rosbag2_files,
+    _STORAGE_SUFFIX,
+    detect_format,
+    hex16,
+    checkpointed_copy,
+    kind_of_head,
+    mcap_is_closed,
+    ros1_index_problem,
+    sniff_file,
+    sniff_storage,
+    storage_files_of_dir,
+    wal_bytes,
+    zstd,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -80,9 +100,9 @@ def resolve_typestore(name: str) -> Any:
 def raw_header_stamp_ns(raw: bytes | memoryview, ros1: bool) -> int:
     """Header stamp (ns) of a serialized message whose first field is std_msgs/Header.
 
-    ROS 2 CDR: 4-byte encapsulation (byte 1 = 1 little, 0 big endian), then int32 sec, uint32 nanosec.
-    ROS 1: uint32 seq, then uint32 secs, uint32 nsecs (little endian). Reading the stamp this way
-    avoids deserializing large images just to pair them.
+    ROS 2 CDR: 4-byte encapsulation (byte 1 = 1 little, 0 big endian), then int32 sec, uint32
+    nanosec. ROS 1: uint32 seq, then uint32 secs, uint32 nsecs (little endian). Reading the stamp
+    this way avoids deserializing large images just to pair them.
 
     Raises:
         ValueError: the buffer is too short or the encapsulation is unknown.
@@ -116,8 +136,9 @@ class BagReader:
         path: rosbag2 directory, bare ``.db3``/``.mcap`` file or ROS 1 bag (any file name).
         typestore: distro of the built-in definitions used for types the bag does not define
             (C28); ``'ros2_kilted'`` by default. ROS 1 bags always carry their definitions.
-        warn: log the warnings about a cut-off recording (C38) and a misleading metadata.yaml; False
-            for a look at the topics before the real read (bags.topic_check), so they appear once.
+        warn: log the warnings about a cut-off recording (C38) and a misleading metadata.yaml;
+            False for a look at the topics before the real read (bags.topic_check), so they appear
+            once.
 
     Raises (on ``open``/``__enter__``):
         FileNotFoundError, ValueError: see :func:`detect_format`.
@@ -125,7 +146,9 @@ class BagReader:
         RuntimeError: rosbags cannot open the bag (its message is kept).
     """
 
-    def __init__(self, path: Path | str, typestore: str = DEFAULT_TYPESTORE, warn: bool = True) -> None:
+    def __init__(
+        self, path: Path | str, typestore: str = DEFAULT_TYPESTORE, warn: bool = True
+    ) -> None:
         self.path = Path(path)
         self.warn = warn
         self.typestore_name = typestore
@@ -135,19 +158,26 @@ class BagReader:
         self._tmp: Optional[tempfile.TemporaryDirectory] = None
         self._reader: Optional[AnyReader] = None
         self._warned: set = set()
-        self._salvage: set = set()  # paths of MCAP files without footer, read by bags.mcap_salvage (C38)
-        self._message_zstd = False  # message-mode compression undone here (cut-off rosbag2 dir, C38)
+        self._salvage: set = (
+            set()
+        )  # paths of MCAP files without footer, read by bags.mcap_salvage (C38)
+        self._message_zstd = (
+            False  # message-mode compression undone here (cut-off rosbag2 dir, C38)
+        )
 
     # -- opening -----------------------------------------------------------------------------
     def _open_path(self) -> List[Path]:
-        """Paths handed to AnyReader: the bag itself, or correctly named links / a decompressed copy /
-        a directory of links with a corrected metadata.yaml (its storage_identifier disagreed with the
-        files' contents: one warning)."""
+        """Paths handed to AnyReader: the bag itself, or correctly named links / a decompressed
+        copy / a directory of links with a corrected metadata.yaml (its storage_identifier
+        disagreed with the files' contents: one warning)."""
         fmt = detect_format(self.path)
         self.format = fmt
         if fmt.kind == 'rosbag2':
-            if fmt.recovery or (fmt.storage == 'mcap' and fmt.compression_mode != 'file'
-                                and not all(mcap_is_closed(f) for f in self._dir_files())):
+            if fmt.recovery or (
+                fmt.storage == 'mcap'
+                and fmt.compression_mode != 'file'
+                and not all(mcap_is_closed(f) for f in self._dir_files())
+            ):
                 return self._storage_files(fmt)  # a cut-off recording (C38)
             if fmt.storage == fmt.metadata_storage:
                 return [self.path]
@@ -178,37 +208,52 @@ class BagReader:
         return [link]
 
     def _with_wal(self, db: Path, i: int) -> Path:
-        """A checkpointed copy of a SQLite file whose ``-wal`` still holds data (C38), with a warning."""
+        """A checkpointed copy of a SQLite file whose ``-wal`` still holds data (C38), with a
+        warning."""
         assert self._tmp is not None
         sub = Path(self._tmp.name, f'wal_{i}')
         sub.mkdir()
         (LOG.warning if self.warn else LOG.debug)(
-            'bag file %s: its write-ahead log %s-wal holds %d bytes not yet in the file (the recording was not '
-            'closed): reading a copy with the log replayed', db, db.name, wal_bytes(db))
+            'bag file %s: its write-ahead log %s-wal holds %d bytes not yet in the file (the '
+            'recording was not closed): reading a copy with the log replayed',
+            db,
+            db.name,
+            wal_bytes(db),
+        )
         return checkpointed_copy(db, sub)
 
     def _dir_files(self) -> List[Path]:
-        """Storage files of the rosbag2 directory (metadata.yaml's list, else the files found, C38)."""
+        """Storage files of the rosbag2 directory (metadata.yaml's list, else the files found,
+        C38)."""
         meta_path = self.path / 'metadata.yaml'
         if not meta_path.is_file():
             return list(storage_files_of_dir(self.path))
-        meta = (yaml.safe_load(meta_path.read_text(encoding='utf-8')) or {}).get('rosbag2_bagfile_information', {})
+        meta = (yaml.safe_load(meta_path.read_text(encoding='utf-8')) or {}).get(
+            'rosbag2_bagfile_information', {}
+        )
         return _rosbag2_files(self.path, meta)
 
     def _storage_files(self, fmt: BagFormat) -> List[Path]:
-        """A cut-off rosbag2 directory (C38): no metadata.yaml, or an MCAP file that was not closed.
-        Each storage file is handed to rosbags as a bare storage file (a correctly named link, a
-        decompressed copy for file-mode compression), so topics, types and counts come from the files
-        (SQLite ``topics`` table, MCAP Channel/Schema records); MCAP files without footer are read in
-        file order (bags.mcap_salvage). Message-mode compression is undone in :meth:`messages`."""
+        """A cut-off rosbag2 directory (C38): no metadata.yaml, or an MCAP file that was not
+        closed. Each storage file is handed to rosbags as a bare storage file (a correctly named
+        link, a decompressed copy for file-mode compression), so topics, types and counts come from
+        the files (SQLite ``topics`` table, MCAP Channel/Schema records); MCAP files without footer
+        are read in file order (bags.mcap_salvage). Message-mode compression is undone in
+        :meth:`messages`."""
         files = self._dir_files()
         if fmt.recovery:
             (LOG.warning if self.warn else LOG.debug)(
-                'bag %s has no metadata.yaml (the recording was not closed?): reading its %d %s storage '
-                'file(s) %s directly; topics, types and message counts come from the files', self.path,
-                len(files), fmt.storage, [f.name for f in files])
+                'bag %s has no metadata.yaml (the recording was not closed?): reading its %d %s '
+                'storage file(s) %s directly; topics, types and message counts come from the '
+                'files',
+                self.path,
+                len(files),
+                fmt.storage,
+                [f.name for f in files],
+            )
         self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
-        # message-mode zstd: known from metadata.yaml, or (no metadata.yaml) seen by each message's magic
+        # message-mode zstd: known from metadata.yaml, or (no metadata.yaml) seen by each message's
+        # magic
         self._message_zstd = fmt.compression_mode == 'message' or bool(fmt.recovery)
         links = []
         for i, f in enumerate(files):
@@ -218,23 +263,39 @@ class BagReader:
                 _decompress_stream(f, fmt.compression_format, src)
             elif fmt.storage == 'sqlite3' and wal_bytes(f):
                 src = self._with_wal(f, i)
-            links.append(Path(self._tmp.name, f'{i:04d}_{f.name.split(".")[0]}{_STORAGE_SUFFIX[fmt.storage]}'))
+            links.append(
+                Path(
+                    self._tmp.name, f'{i:04d}_{f.name.split(".")[0]}{_STORAGE_SUFFIX[fmt.storage]}'
+                )
+            )
             os.symlink(src.resolve(), links[-1])
             if fmt.storage == 'mcap' and not mcap_is_closed(src):
                 self._salvage.add(links[-1])
         return links
 
     def _relabelled_dir(self, fmt: BagFormat) -> List[Path]:
-        """A rosbag2 directory whose metadata.yaml names another storage plugin than its files hold:
-        warn once, then read the files by their contents (rosbags picks the plugin from metadata.yaml:
-        a temporary directory of links with storage_identifier corrected; ROS 1 files: links named .bag)."""
+        """A rosbag2 directory whose metadata.yaml names another storage plugin than its files
+        hold:
+        warn once, then read the files by their contents (rosbags picks the plugin from
+        metadata.yaml:
+        a temporary directory of links with storage_identifier corrected; ROS 1 files: links named
+        .bag)."""
         meta_path = self.path / 'metadata.yaml'
-        files = _rosbag2_files(self.path, (yaml.safe_load(meta_path.read_text(encoding='utf-8')) or {})
-                               .get('rosbag2_bagfile_information', {}))
+        files = _rosbag2_files(
+            self.path,
+            (yaml.safe_load(meta_path.read_text(encoding='utf-8')) or {}).get(
+                'rosbag2_bagfile_information', {}
+            ),
+        )
         (LOG.warning if self.warn else LOG.debug)(
             'bag %s: metadata.yaml names storage %r but its file(s) %s are %s: reading them as %s '
-            '(the file contents decide; metadata.yaml is only a hint)', self.path,
-            fmt.metadata_storage, [f.name for f in files], fmt.storage, fmt.storage)
+            '(the file contents decide; metadata.yaml is only a hint)',
+            self.path,
+            fmt.metadata_storage,
+            [f.name for f in files],
+            fmt.storage,
+            fmt.storage,
+        )
         self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
         tmp = Path(self._tmp.name)
         if fmt.storage == 'ros1':
@@ -250,11 +311,14 @@ class BagReader:
                 os.symlink(entry.resolve(), fixed / entry.name)
         data = yaml.safe_load(meta_path.read_text(encoding='utf-8'))
         data['rosbag2_bagfile_information']['storage_identifier'] = fmt.storage
-        (fixed / 'metadata.yaml').write_text(yaml.safe_dump(data, sort_keys=False), encoding='utf-8')
+        (fixed / 'metadata.yaml').write_text(
+            yaml.safe_dump(data, sort_keys=False), encoding='utf-8'
+        )
         return [fixed]
 
     def open(self) -> 'BagReader':
-        """Open the bag; see the class docstring for errors (temporary files are removed on error)."""
+        """Open the bag; see the class docstring for errors (temporary files are removed on
+        error)."""
         try:
             return self._open()
         except BaseException:
@@ -268,7 +332,9 @@ class BagReader:
         reader = AnyReader(paths, default_typestore=default)
         scans = []
         for sub, p in zip(reader.readers, paths):
-            if p in self._salvage:  # not closed (C38): read in file order instead of by the summary
+            if (
+                p in self._salvage
+            ):  # not closed (C38): read in file order instead of by the summary
                 sub.storage = SalvagedMcap(p, cached_scan(p))
                 scans.append((p, sub.storage.scan))
         for p, scan in scans:
@@ -276,8 +342,18 @@ class BagReader:
             (LOG.warning if self.warn else LOG.debug)('MCAP file %s was %s', name, scan.describe())
         if scans and self.format is not None:
             p, scan = scans[-1]
-            self.format = replace(self.format, recovery=', '.join(filter(None, [
-                self.format.recovery, f'not closed: ends at byte {scan.intact_end} of {scan.file_size}'])))
+            self.format = replace(
+                self.format,
+                recovery=', '.join(
+                    filter(
+                        None,
+                        [
+                            self.format.recovery,
+                            f'not closed: ends at byte {scan.intact_end} of {scan.file_size}',
+                        ],
+                    )
+                ),
+            )
         try:
             reader.open()
         except AnyReaderError as err:
@@ -346,7 +422,9 @@ class BagReader:
         for conn in self.reader.connections:
             prev = out.get(conn.topic)
             count = conn.msgcount + (prev.count if prev else 0)
-            out[conn.topic] = TopicEntry(conn.topic, conn.msgtype, count, self.is_known(conn.msgtype))
+            out[conn.topic] = TopicEntry(
+                conn.topic, conn.msgtype, count, self.is_known(conn.msgtype)
+            )
         return out
 
     def unknown_topics(self) -> List[TopicEntry]:
@@ -355,19 +433,26 @@ class BagReader:
         for e in entries:
             if e.topic not in self._warned:
                 self._warned.add(e.topic)
-                LOG.warning('skipping topic %s: message type %s is unknown (no definition in the bag, '
-                            'not in typestore %s)', e.topic, e.msgtype, self.typestore_name)
+                LOG.warning(
+                    'skipping topic %s: message type %s is unknown (no definition in the bag, '
+                    'not in typestore %s)',
+                    e.topic,
+                    e.msgtype,
+                    self.typestore_name,
+                )
         return entries
 
     def messages(self, topics: Iterable[str]) -> Iterator[Tuple[str, str, int, bytes]]:
         """Raw messages of the given topics whose type is known, in bag time order.
 
         Yields:
-            ``(topic, msgtype, bag_time_ns, raw)``; ``raw`` is CDR (ROS 2) or ROS 1 serialized bytes,
-            already decompressed (message mode).
+            ``(topic, msgtype, bag_time_ns, raw)``; ``raw`` is CDR (ROS 2) or ROS 1 serialized
+            bytes, already decompressed (message mode).
         """
         wanted = set(topics)
-        conns = [c for c in self.reader.connections if c.topic in wanted and self.is_known(c.msgtype)]
+        conns = [
+            c for c in self.reader.connections if c.topic in wanted and self.is_known(c.msgtype)
+        ]
         if not conns:
             return
         for conn, t_ns, raw in self.reader.messages(connections=conns):
@@ -388,7 +473,8 @@ class BagReader:
             raise ValueError(f'cannot deserialize {msgtype}: {err}') from None
 
     def stamp_ns(self, raw: bytes, msgtype: str) -> int:
-        """Header stamp of a raw message whose type starts with a std_msgs Header (see raw_header_stamp_ns).
+        """Header stamp of a raw message whose type starts with a std_msgs Header (see
+        raw_header_stamp_ns).
 
         Raises:
             ValueError: the type has no leading ``header`` field, or the bytes are too short.

@@ -1,24 +1,28 @@
-"""What a bag path holds, from the files' own bytes: formats, compression, cut-off recordings (C29, C38).
+"""What a bag path holds, from the files' own bytes: formats, compression, cut-off recordings (C29,
+C38).
 
-Split out of ``bags.reader`` (which re-exports every name here). The storage file's leading bytes decide
-its format everywhere — a bare file, a file with a misleading extension, the files of a rosbag2
-directory (for ``compression_mode: file`` the first bytes of the decompressed stream); a directory's
-``metadata.yaml`` ``storage_identifier`` is only a hint. Magics: SQLite ``SQLite format 3\\0``, MCAP
-``89 4D 43 41 50 30 0D 0A``, ROS 1 ``#ROSBAG V2.0\\n``, zstd ``28 B5 2F FD``, lz4 frame ``04 22 4D 18``.
+Split out of ``bags.reader`` (which re-exports every name here). The storage file's leading bytes
+decide its format everywhere — a bare file, a file with a misleading extension, the files of a
+rosbag2 directory (for ``compression_mode: file`` the first bytes of the decompressed stream); a
+directory's ``metadata.yaml`` ``storage_identifier`` is only a hint. Magics: SQLite ``SQLite format
+3\\0``, MCAP ``89 4D 43 41 50 30 0D 0A``, ROS 1 ``#ROSBAG V2.0\\n``, zstd ``28 B5 2F FD``, lz4
+frame ``04 22 4D 18``.
 
 Cut-off recordings (case C38: a recorder killed before it closed its files):
 
 * a rosbag2 directory without ``metadata.yaml`` (rosbag2 writes it on close): its storage files are
-  found and sniffed here (:func:`storage_files_of_dir`) and read one by one as bare storage files; the
-  topics, types and message counts come from the files themselves (SQLite ``topics`` table, MCAP
-  Channel/Schema records) — the in-memory equivalent of ``ros2 bag reindex``;
-* an MCAP without footer (:func:`mcap_is_closed` False): read in file order by ``bags.mcap_salvage``;
-* a SQLite file whose ``-wal`` still holds transactions (:func:`wal_bytes`): read from a copy with the
-  log replayed (:func:`checkpointed_copy`);
+  found and sniffed here (:func:`storage_files_of_dir`) and read one by one as bare storage files;
+  the topics, types and message counts come from the files themselves (SQLite ``topics`` table,
+  MCAP Channel/Schema records) — the in-memory equivalent of ``ros2 bag reindex``;
+* an MCAP without footer (:func:`mcap_is_closed` False): read in file order by
+  ``bags.mcap_salvage``;
+* a SQLite file whose ``-wal`` still holds transactions (:func:`wal_bytes`): read from a copy with
+  the log replayed (:func:`checkpointed_copy`);
 * a ROS 1 bag whose header has ``index_pos`` 0 or pointing past the end of the file (the recorder
   writes the index on close; ``.bag.active``): refused by :func:`ros1_index_problem` with one line
   saying to run ``rosbag reindex`` (rosbags reads indexed ROS 1 bags only).
 """
+
 from __future__ import annotations
 
 import re
@@ -45,12 +49,19 @@ MAGIC_LZ4 = b'\x04\x22\x4d\x18'
 #: (mode, format) pairs that can be read; mode 'file'/'message' are rosbag2's generic compression,
 #: 'chunk' is MCAP or ROS 1 chunk compression.
 SUPPORTED_COMPRESSION = {
-    ('file', 'zstd'), ('message', 'zstd'),
-    ('chunk', ''), ('chunk', 'none'), ('chunk', 'zstd'), ('chunk', 'lz4'), ('chunk', 'bz2'),
+    ('file', 'zstd'),
+    ('message', 'zstd'),
+    ('chunk', ''),
+    ('chunk', 'none'),
+    ('chunk', 'zstd'),
+    ('chunk', 'lz4'),
+    ('chunk', 'bz2'),
 }
 _STORAGE_SUFFIX = {'sqlite3': '.db3', 'mcap': '.mcap', 'ros1': '.bag'}
 _COPY_BLOCK = 1 << 20
-_YAML_LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)  # libyaml: 25 ms -> ~1 ms per metadata.yaml
+_YAML_LOADER = getattr(
+    yaml, 'CSafeLoader', yaml.SafeLoader
+)  # libyaml: 25 ms -> ~1 ms per metadata.yaml
 
 
 class UnsupportedCompression(ValueError):
@@ -67,15 +78,16 @@ class BagFormat:
     """What a bag path holds.
 
     Attributes:
-        kind: ``'rosbag2'`` (directory with metadata.yaml), ``'sqlite3'``, ``'mcap'`` or ``'ros1'``.
+        kind: ``'rosbag2'`` (directory with metadata.yaml), ``'sqlite3'``, ``'mcap'`` or
+            ``'ros1'``.
         compression_mode: ``'none'``, ``'file'``, ``'message'`` (rosbag2 generic), or
             ``'whole-file'`` for a bare storage file compressed as a whole.
         compression_format: ``''``, ``'zstd'``, ``'lz4'`` ...
-        storage: rosbag2 directory: the storage of its files as their leading bytes say (``'sqlite3'``,
-            ``'mcap'``, or ``'ros1'``), else ``''``.
-        metadata_storage: rosbag2 directory: the ``storage_identifier`` its metadata.yaml names (a hint;
-            may differ from ``storage``: :class:`BagReader` then warns and follows ``storage``); ``''``
-            for a directory without metadata.yaml (C38).
+        storage: rosbag2 directory: the storage of its files as their leading bytes say
+            (``'sqlite3'``, ``'mcap'``, or ``'ros1'``), else ``''``.
+        metadata_storage: rosbag2 directory: the ``storage_identifier`` its metadata.yaml names (a
+            hint; may differ from ``storage``: :class:`BagReader` then warns and follows
+            ``storage``); ``''`` for a directory without metadata.yaml (C38).
         recovery: ``''`` for a normally closed recording, else what was cut off (C38), e.g.
             ``'no metadata.yaml'`` or ``'not closed: ends at byte 123456 of 130000'``.
     """
@@ -91,18 +103,30 @@ class BagFormat:
         """Short text such as ``'rosbag2/sqlite3 (file/zstd)'``, ``'ros1'`` or
         ``'rosbag2/mcap [no metadata.yaml]'``."""
         kind = f'{self.kind}/{self.storage}' if self.storage else self.kind
-        comp = '' if self.compression_mode == 'none' else f' ({self.compression_mode}/{self.compression_format})'
+        comp = (
+            ''
+            if self.compression_mode == 'none'
+            else f' ({self.compression_mode}/{self.compression_format})'
+        )
         return kind + comp + (f' [{self.recovery}]' if self.recovery else '')
 
 
-_MAGICS = ((MAGIC_SQLITE, 'sqlite3'), (MAGIC_MCAP, 'mcap'), (MAGIC_ROS1, 'ros1'), (MAGIC_ZSTD, 'zstd'),
-           (MAGIC_LZ4, 'lz4'))
-_EXPECTED = ("expected SQLite 'SQLite format 3\\0', MCAP 89 4D 43 41 50 30 0D 0A, ROS 1 '#ROSBAG V2.0', "
-             'zstd 28 B5 2F FD or lz4 04 22 4D 18')
+_MAGICS = (
+    (MAGIC_SQLITE, 'sqlite3'),
+    (MAGIC_MCAP, 'mcap'),
+    (MAGIC_ROS1, 'ros1'),
+    (MAGIC_ZSTD, 'zstd'),
+    (MAGIC_LZ4, 'lz4'),
+)
+_EXPECTED = (
+    "expected SQLite 'SQLite format 3\\0', MCAP 89 4D 43 41 50 30 0D 0A, ROS 1 '#ROSBAG V2.0', "
+    'zstd 28 B5 2F FD or lz4 04 22 4D 18'
+)
 
 
 def kind_of_head(head: bytes) -> Optional[str]:
-    """'sqlite3', 'mcap', 'ros1', 'zstd' or 'lz4' for a file's leading bytes, None when none matches."""
+    """'sqlite3', 'mcap', 'ros1', 'zstd' or 'lz4' for a file's leading bytes, None when none
+    matches."""
     return next((kind for magic, kind in _MAGICS if head.startswith(magic)), None)
 
 
@@ -115,8 +139,8 @@ def sniff_file(path: Path) -> str:
     """Storage kind of one file from its first bytes: 'sqlite3', 'mcap', 'ros1', 'zstd', 'lz4'.
 
     Raises:
-        ValueError: an empty file, or one that matches no known magic; the message names the path and
-            shows its first 16 bytes in hex (e.g. ``first 16 bytes 6E 6F 74 20 ...``).
+        ValueError: an empty file, or one that matches no known magic; the message names the path
+            and shows its first 16 bytes in hex (e.g. ``first 16 bytes 6E 6F 74 20 ...``).
     """
     with open(path, 'rb') as fh:
         head = fh.read(16)
@@ -128,11 +152,13 @@ def sniff_file(path: Path) -> str:
 
 
 def sniff_storage(path: Path) -> str:
-    """Storage kind of a file, looking inside a zstd/lz4-compressed one (rosbag2 ``compression_mode:
+    """Storage kind of a file, looking inside a zstd/lz4-compressed one (rosbag2
+    ``compression_mode:
     file``): 'sqlite3', 'mcap' or 'ros1' (only the first 16 decompressed bytes are read).
 
     Raises:
-        ValueError: unknown magic (first 16 bytes in hex, of the decompressed stream when compressed).
+        ValueError: unknown magic (first 16 bytes in hex, of the decompressed stream when
+            compressed).
     """
     kind = sniff_file(path)
     if kind not in ('zstd', 'lz4'):
@@ -142,11 +168,15 @@ def sniff_storage(path: Path) -> str:
         with open(path, 'rb') as raw, opener(raw, 'rb') as inp:
             head = inp.read(16)
     except Exception as err:  # a corrupt stream: say so with the file named
-        raise ValueError(f'bag file {str(path)!r}: {kind} stream cannot be decompressed ({err})') from None
+        raise ValueError(
+            f'bag file {str(path)!r}: {kind} stream cannot be decompressed ({err})'
+        ) from None
     inner = kind_of_head(head)
     if inner not in _STORAGE_SUFFIX:
-        raise ValueError(f'bag file {str(path)!r}: {kind}-compressed, but the decompressed data is no bag '
-                         f'storage (first 16 bytes {hex16(head)}; {_EXPECTED})')
+        raise ValueError(
+            f'bag file {str(path)!r}: {kind}-compressed, but the decompressed data is no bag '
+            f'storage (first 16 bytes {hex16(head)}; {_EXPECTED})'
+        )
     return inner
 
 
@@ -159,8 +189,10 @@ def _rosbag2_files(path: Path, meta: Dict[str, Any]) -> List[Path]:
         files = sorted(p for p in path.iterdir() if p.is_file() and p.name != 'metadata.yaml')
     missing = [f.name for f in files if not f.is_file()]
     if missing:
-        raise FileNotFoundError(f'bag directory {str(path)!r}: storage file(s) {missing} listed in metadata.yaml '
-                                'do not exist')
+        raise FileNotFoundError(
+            f'bag directory {str(path)!r}: storage file(s) {missing} listed in metadata.yaml '
+            'do not exist'
+        )
     return files
 
 
@@ -181,16 +213,18 @@ def _storage_of_dir(path: Path, meta: Dict[str, Any]) -> str:
 def detect_format(path: Path | str) -> BagFormat:
     """Detect the bag format and compression of ``path`` (a rosbag2 directory or one file).
 
-    The storage files' leading bytes decide the format (for a directory, ``storage`` is what its files
-    hold; ``metadata_storage`` what metadata.yaml says). A directory without metadata.yaml whose files
-    are bag storage (a killed recording, C38) gives ``kind 'rosbag2'``, ``metadata_storage ''`` and
-    ``recovery 'no metadata.yaml'``.
+    The storage files' leading bytes decide the format (for a directory, ``storage`` is what its
+    files hold; ``metadata_storage`` what metadata.yaml says). A directory without metadata.yaml
+    whose files are bag storage (a killed recording, C38) gives ``kind 'rosbag2'``,
+    ``metadata_storage ''`` and ``recovery 'no metadata.yaml'``.
 
     Raises:
-        FileNotFoundError: ``path`` does not exist, or a storage file metadata.yaml lists is missing.
-        ValueError: not a bag (a directory with neither metadata.yaml nor storage files — the message
-            names the files found —, unknown file magic: first 16 bytes in hex, mixed storage formats in
-            one directory); a ROS 1 bag without index (C38, :func:`ros1_index_problem`).
+        FileNotFoundError: ``path`` does not exist, or a storage file metadata.yaml lists is
+            missing.
+        ValueError: not a bag (a directory with neither metadata.yaml nor storage files — the
+            message names the files found —, unknown file magic: first 16 bytes in hex, mixed
+            storage formats in one directory); a ROS 1 bag without index (C38,
+            :func:`ros1_index_problem`).
         UnsupportedCompression: a compression mode/format that cannot be read.
     """
     path = Path(path)
@@ -201,7 +235,9 @@ def detect_format(path: Path | str) -> BagFormat:
         if not meta_path.is_file():
             return _format_without_metadata(path)
         with open(meta_path, encoding='utf-8') as fh:
-            meta = (yaml.load(fh, Loader=_YAML_LOADER) or {}).get('rosbag2_bagfile_information', {})
+            meta = (yaml.load(fh, Loader=_YAML_LOADER) or {}).get(
+                'rosbag2_bagfile_information', {}
+            )
         mode = str(meta.get('compression_mode') or 'none').lower()
         fmt = str(meta.get('compression_format') or '').lower()
         if mode not in ('none', '') and (mode, fmt) not in SUPPORTED_COMPRESSION:
@@ -212,8 +248,13 @@ def detect_format(path: Path | str) -> BagFormat:
         if storage == 'ros1':
             for f in _rosbag2_files(path, meta):
                 _refuse_unindexed(f)
-        return BagFormat('rosbag2', mode or 'none', fmt if mode not in ('none', '') else '', storage,
-                         str(meta.get('storage_identifier', '') or ''))
+        return BagFormat(
+            'rosbag2',
+            mode or 'none',
+            fmt if mode not in ('none', '') else '',
+            storage,
+            str(meta.get('storage_identifier', '') or ''),
+        )
     kind = sniff_file(path)
     if kind in ('zstd', 'lz4'):
         return BagFormat('', 'whole-file', kind)
@@ -222,7 +263,8 @@ def detect_format(path: Path | str) -> BagFormat:
     return BagFormat(kind)
 
 
-# -- cut-off recordings (C38) -----------------------------------------------------------------------
+# -- cut-off recordings (C38)
+# -----------------------------------------------------------------------
 _SIDECAR = re.compile(r'(-wal|-shm|-journal)$')
 
 
@@ -232,21 +274,30 @@ def _split_key(p: Path) -> tuple:
 
 
 def storage_files_of_dir(path: Path) -> Dict[Path, str]:
-    """The bag storage files of a rosbag2 directory without metadata.yaml (C38), in split order, with
-    their storage kind from their contents (``'sqlite3'``/``'mcap'``; file-mode compressed files are
-    looked inside). Hidden files and SQLite side files (``-wal``, ``-shm``, ``-journal``) are not
-    storage; other files must be storage.
+    """The bag storage files of a rosbag2 directory without metadata.yaml (C38), in split order,
+    with their storage kind from their contents (``'sqlite3'``/``'mcap'``; file-mode compressed
+    files are looked inside). Hidden files and SQLite side files (``-wal``, ``-shm``, ``-journal``)
+    are not storage; other files must be storage.
 
     Raises:
-        ValueError: no file in the directory (the message says a rosbag2 directory needs metadata.yaml
-            or its storage files), or a file that is no bag storage (first 16 bytes in hex).
+        ValueError: no file in the directory (the message says a rosbag2 directory needs
+            metadata.yaml or its storage files), or a file that is no bag storage (first 16 bytes
+            in hex).
     """
-    files = sorted((p for p in path.iterdir() if p.is_file() and not p.name.startswith('.')
-                    and not _SIDECAR.search(p.name)), key=_split_key)
+    files = sorted(
+        (
+            p
+            for p in path.iterdir()
+            if p.is_file() and not p.name.startswith('.') and not _SIDECAR.search(p.name)
+        ),
+        key=_split_key,
+    )
     if not files:
         found = sorted(p.name for p in path.iterdir())
-        raise ValueError(f'bag directory {str(path)!r} has no metadata.yaml and no storage file '
-                         f'(found: {found}); pass the .db3/.mcap/.bag files directly if they are elsewhere')
+        raise ValueError(
+            f'bag directory {str(path)!r} has no metadata.yaml and no storage file '
+            f'(found: {found}); pass the .db3/.mcap/.bag files directly if they are elsewhere'
+        )
     try:
         return {f: sniff_storage(f) for f in files}
     except ValueError as err:
@@ -256,8 +307,10 @@ def storage_files_of_dir(path: Path) -> Dict[Path, str]:
 def _format_without_metadata(path: Path) -> BagFormat:
     kinds = storage_files_of_dir(path)
     if len(set(kinds.values())) > 1:
-        raise ValueError(f'bag directory {str(path)!r} mixes storage formats: '
-                         f'{ {f.name: k for f, k in kinds.items()} }')
+        raise ValueError(
+            f'bag directory {str(path)!r} mixes storage formats: '
+            f'{ {f.name: k for f, k in kinds.items()} }'
+        )
     storage = next(iter(kinds.values()))
     outer = {sniff_file(f) for f in kinds}
     comp = next((c for c in ('zstd', 'lz4') if c in outer), '')
@@ -270,9 +323,9 @@ def _format_without_metadata(path: Path) -> BagFormat:
 
 
 def wal_bytes(db: Path) -> int:
-    """Size of the SQLite write-ahead log next to ``db`` (``<db>-wal``), 0 when there is none. A killed
-    recorder using WAL (rosbag2's ``resilient`` storage preset) leaves its last transactions there;
-    rosbags opens SQLite immutable and would not see them (C38)."""
+    """Size of the SQLite write-ahead log next to ``db`` (``<db>-wal``), 0 when there is none. A
+    killed recorder using WAL (rosbag2's ``resilient`` storage preset) leaves its last transactions
+    there; rosbags opens SQLite immutable and would not see them (C38)."""
     wal = db.with_name(db.name + '-wal')
     return wal.stat().st_size if wal.is_file() else 0
 
@@ -285,6 +338,7 @@ def checkpointed_copy(db: Path, dst_dir: Path) -> Path:
         ValueError: SQLite cannot replay the log (the message names the file).
     """
     import sqlite3
+
     copy = dst_dir / db.name
     shutil.copyfile(db, copy)
     shutil.copyfile(db.with_name(db.name + '-wal'), copy.with_name(copy.name + '-wal'))
@@ -296,16 +350,20 @@ def checkpointed_copy(db: Path, dst_dir: Path) -> Path:
         finally:
             con.close()
     except sqlite3.Error as err:
-        raise ValueError(f'bag file {str(db)!r}: its write-ahead log cannot be replayed ({err})') from None
+        raise ValueError(
+            f'bag file {str(db)!r}: its write-ahead log cannot be replayed ({err})'
+        ) from None
     return copy
 
 
-MCAP_FOOTER_LEN = 37  # Footer record (op 0x02, length 20: summary_start, summary_offset_start, crc) + magic
+MCAP_FOOTER_LEN = (
+    37  # Footer record (op 0x02, length 20: summary_start, summary_offset_start, crc) + magic
+)
 
 
 def mcap_is_closed(path: Path) -> bool:
-    """True when an MCAP file ends with a Footer record and the closing magic (a recorder writes them
-    on close; without them the file was cut off, C38)."""
+    """True when an MCAP file ends with a Footer record and the closing magic (a recorder writes
+    them on close; without them the file was cut off, C38)."""
     size = path.stat().st_size
     if size < 8 + MCAP_FOOTER_LEN:
         return False
@@ -316,11 +374,12 @@ def mcap_is_closed(path: Path) -> bool:
 
 
 def ros1_index_problem(path: Path) -> Optional[str]:
-    """Why a ROS 1 bag cannot be read without reindexing, or None when its header points at an index.
+    """Why a ROS 1 bag cannot be read without reindexing, or None when its header points at an
+    index.
 
-    The bag header record (right after ``#ROSBAG V2.0\\n``) holds ``index_pos``; the recorder writes
-    the index and sets it on close, so a killed recording has 0 (or a position past the end of a
-    truncated file). Reads only the header record.
+    The bag header record (right after ``#ROSBAG V2.0\\n``) holds ``index_pos``; the recorder
+    writes the index and sets it on close, so a killed recording has 0 (or a position past the end
+    of a truncated file). Reads only the header record.
     """
     size = path.stat().st_size
     with open(path, 'rb') as fh:
@@ -332,7 +391,7 @@ def ros1_index_problem(path: Path) -> Optional[str]:
     pos = 0
     while pos + 4 <= len(header):
         (flen,) = struct.unpack_from('<I', header, pos)
-        name, _, value = header[pos + 4:pos + 4 + flen].partition(b'=')
+        name, _, value = header[pos + 4 : pos + 4 + flen].partition(b'=')
         fields[name.decode('latin-1')] = value
         pos += 4 + flen
     raw_pos = fields.get('index_pos', b'')
@@ -342,16 +401,22 @@ def ros1_index_problem(path: Path) -> Optional[str]:
     if index_pos == 0:
         return 'it has no index (index_pos 0: the recording was not closed)'
     if index_pos >= size:
-        return f'its index is missing (index_pos {index_pos} is past the end of the {size}-byte file: truncated)'
+        return (
+            f'its index is missing (index_pos {index_pos} is past the end of the {size}-byte '
+            'file: truncated)'
+        )
     return None
 
 
 def _refuse_unindexed(path: Path) -> None:
-    """Raise the one-line C38 error for a ROS 1 bag without index (see :func:`ros1_index_problem`)."""
+    """Raise the one-line C38 error for a ROS 1 bag without index (see
+    :func:`ros1_index_problem`)."""
     why = ros1_index_problem(path)
     if why:
-        raise ValueError(f'ROS 1 bag {str(path)!r} cannot be read: {why}; run `rosbag reindex '
-                         f'{path.name}` (ROS 1 tools) to rebuild the index, then extract again')
+        raise ValueError(
+            f'ROS 1 bag {str(path)!r} cannot be read: {why}; run `rosbag reindex '
+            f'{path.name}` (ROS 1 tools) to rebuild the index, then extract again'
+        )
 
 
 def _decompress_stream(src: Path, fmt: str, dst: Path) -> None:
@@ -359,4 +424,3 @@ def _decompress_stream(src: Path, fmt: str, dst: Path) -> None:
     opener = zstd.open if fmt == 'zstd' else lz4.frame.open
     with open(src, 'rb') as raw, opener(raw, 'rb') as inp, open(dst, 'wb') as out:
         shutil.copyfileobj(inp, out, _COPY_BLOCK)
-

@@ -1,16 +1,19 @@
-"""Requested topics the bags do not have: refuse up front instead of writing a poorer dataset (issue 15).
+"""Requested topics the bags do not have: refuse up front instead of writing a poorer dataset
+(issue 15).
 
-``depth3dseg-extract --preset realsense`` on a bag whose depth lives on another topic used to write an
-RGB-only dataset with one warning. Now every bag's topics are checked before anything is written: a role
-that was asked for (a topic configured for ``depth``, ``labels`` or ``camera_info``) but has no topic of
-a usable type in the bag is an error (:class:`MissingTopics`, exit 2 in the CLI) that names, per bag,
-the topics of the right type the bag does have — unless the role is listed in ``allow_missing``
-(``--allow-missing depth,labels``: an RGB-only or unlabelled dataset on purpose). ``camera_info`` can
-not be allowed missing: without K no frame can be written.
+``depth3dseg-extract --preset realsense`` on a bag whose depth lives on another topic used to write
+an RGB-only dataset with one warning. Now every bag's topics are checked before anything is
+written: a role that was asked for (a topic configured for ``depth``, ``labels`` or
+``camera_info``) but has no topic of a usable type in the bag is an error (:class:`MissingTopics`,
+exit 2 in the CLI) that names, per bag, the topics of the right type the bag does have — unless the
+role is listed in ``allow_missing`` (``--allow-missing depth,labels``: an RGB-only or unlabelled
+dataset on purpose). ``camera_info`` can not be allowed missing: without K no frame can be written.
 
-Topics come from metadata.yaml for a rosbag2 directory that has one (no storage file is opened, so a
-file-mode compressed bag is not decompressed twice), else from the opened bag (bags.reader.BagReader).
+Topics come from metadata.yaml for a rosbag2 directory that has one (no storage file is opened, so
+a file-mode compressed bag is not decompressed twice), else from the opened bag
+(bags.reader.BagReader).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,13 +24,14 @@ import yaml
 from depth3dseg_ros.bags.frames import ALLOWED_TYPES
 from depth3dseg_ros.bags.reader import BagFormat, BagReader
 
-#: Roles that may be allowed missing (``--allow-missing``); rgb and camera_info are always required.
+#: Roles that may be allowed missing (``--allow-missing``); rgb and camera_info are always
+#: required.
 ALLOWABLE = ('depth', 'labels')
 
 
 class MissingTopics(ValueError):
-    """A requested role has no usable topic in a bag (one line naming bag, role, topic and the topics
-    of the right type the bag has; the CLI exits 2)."""
+    """A requested role has no usable topic in a bag (one line naming bag, role, topic and the
+    topics of the right type the bag has; the CLI exits 2)."""
 
 
 def parse_allow_missing(value: Optional[Iterable[str] | str]) -> List[str]:
@@ -42,8 +46,10 @@ def parse_allow_missing(value: Optional[Iterable[str] | str]) -> List[str]:
     roles = sorted({str(r).strip() for r in items if str(r).strip()})
     bad = [r for r in roles if r not in ALLOWABLE]
     if bad:
-        raise ValueError(f'allow_missing={bad} is not a subset of {list(ALLOWABLE)} (rgb and camera_info are '
-                         'always required)')
+        raise ValueError(
+            f'allow_missing={bad} is not a subset of {list(ALLOWABLE)} (rgb and camera_info are '
+            'always required)'
+        )
     return roles
 
 
@@ -51,9 +57,13 @@ def bag_topic_types(path: Path, fmt: BagFormat, typestore: str) -> Dict[str, str
     """{topic: message type} of one bag (metadata.yaml when the directory has a usable one)."""
     meta = path / 'metadata.yaml'
     if fmt.kind == 'rosbag2' and not fmt.recovery and meta.is_file():
-        info = (yaml.safe_load(meta.read_text(encoding='utf-8')) or {}).get('rosbag2_bagfile_information', {})
-        topics = {t['topic_metadata']['name']: t['topic_metadata']['type']
-                  for t in info.get('topics_with_message_count') or []}
+        info = (yaml.safe_load(meta.read_text(encoding='utf-8')) or {}).get(
+            'rosbag2_bagfile_information', {}
+        )
+        topics = {
+            t['topic_metadata']['name']: t['topic_metadata']['type']
+            for t in info.get('topics_with_message_count') or []
+        }
         if topics:
             return topics
     with BagReader(path, typestore, warn=False) as reader:
@@ -62,28 +72,44 @@ def bag_topic_types(path: Path, fmt: BagFormat, typestore: str) -> Dict[str, str
 
 def missing_roles(topics: Mapping[str, Optional[str]], bag_topics: Mapping[str, str]) -> List[str]:
     """Roles with a configured topic that the bag lacks or has with an unusable type."""
-    return [role for role, topic in topics.items()
-            if topic and bag_topics.get(topic) not in ALLOWED_TYPES[role]]
+    return [
+        role
+        for role, topic in topics.items()
+        if topic and bag_topics.get(topic) not in ALLOWED_TYPES[role]
+    ]
 
 
-def candidates(role: str, topics: Mapping[str, Optional[str]], bag_topics: Mapping[str, str]) -> List[str]:
-    """Topics of the bag whose type fits ``role`` and that no other role uses, as ``'name (type)'``."""
+def candidates(
+    role: str, topics: Mapping[str, Optional[str]], bag_topics: Mapping[str, str]
+) -> List[str]:
+    """Topics of the bag whose type fits ``role`` and that no other role uses, as ``'name
+    (type)'``."""
     taken = {t for r, t in topics.items() if t and r != role}
-    return [f'{name} ({typ})' for name, typ in sorted(bag_topics.items())
-            if typ in ALLOWED_TYPES[role] and name not in taken]
+    return [
+        f'{name} ({typ})'
+        for name, typ in sorted(bag_topics.items())
+        if typ in ALLOWED_TYPES[role] and name not in taken
+    ]
 
 
-def check_topics(paths: Sequence[Path], formats: Sequence[BagFormat], topics: Mapping[str, Optional[str]],
-                 allow_missing: Sequence[str], typestore: str) -> None:
-    """Refuse, before anything is written, bags that lack a requested role (see the module docstring).
+def check_topics(
+    paths: Sequence[Path],
+    formats: Sequence[BagFormat],
+    topics: Mapping[str, Optional[str]],
+    allow_missing: Sequence[str],
+    typestore: str,
+) -> None:
+    """Refuse, before anything is written, bags that lack a requested role (see the module
+    docstring).
 
     Raises:
-        MissingTopics: one line, e.g. ``bag 'x': no depth topic '/camera/aligned_depth_to_color/image_raw'
-            (sensor_msgs/msg/Image or sensor_msgs/msg/CompressedImage topics in this bag:
+        MissingTopics: one line, e.g. ``bag 'x': no depth topic
+            '/camera/aligned_depth_to_color/image_raw' (sensor_msgs/msg/Image or
+            sensor_msgs/msg/CompressedImage topics in this bag:
             ['/camera/depth/image_raw (sensor_msgs/msg/Image)']); pass --depth-topic TOPIC, or
             --allow-missing depth to write its frames without depth``.
-        ValueError: a bag has no image topic ``topics['rgb']`` (the message lists its image topics; the
-            CLI exits 1 as for any unreadable input).
+        ValueError: a bag has no image topic ``topics['rgb']`` (the message lists its image topics;
+            the CLI exits 1 as for any unreadable input).
     """
     problems = []
     wanted = {r: t for r, t in topics.items() if r != 'rgb'}
@@ -91,17 +117,24 @@ def check_topics(paths: Sequence[Path], formats: Sequence[BagFormat], topics: Ma
         have = bag_topic_types(path, fmt, typestore)
         if have.get(topics.get('rgb') or '') not in ALLOWED_TYPES['rgb']:
             images = sorted(t for t, typ in have.items() if 'Image' in typ)
-            raise ValueError(f'bag {str(path)!r}: rgb_topic={topics.get("rgb")!r} is not an image topic of this '
-                             f'bag; image topics: {images}')
+            raise ValueError(
+                f'bag {str(path)!r}: rgb_topic={topics.get("rgb")!r} is not an image topic of '
+                f'this bag; image topics: {images}'
+            )
         for role in missing_roles(wanted, have):
             if role in allow_missing:
                 continue
             types = ' or '.join(ALLOWED_TYPES[role])
             flag = f'--{role.replace("_", "-")}-topic'
-            fix = (f'pass {flag} TOPIC' + (f', or --allow-missing {role} to write its frames without {role}'
-                                           if role in ALLOWABLE else ' (frames need K)'))
+            fix = f'pass {flag} TOPIC' + (
+                f', or --allow-missing {role} to write its frames without {role}'
+                if role in ALLOWABLE
+                else ' (frames need K)'
+            )
             found = f'found as {have[topics[role]]}, ' if topics[role] in have else ''
-            problems.append(f'bag {str(path)!r}: no {role} topic {topics[role]!r} ({found}{types} topics in this '
-                            f'bag: {candidates(role, topics, have)}); {fix}')
+            problems.append(
+                f'bag {str(path)!r}: no {role} topic {topics[role]!r} ({found}{types} topics in '
+                f'this bag: {candidates(role, topics, have)}); {fix}'
+            )
     if problems:
         raise MissingTopics('; '.join(problems))

@@ -5,6 +5,7 @@
 ``build --out DIR [--scale S]``  write the real-camera bag to DIR.
 Exit 2 with one line saying how to get the files when they cannot be had.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,9 @@ from depth3dseg_ros.samples.fetcher import SampleDataUnavailable, fetch_all
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
-    ap = argparse.ArgumentParser(prog='python -m depth3dseg_ros.samples', description=__doc__.split('\n')[0])
+    ap = argparse.ArgumentParser(
+        prog='python -m depth3dseg_ros.samples', description=__doc__.split('\n')[0]
+    )
     sub = ap.add_subparsers(dest='cmd', required=True)
     sub.add_parser('fetch', help='fetch every sample file; print the cache root')
     p_bag = sub.add_parser('bag', help="print the real-camera bag's path (built on first use)")
@@ -30,9 +33,11 @@ def main(argv: list[str] | None = None) -> int:
             print(fetch_all())
         elif args.cmd == 'bag':
             from depth3dseg_ros.samples.realbag import real_camera_bag
+
             print(real_camera_bag(args.scale))
         else:
             from depth3dseg_ros.samples.realbag import build
+
             frames = build(args.out, args.scale)
             size = sum(p.stat().st_size for p in args.out.iterdir())
             print(f'wrote {len(frames)} frames to {args.out} ({size / 1e6:.2f} MB)')

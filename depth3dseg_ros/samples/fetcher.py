@@ -1,4 +1,5 @@
-"""Fetch the real camera sample files into a cache, verified by sha256 (registry in ``samples.registry``).
+"""Fetch the real camera sample files into a cache, verified by sha256 (registry in
+``samples.registry``).
 
 Where a file comes from, first match wins:
 
@@ -7,12 +8,13 @@ Where a file comes from, first match wins:
 2. a local copy: ``$DEPTH3DSEG_SAMPLE_DATA`` names a folder laid out like the registry
    (``<source>/<path>``); a file there with the right checksum is copied into the cache (nothing is
    downloaded, so offline machines and CI work from a mirror);
-3. a download with ``pooch`` from ``$DEPTH3DSEG_SAMPLE_URL`` (default ``registry.RAW_BASE``), checked
-   against the sha256 before it is kept.
+3. a download with ``pooch`` from ``$DEPTH3DSEG_SAMPLE_URL`` (default ``registry.RAW_BASE``),
+   checked against the sha256 before it is kept.
 
 A file that can be had none of these ways raises :class:`SampleDataUnavailable`, whose message says
 how to get it. A wrong checksum is never accepted, whichever way the file came.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,8 +28,10 @@ from depth3dseg_ros.samples.registry import FILES, RAW_BASE, url_of
 ENV_CACHE = 'DEPTH3DSEG_CACHE'
 ENV_COPY = 'DEPTH3DSEG_SAMPLE_DATA'
 ENV_URL = 'DEPTH3DSEG_SAMPLE_URL'
-HOW_TO = (f'connect to the internet once (files are cached), or set {ENV_COPY} to a local copy laid out '
-          f'as <source>/<path> (docs/sample_data.md)')
+HOW_TO = (
+    f'connect to the internet once (files are cached), or set {ENV_COPY} to a local copy laid out '
+    f'as <source>/<path> (docs/sample_data.md)'
+)
 
 
 class SampleDataUnavailable(RuntimeError):
@@ -35,11 +39,13 @@ class SampleDataUnavailable(RuntimeError):
 
 
 def cache_dir() -> Path:
-    """Root of the cache: ``$DEPTH3DSEG_CACHE`` or the platform's user cache dir + ``depth3dseg_ros``."""
+    """Root of the cache: ``$DEPTH3DSEG_CACHE`` or the platform's user cache dir +
+    ``depth3dseg_ros``."""
     env = os.environ.get(ENV_CACHE)
     if env:
         return Path(env)
     import pooch
+
     return Path(pooch.os_cache('depth3dseg_ros'))
 
 
@@ -70,17 +76,25 @@ def _copy_atomic(src: Path, dst: Path) -> None:
 
 def _download(name: str, dst: Path, sha: str) -> None:
     import pooch
+
     url = url_of(name, os.environ.get(ENV_URL) or RAW_BASE)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    pooch.get_logger().setLevel('WARNING')      # its per-file INFO line would precede our one-line errors
+    pooch.get_logger().setLevel(
+        'WARNING'
+    )  # its per-file INFO line would precede our one-line errors
     try:
-        pooch.retrieve(url, known_hash=f'sha256:{sha}', fname=dst.name, path=dst.parent, progressbar=False)
-    except ValueError as err:   # pooch: checksum mismatch (the download is deleted)
-        raise SampleDataUnavailable(f'sample file {name}: download from {url} has the wrong sha256 '
-                                    f'({err}); not kept') from None
+        pooch.retrieve(
+            url, known_hash=f'sha256:{sha}', fname=dst.name, path=dst.parent, progressbar=False
+        )
+    except ValueError as err:  # pooch: checksum mismatch (the download is deleted)
+        raise SampleDataUnavailable(
+            f'sample file {name}: download from {url} has the wrong sha256 ({err}); not kept'
+        ) from None
     except Exception as err:  # network errors come from requests/urllib3 in many classes
-        raise SampleDataUnavailable(f'sample file {name} not available: download from {url} failed '
-                                    f'({type(err).__name__}: {err}); {HOW_TO}') from None
+        raise SampleDataUnavailable(
+            f'sample file {name} not available: download from {url} failed '
+            f'({type(err).__name__}: {err}); {HOW_TO}'
+        ) from None
 
 
 def fetch(name: str) -> Path:
@@ -107,7 +121,8 @@ def fetch(name: str) -> Path:
 
 
 def fetch_all() -> Path:
-    """Fetch every registry file; return the root (``cache_dir()/real``) under which each lies at its name.
+    """Fetch every registry file; return the root (``cache_dir()/real``) under which each lies at
+    its name.
 
     Raises:
         SampleDataUnavailable: the first file that cannot be had (its message says how to get it).

@@ -1,17 +1,19 @@
 """The real camera sample frames: which files make each frame, its K, depth scale and NYU label.
 
-22 frames from public RGB-D data (registry in ``samples.registry``; files fetched by ``samples.fetcher``):
-11 NYU Depth v2 test frames with the 13-class labels (3 of them with measured depth), and 11 unlabelled
-NYU / TUM RGB-D frames with measured depth. :func:`load` reads one into arrays at native size; the
-real-camera bag (``samples.realbag``) and the tests use it.
+22 frames from public RGB-D data (registry in ``samples.registry``; files fetched by
+``samples.fetcher``):
+11 NYU Depth v2 test frames with the 13-class labels (3 of them with measured depth), and 11
+unlabelled NYU / TUM RGB-D frames with measured depth. :func:`load` reads one into arrays at native
+size; the real-camera bag (``samples.realbag``) and the tests use it.
 
-Labels are ``new_nyu_class13_NNNN.png`` members of the NYU 13-class test-label archive (0 void, 1 bed …
-13 window; NNNN = 1-based index in the 1449-frame labelled set). Where the RGB is a crop of the
-640×480 camera image, ``crop_xy`` = (x0, y0) of the crop; K and the label are cropped with it
+Labels are ``new_nyu_class13_NNNN.png`` members of the NYU 13-class test-label archive (0 void, 1
+bed … 13 window; NNNN = 1-based index in the 1449-frame labelled set). Where the RGB is a crop of
+the 640×480 camera image, ``crop_xy`` = (x0, y0) of the crop; K and the label are cropped with it
 (core.geometry.crop_intrinsics). The pairings were found by aligning depth/image edges with label
-boundaries; 0464, 0834, 0972 and 1096 are exact (the source repositories' 40-class ground truth maps
-onto the 13-class labels pixel for pixel), 1407's crop offset is ±1 px.
+boundaries; 0464, 0834, 0972 and 1096 are exact (the source repositories' 40-class ground truth
+maps onto the 13-class labels pixel for pixel), 1407's crop offset is ±1 px.
 """
+
 from __future__ import annotations
 
 import io
@@ -42,9 +44,9 @@ _O3 = 'open3d_testdata_rgbd_other_formats/examples/TestData/RGBD/other_formats/'
 @dataclass(frozen=True)
 class SampleFrame:
     """One real frame: registry names of its files, K (fx, fy, cx, cy) of the full camera image,
-    ``depth_scale`` metres per depth unit, the NYU label index, ``crop_xy`` (x0, y0) when the RGB is a
-    crop of the 640×480 camera image, and ``depth_filled`` (an inpainted depth without holes, where the
-    source has one; the bag carries the raw ``depth``)."""
+    ``depth_scale`` metres per depth unit, the NYU label index, ``crop_xy`` (x0, y0) when the RGB
+    is a crop of the 640×480 camera image, and ``depth_filled`` (an inpainted depth without holes,
+    where the source has one; the bag carries the raw ``depth``)."""
 
     name: str
     rgb: str
@@ -58,9 +60,16 @@ class SampleFrame:
 
 def _metric3d() -> list[SampleFrame]:
     ann = json.loads(fetch(_M3 + 'test_annotations.json').read_text())
-    return [SampleFrame('metric3d_' + f['rgb'].rsplit('/', 1)[1].split('.')[0], 'metric3d_demo/' + f['rgb'],
-                        tuple(f['cam_in']), 'metric3d_demo/' + f['depth'], 1.0 / f['depth_scale'])
-            for f in ann['files']]
+    return [
+        SampleFrame(
+            'metric3d_' + f['rgb'].rsplit('/', 1)[1].split('.')[0],
+            'metric3d_demo/' + f['rgb'],
+            tuple(f['cam_in']),
+            'metric3d_demo/' + f['depth'],
+            1.0 / f['depth_scale'],
+        )
+        for f in ann['files']
+    ]
 
 
 @lru_cache(maxsize=1)
@@ -71,23 +80,66 @@ def sample_frames() -> tuple[SampleFrame, ...]:
         SampleDataUnavailable: the metric3d annotation file cannot be fetched.
     """
     out = [
-        SampleFrame('nyu_0001', _DD + '377_image.png', NYU_K, 'depth2hha_nyu_demo/demo/0_raw.png', 1e-4, 1,
-                    depth_filled='depth2hha_nyu_demo/demo/0.png'),
-        SampleFrame('nyu_1407_crop', 'rcnn_depth_nyu_demo/demo-data/images.png', NYU_K,
-                    'rcnn_depth_nyu_demo/demo-data/rawdepth.png', 1e-3, 1407, crop_xy=(41, 46),
-                    depth_filled='rcnn_depth_nyu_demo/demo-data/depth.png'),
+        SampleFrame(
+            'nyu_0001',
+            _DD + '377_image.png',
+            NYU_K,
+            'depth2hha_nyu_demo/demo/0_raw.png',
+            1e-4,
+            1,
+            depth_filled='depth2hha_nyu_demo/demo/0.png',
+        ),
+        SampleFrame(
+            'nyu_1407_crop',
+            'rcnn_depth_nyu_demo/demo-data/images.png',
+            NYU_K,
+            'rcnn_depth_nyu_demo/demo-data/rawdepth.png',
+            1e-3,
+            1407,
+            crop_xy=(41, 46),
+            depth_filled='rcnn_depth_nyu_demo/demo-data/depth.png',
+        ),
         *_metric3d(),
-        *[SampleFrame(f'slambook_ch5_{i}', f'slambook_rgbd/ch5/joinMap/color/{i}.png', SLAMBOOK_CH5_K,
-                      f'slambook_rgbd/ch5/joinMap/depth/{i}.pgm', 1e-3) for i in range(1, 6)],
-        SampleFrame('tum_fr3_open3d', _O3 + 'TUM_color.png', TUM_FR3_K, _O3 + 'TUM_depth.png', 2e-4),
-        *[SampleFrame(f'tum_fr2_slambook_ch7_{i}', f'slambook_rgbd/ch7/{i}.png', TUM_FR2_K,
-                      f'slambook_rgbd/ch7/{i}_depth.png', 2e-4) for i in (1, 2)],
-        *[SampleFrame(f'nyu_{idx:04d}_rgb_label', _DD + rgb, NYU_K, label_idx=idx)
-          for rgb, idx in (('1_image.png', 46), ('119_image.png', 976), ('140_image.png', 1039),
-                           ('267_image.png', 300), ('308_image.png', 1396))],
+        *[
+            SampleFrame(
+                f'slambook_ch5_{i}',
+                f'slambook_rgbd/ch5/joinMap/color/{i}.png',
+                SLAMBOOK_CH5_K,
+                f'slambook_rgbd/ch5/joinMap/depth/{i}.pgm',
+                1e-3,
+            )
+            for i in range(1, 6)
+        ],
+        SampleFrame(
+            'tum_fr3_open3d', _O3 + 'TUM_color.png', TUM_FR3_K, _O3 + 'TUM_depth.png', 2e-4
+        ),
+        *[
+            SampleFrame(
+                f'tum_fr2_slambook_ch7_{i}',
+                f'slambook_rgbd/ch7/{i}.png',
+                TUM_FR2_K,
+                f'slambook_rgbd/ch7/{i}_depth.png',
+                2e-4,
+            )
+            for i in (1, 2)
+        ],
+        *[
+            SampleFrame(f'nyu_{idx:04d}_rgb_label', _DD + rgb, NYU_K, label_idx=idx)
+            for rgb, idx in (
+                ('1_image.png', 46),
+                ('119_image.png', 976),
+                ('140_image.png', 1039),
+                ('267_image.png', 300),
+                ('308_image.png', 1396),
+            )
+        ],
         SampleFrame('nyu_0464', _MT + '000464.png', NYU_K, _MT + 'depth_gt_000464.png', 2e-4, 464),
-        *[SampleFrame(f'nyu_{idx:04d}_crop', f'{_LW}{idx:06d}.png', NYU_K, label_idx=idx, crop_xy=(7, 6))
-          for idx in (834, 972, 1096)],
+        *[
+            SampleFrame(
+                f'nyu_{idx:04d}_crop', f'{_LW}{idx:06d}.png', NYU_K, label_idx=idx, crop_xy=(7, 6)
+            )
+            for idx in (834, 972, 1096)
+        ],
     ]
     return tuple(out)
 
@@ -98,7 +150,8 @@ def labelled_frames() -> tuple[SampleFrame, ...]:
 
 
 def read_rgb(name: str) -> np.ndarray:
-    """Registry colour image -> H×W×3 uint8 RGB. Raises ValueError naming the file if unreadable."""
+    """Registry colour image -> H×W×3 uint8 RGB. Raises ValueError naming the file if
+    unreadable."""
     bgr = cv2.imread(str(fetch(name)), cv2.IMREAD_COLOR)
     if bgr is None:
         raise ValueError(f'rgb file {name} could not be read')
@@ -131,18 +184,22 @@ def _label_members() -> Callable[[int], np.ndarray]:
             raise ValueError(f'label {name} not in {LABEL_TGZ}')
         buf = np.frombuffer(tar.extractfile(members[name]).read(), np.uint8)
         return cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
+
     return get
 
 
 def nyu_label(idx: int) -> np.ndarray:
-    """The 640×480 uint8 13-class label image ``new_nyu_class13_<idx>.png``. Raises ValueError if absent."""
+    """The 640×480 uint8 13-class label image ``new_nyu_class13_<idx>.png``. Raises ValueError if
+    absent."""
     return _label_members()(idx)
 
 
-def load(frame: SampleFrame, filled: bool = False) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray],
-                                                             Optional[np.ndarray]]:
-    """Read ``frame`` at native size: (rgb H×W×3 uint8 RGB, K 3×3 float64, depth H×W float32 m with NaN
-    = no data or None, labels H×W uint8 or None). ``filled``: the inpainted depth where there is one.
+def load(
+    frame: SampleFrame, filled: bool = False
+) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
+    """Read ``frame`` at native size: (rgb H×W×3 uint8 RGB, K 3×3 float64, depth H×W float32 m with
+    NaN = no data or None, labels H×W uint8 or None). ``filled``: the inpainted depth where there
+    is one.
 
     Raises:
         ValueError: a depth or label image whose size differs from the RGB (naming the frame).
@@ -161,7 +218,7 @@ def load(frame: SampleFrame, filled: bool = False) -> tuple[np.ndarray, np.ndarr
         lab = nyu_label(frame.label_idx)
         if frame.crop_xy is not None:
             x0, y0 = frame.crop_xy
-            lab = lab[y0:y0 + h0, x0:x0 + w0]
+            lab = lab[y0 : y0 + h0, x0 : x0 + w0]
     for what, arr in (('depth', depth), ('labels', lab)):
         if arr is not None and arr.shape != (h0, w0):
             raise ValueError(f'{frame.name}: {what} shape={arr.shape} != rgb {(h0, w0)}')

@@ -1,14 +1,17 @@
-"""The real-camera bag (``make demo``, the real evaluation set), built at run time from the sample files.
+"""The real-camera bag (``make demo``, the real evaluation set), built at run time from the sample
+files.
 
-:func:`real_camera_bag` returns a rosbag2 (MCAP, zstd chunks) of the 22 frames of ``samples.frames``
-on the synthetic bags' topics (``synth.bagwrite``): ``/camera/color/image_raw`` rgb8,
-``/camera/color/camera_info`` (the frame's real K scaled to the stored size, D = 0),
-``/camera/depth/image_raw`` 16UC1 mm (0 = no data, raw sensor holes kept) and ``/camera/semantic/labels``
-mono8 13-class ids where the frame has them. Every frame is stored at ``scale`` × its native size (RGB
-INTER_AREA, depth and labels nearest: core.imageops; K by core.geometry.resize_intrinsics), one frame
-every 1/15 s from a fixed epoch, so a rebuild gives identical messages. The bag is built once into the
-sample cache (``samples.fetcher.cache_dir()``) and reused; it is never committed (third-party content).
+:func:`real_camera_bag` returns a rosbag2 (MCAP, zstd chunks) of the 22 frames of
+``samples.frames`` on the synthetic bags' topics (``synth.bagwrite``): ``/camera/color/image_raw``
+rgb8, ``/camera/color/camera_info`` (the frame's real K scaled to the stored size, D = 0),
+``/camera/depth/image_raw`` 16UC1 mm (0 = no data, raw sensor holes kept) and
+``/camera/semantic/labels`` mono8 13-class ids where the frame has them. Every frame is stored at
+``scale`` × its native size (RGB INTER_AREA, depth and labels nearest: core.imageops; K by
+core.geometry.resize_intrinsics), one frame every 1/15 s from a fixed epoch, so a rebuild gives
+identical messages. The bag is built once into the sample cache (``samples.fetcher.cache_dir()``)
+and reused; it is never committed (third-party content).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -28,15 +31,16 @@ from depth3dseg_ros.samples.frames import SampleFrame, load, sample_frames
 
 START_NS = 1_751_000_000 * 10**9
 PERIOD_NS = 10**9 // 15
-#: Bumped whenever the frame list or the encoding changes, so a cached bag of an older layout is rebuilt.
+#: Bumped whenever the frame list or the encoding changes, so a cached bag of an older layout is
+#: rebuilt.
 BAG_VERSION = 2
 _STAMP = '.complete'
 
 
 @dataclass
 class RealFrame:
-    """A frame as stored in the bag: rgb H×W×3 uint8, K 3×3, depth_mm H×W uint16 (0 = no data) or None,
-    labels H×W uint8 or None, and the SampleFrame it came from."""
+    """A frame as stored in the bag: rgb H×W×3 uint8, K 3×3, depth_mm H×W uint16 (0 = no data) or
+    None, labels H×W uint8 or None, and the SampleFrame it came from."""
 
     source: SampleFrame
     rgb: np.ndarray
@@ -64,13 +68,16 @@ def load_scaled(frame: SampleFrame, scale: float) -> RealFrame:
     return RealFrame(frame, rgb, K, meters_to_16uc1(depth) if depth is not None else None, lab)
 
 
-def build(out: Path, scale: float = 0.5, frames: Optional[Sequence[SampleFrame]] = None) -> List[RealFrame]:
+def build(
+    out: Path, scale: float = 0.5, frames: Optional[Sequence[SampleFrame]] = None
+) -> List[RealFrame]:
     """Write the bag to ``out`` (replaced if it exists); return the frames written.
 
     Raises:
         SampleDataUnavailable: a sample file cannot be fetched (nothing is left at ``out``).
     """
     from depth3dseg_ros.synth.bagwrite import RgbdBagWriter
+
     out = Path(out)
     data = [load_scaled(f, scale) for f in (frames if frames is not None else sample_frames())]
     if out.exists():
@@ -84,11 +91,12 @@ def build(out: Path, scale: float = 0.5, frames: Optional[Sequence[SampleFrame]]
 def real_camera_bag(scale: float = 0.5) -> Path:
     """Path of the real-camera bag in the sample cache, built on first use (about 2 s).
 
-    The bag is written into a temporary folder beside its final place and renamed when complete, so a
-    killed build never leaves a half bag that looks finished.
+    The bag is written into a temporary folder beside its final place and renamed when complete, so
+    a killed build never leaves a half bag that looks finished.
 
     Raises:
-        SampleDataUnavailable: the sample files are neither cached, nor in a local copy, nor downloadable.
+        SampleDataUnavailable: the sample files are neither cached, nor in a local copy, nor
+            downloadable.
     """
     final = cache_dir() / f'real_camera_v{BAG_VERSION}_s{scale:g}'
     if (final / _STAMP).is_file():

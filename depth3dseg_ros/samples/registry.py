@@ -1,10 +1,10 @@
 """Registry of the real camera sample files: where each comes from (public repository at a pinned
 commit), its sha256, and its licence.
 
-The package redistributes none of these files; ``depth3dseg_ros.samples.fetcher`` downloads them on first
-use (or copies them from a local mirror) into a cache and verifies every checksum. A file's registry
-name is ``<source>/<path in that repository>``, so the cache (and any local mirror) is laid out as
-``<root>/<source>/<path>``, and its URL is ``RAW_BASE/<repo>/<commit>/<path>``.
+The package redistributes none of these files; ``depth3dseg_ros.samples.fetcher`` downloads them on
+first use (or copies them from a local mirror) into a cache and verifies every checksum. A file's
+registry name is ``<source>/<path in that repository>``, so the cache (and any local mirror) is
+laid out as ``<root>/<source>/<path>``, and its URL is ``RAW_BASE/<repo>/<commit>/<path>``.
 
 Image content: NYU Depth v2 (Silberman et al., ECCV 2012; research use), TUM RGB-D (Sturm et al.,
 IROS 2012; CC BY 4.0), frames found in the repositories below (whose own licences are listed).
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Default download base (GitHub's raw-file host); ``DEPTH3DSEG_SAMPLE_URL`` replaces it (a mirror).
+#: Default download base (GitHub's raw-file host); ``DEPTH3DSEG_SAMPLE_URL`` replaces it (a
+#: mirror).
 RAW_BASE = 'https://raw.githubusercontent.com'
 
 
@@ -28,26 +29,32 @@ class Source:
 
 
 SOURCES: dict[str, Source] = {
-    'densedepth_nyu_test_rgb': Source('ialhashim/DenseDepth', '2e15107d3b944b702a7512089ca041e8e4c58124',
+    'densedepth_nyu_test_rgb': Source('ialhashim/DenseDepth',
+                                      '2e15107d3b944b702a7512089ca041e8e4c58124',
                                       'GPL-3.0 (repository); NYU Depth v2 content, research use'),
-    'depth2hha_nyu_demo': Source('charlesCXK/Depth2HHA-python', '6c7c14bd151d927d9ea15639556a83b3b179b75e',
+    'depth2hha_nyu_demo': Source('charlesCXK/Depth2HHA-python',
+                                 '6c7c14bd151d927d9ea15639556a83b3b179b75e',
                                  'MIT (repository); NYU Depth v2 content, research use'),
     'light_weight_refinenet_nyu': Source('DrSleep/light-weight-refinenet',
                                          '538fe8b39327d8343763b859daf7b9d03a05396e',
-                                         'BSD-2 style, non-commercial; NYU Depth v2 content, research use'),
+                                         'BSD-2 style, non-commercial; NYU Depth v2 content, '
+                                         'research use'),
     'metric3d_demo': Source('YvanYin/Metric3D', 'eb5b6fac0dc155e4e52f576e304fbf11655ff339',
                             'BSD-2-Clause (repository); NYU Depth v2 content, research use'),
     'multi_task_refinenet_nyu': Source('DrSleep/multi-task-refinenet',
                                        '1986999759dfac7d38ed9ccddda5d4f5ba488e82',
-                                       'BSD-2 style, non-commercial; NYU Depth v2 content, research use'),
+                                       'BSD-2 style, non-commercial; NYU Depth v2 content, '
+                                       'research use'),
     'nyuv2_meta_data_13class_labels': Source('ankurhanda/nyuv2-meta-data',
                                              'b92d15c506876dada1ac4086938e30ebc4deb49b',
-                                             'no licence file; labels derived from NYU Depth v2, research use'),
+                                             'no licence file; labels derived from NYU Depth v2, '
+                                             'research use'),
     'open3d_testdata_rgbd_other_formats': Source('mikiec84/Open3D',
                                                  '879b6fc55110504f64c06cf5172da1df6f94a0e8',
                                                  'MIT (Open3D); TUM RGB-D content, CC BY 4.0'),
     'rcnn_depth_nyu_demo': Source('s-gupta/rcnn-depth', '7a7baf7dcccc6fdf6be7c13d16828064d89dff4e',
-                                  'Simplified BSD (repository); NYU Depth v2 content, research use'),
+                                  'Simplified BSD (repository); NYU Depth v2 content, '
+                                  'research use'),
     'slambook_rgbd': Source('gaoxiang12/slambook', '853abac78495533dfbe3e4e8d4619017111d5842',
                             'MIT (repository); NYU / TUM RGB-D content'),
 }
@@ -145,6 +152,7 @@ def source_of(name: str) -> Source:
 
 
 def url_of(name: str, base: str = RAW_BASE) -> str:
-    """Download URL of registry name ``name`` under ``base`` (``<base>/<repo>/<commit>/<path>``)."""
+    """Download URL of registry name ``name`` under ``base``
+    (``<base>/<repo>/<commit>/<path>``)."""
     src = source_of(name)
     return f"{base.rstrip('/')}/{src.repo}/{src.commit}/{name.split('/', 1)[1]}"

@@ -1,10 +1,11 @@
 """Camera poses for the synthetic generator: smooth paths at robot height, optical-frame rotation,
 and the pinhole K that matches pybullet's TinyRenderer exactly.
 
-Optical frame (REP 103): z forward, x right, y down. ``T_world_cam`` (4×4 float64) maps optical-frame
-points to world points, so a back-projected pixel ``p_c`` (core.geometry.backproject_np, M2) lies at
-``R @ p_c + t`` in the room.
+Optical frame (REP 103): z forward, x right, y down. ``T_world_cam`` (4×4 float64) maps
+optical-frame points to world points, so a back-projected pixel ``p_c``
+(core.geometry.backproject_np, M2) lies at ``R @ p_c + t`` in the room.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,18 +17,26 @@ import numpy as np
 
 @dataclass(frozen=True)
 class CameraPose:
-    """Eye position (m, world), yaw/pitch/roll (rad; yaw about world z from +x, pitch up positive)."""
+    """Eye position (m, world), yaw/pitch/roll (rad; yaw about world z from +x, pitch up
+    positive)."""
+
     eye: Tuple[float, float, float]
     yaw: float
     pitch: float
     roll: float = 0.0
 
     def rotation(self) -> np.ndarray:
-        """R_world_optical (3×3 float64): columns are the optical x (right), y (down), z (forward) axes."""
-        cy, sy, cp, sp = math.cos(self.yaw), math.sin(self.yaw), math.cos(self.pitch), math.sin(self.pitch)
+        """R_world_optical (3×3 float64): columns are the optical x (right), y (down), z (forward)
+        axes."""
+        cy, sy, cp, sp = (
+            math.cos(self.yaw),
+            math.sin(self.yaw),
+            math.cos(self.pitch),
+            math.sin(self.pitch),
+        )
         fwd = np.array([cp * cy, cp * sy, sp])
-        right = np.array([sy, -cy, 0.0])              # horizontal, to the right of fwd
-        down = np.cross(fwd, right)                    # z × x = y (right-handed optical frame)
+        right = np.array([sy, -cy, 0.0])  # horizontal, to the right of fwd
+        down = np.cross(fwd, right)  # z × x = y (right-handed optical frame)
         cr, sr = math.cos(self.roll), math.sin(self.roll)
         x = cr * right + sr * down
         y = -sr * right + cr * down
@@ -48,12 +57,13 @@ class CameraPose:
 
 
 def tinyrenderer_K(width: int, height: int, fov_y_deg: float) -> np.ndarray:
-    """K (3×3 float64) of a pybullet ``computeProjectionMatrixFOV(fov_y, width/height, ...)`` render.
+    """K (3×3 float64) of a pybullet ``computeProjectionMatrixFOV(fov_y, width/height, ...)``
+    render.
 
     fx = fy = (H/2)/tan(fov_y/2). The principal point was measured, not assumed: back-projecting
-    TinyRenderer's depth onto known planes (a floor and a rotated wall, 64×48 to 640×480, odd sizes too)
-    fits cx = W/2, cy = H/2 − 1 to 1e-6 m mean residual, whereas (W−1)/2, (H−1)/2 leaves millimetre
-    residuals (TinyRenderer samples pixel corners and its row flip shifts rows by one).
+    TinyRenderer's depth onto known planes (a floor and a rotated wall, 64×48 to 640×480, odd sizes
+    too) fits cx = W/2, cy = H/2 − 1 to 1e-6 m mean residual, whereas (W−1)/2, (H−1)/2 leaves
+    millimetre residuals (TinyRenderer samples pixel corners and its row flip shifts rows by one).
     test/test_synth.py re-checks this on every run.
 
     Raises:
@@ -72,8 +82,8 @@ def camera_path(rng: np.random.Generator, free_zone, n_frames: int) -> List[Came
 
     Position: a Lissajous curve over the free zone; height 0.3–1.5 m varying slowly; yaw turns
     monotonically by 180–400° over the path (the robot looks around the whole room) with a small
-    wobble; pitch −30°..+15°; roll within ±2°. The path covers the room in ``n_frames`` whatever that
-    number is, so a short scene is a fast robot (stamps stay 30 Hz).
+    wobble; pitch −30°..+15°; roll within ±2°. The path covers the room in ``n_frames`` whatever
+    that number is, so a short scene is a fast robot (stamps stay 30 Hz).
     """
     if n_frames <= 0:
         raise ValueError(f'n_frames={n_frames} must be positive')
@@ -88,8 +98,15 @@ def camera_path(rng: np.random.Generator, free_zone, n_frames: int) -> List[Came
     turn = rng.uniform(math.pi, 2.2 * math.pi) * (1 if rng.random() < 0.5 else -1)
     yaw = rng.uniform(-math.pi, math.pi) + turn * t + 0.2 * np.sin(2 * math.pi * 1.5 * t + ph[3])
     p0 = rng.uniform(-0.25, 0.05)
-    pitch = np.clip(p0 + 0.2 * np.sin(2 * math.pi * rng.uniform(0.5, 1.5) * t + ph[4]),
-                    math.radians(-30), math.radians(15))
+    pitch = np.clip(
+        p0 + 0.2 * np.sin(2 * math.pi * rng.uniform(0.5, 1.5) * t + ph[4]),
+        math.radians(-30),
+        math.radians(15),
+    )
     roll = math.radians(2.0) * np.sin(2 * math.pi * t + ph[5])
-    return [CameraPose((float(x[i]), float(y[i]), float(z[i])), float(yaw[i]), float(pitch[i]), float(roll[i]))
-            for i in range(n_frames)]
+    return [
+        CameraPose(
+            (float(x[i]), float(y[i]), float(z[i])), float(yaw[i]), float(pitch[i]), float(roll[i])
+        )
+        for i in range(n_frames)
+    ]

@@ -2,11 +2,14 @@
 
 Example (the training set of the shipped model, see docs/synthetic.md)::
 
-    depth3dseg-synth --out /work/data/synth_train --scenes 60 --frames-per-scene 50 --seed 1 --noise
+    depth3dseg-synth --out /work/data/synth_train --scenes 60 --frames-per-scene 50 --seed 1
+    --noise
 
-Deterministic: the same arguments give byte-identical messages (rooms, camera paths and noise are drawn
-from ``numpy.random.default_rng([seed, scene, stream])``; stamps start at a fixed epoch, 30 Hz).
+Deterministic: the same arguments give byte-identical messages (rooms, camera paths and noise are
+drawn from ``numpy.random.default_rng([seed, scene, stream])``; stamps start at a fixed epoch, 30
+Hz).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +38,9 @@ def stamp_ns(index: int) -> int:
     return START_NS + (index * 10**9 + RATE_HZ // 2) // RATE_HZ
 
 
-def render_frames(scenes: int, frames_per_scene: int, width: int, height: int, seed: int, noise: bool
-                  ) -> Iterator[Tuple[int, Frame, np.ndarray]]:
+def render_frames(
+    scenes: int, frames_per_scene: int, width: int, height: int, seed: int, noise: bool
+) -> Iterator[Tuple[int, Frame, np.ndarray]]:
     """Yield (scene index, exact frame, depth to record in m) for every frame, scene after scene.
 
     The recorded depth is the exact render, or the Kinect-like noisy one with ``noise``.
@@ -54,14 +58,29 @@ def render_frames(scenes: int, frames_per_scene: int, width: int, height: int, s
                 yield s, frame, depth
 
 
-def generate(out: Path, scenes: int, frames_per_scene: int, width: int = 320, height: int = 240, seed: int = 0,
-             noise: bool = False, storage: str = 'mcap', progress: bool = True) -> int:
-    """Render ``scenes`` × ``frames_per_scene`` frames into the rosbag2 directory ``out``; returns the count.
+def generate(
+    out: Path,
+    scenes: int,
+    frames_per_scene: int,
+    width: int = 320,
+    height: int = 240,
+    seed: int = 0,
+    noise: bool = False,
+    storage: str = 'mcap',
+    progress: bool = True,
+) -> int:
+    """Render ``scenes`` × ``frames_per_scene`` frames into the rosbag2 directory ``out``; returns
+    the count.
 
     Raises:
         ValueError: a non-positive count/size, or ``out`` exists and is not an empty directory.
     """
-    for name, v in (('scenes', scenes), ('frames_per_scene', frames_per_scene), ('width', width), ('height', height)):
+    for name, v in (
+        ('scenes', scenes),
+        ('frames_per_scene', frames_per_scene),
+        ('width', width),
+        ('height', height),
+    ):
         if v <= 0:
             raise ValueError(f'{name}={v} must be positive')
     out = Path(out)
@@ -72,11 +91,24 @@ def generate(out: Path, scenes: int, frames_per_scene: int, width: int = 320, he
     total = scenes * frames_per_scene
     n = 0
     with RgbdBagWriter(out, storage=storage) as bag:
-        bag.writer.set_custom_data('depth3dseg.synth', json.dumps(dict(
-            scenes=scenes, frames_per_scene=frames_per_scene, width=width, height=height, seed=seed,
-            noise=noise, classes='NYU13')))
+        bag.writer.set_custom_data(
+            'depth3dseg.synth',
+            json.dumps(
+                dict(
+                    scenes=scenes,
+                    frames_per_scene=frames_per_scene,
+                    width=width,
+                    height=height,
+                    seed=seed,
+                    noise=noise,
+                    classes='NYU13',
+                )
+            ),
+        )
         frames = render_frames(scenes, frames_per_scene, width, height, seed, noise)
-        for _, frame, depth in tqdm(frames, total=total, disable=not progress, unit='frame', desc='synth'):
+        for _, frame, depth in tqdm(
+            frames, total=total, disable=not progress, unit='frame', desc='synth'
+        ):
             bag.write_frame(stamp_ns(n), frame.rgb, frame.K, meters_to_16uc1(depth), frame.labels)
             n += 1
     return n
@@ -87,11 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog='depth3dseg-synth', description=__doc__.split('\n')[0])
     ap.add_argument('--out', required=True, type=Path, help='rosbag2 directory to create')
     ap.add_argument('--scenes', type=int, default=10, help='number of random rooms')
-    ap.add_argument('--frames-per-scene', type=int, default=30, help='frames along each camera path')
+    ap.add_argument(
+        '--frames-per-scene', type=int, default=30, help='frames along each camera path'
+    )
     ap.add_argument('--width', type=int, default=320)
     ap.add_argument('--height', type=int, default=240)
     ap.add_argument('--seed', type=int, default=0)
-    ap.add_argument('--noise', action='store_true', help='Kinect-like noise and holes on the depth topic')
+    ap.add_argument(
+        '--noise', action='store_true', help='Kinect-like noise and holes on the depth topic'
+    )
     ap.add_argument('--storage', choices=('mcap', 'sqlite3'), default='mcap')
     ap.add_argument('--no-progress', action='store_true', help='no tqdm bar')
     return ap
@@ -101,8 +137,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Generate a synthetic labelled RGB-D bag (CLI depth3dseg-synth); returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        n = generate(args.out, args.scenes, args.frames_per_scene, args.width, args.height, args.seed,
-                     args.noise, args.storage, progress=not args.no_progress)
+        n = generate(
+            args.out,
+            args.scenes,
+            args.frames_per_scene,
+            args.width,
+            args.height,
+            args.seed,
+            args.noise,
+            args.storage,
+            progress=not args.no_progress,
+        )
     except ValueError as exc:
         print(f'depth3dseg-synth: error: {exc}', file=sys.stderr)
         return 2

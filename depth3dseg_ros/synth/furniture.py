@@ -1,20 +1,34 @@
-"""Object recipes for the synthetic rooms: tables, chairs, shelves with books, cabinets, sofas, beds,
-TVs, clutter, pictures and windows, each composed of boxes/cylinders/spheres with random sizes.
+"""Object recipes for the synthetic rooms: tables, chairs, shelves with books, cabinets, sofas,
+beds, TVs, clutter, pictures and windows, each composed of boxes/cylinders/spheres with random
+sizes.
 
-Every function takes the scene's :class:`~depth3dseg_ros.synth.scene.Placer` (random generator, room
-size, occupied footprints) and returns a list of objects (a list of :class:`Part` or a
+Every function takes the scene's :class:`~depth3dseg_ros.synth.scene.Placer` (random generator,
+room size, occupied footprints) and returns a list of objects (a list of :class:`Part` or a
 :class:`UrdfObject`), or an empty list when there was no room for it. Class ids follow NYUv2-13
 (:data:`depth3dseg_ros.synth.scene.CLS`).
 """
+
 from __future__ import annotations
 
 import math
 from typing import List
 
-from depth3dseg_ros.synth.scene import (CLS, PICTURE_TEXTURES, ObjectBuilder, Part, UrdfObject,
-                                        Placer)
+from depth3dseg_ros.synth.scene import (
+    CLS,
+    PICTURE_TEXTURES,
+    ObjectBuilder,
+    Part,
+    UrdfObject,
+    Placer,
+)
 
-WOODS = ((0.55, 0.38, 0.22), (0.75, 0.6, 0.42), (0.35, 0.22, 0.12), (0.85, 0.85, 0.82), (0.2, 0.2, 0.2))
+WOODS = (
+    (0.55, 0.38, 0.22),
+    (0.75, 0.6, 0.42),
+    (0.35, 0.22, 0.12),
+    (0.85, 0.85, 0.82),
+    (0.2, 0.2, 0.2),
+)
 CLUTTER_URDFS = ('duck_vhacd.urdf', 'teddy_vhacd.urdf', 'soccerball.urdf', 'sphere2red.urdf')
 
 
@@ -23,7 +37,8 @@ def _wood(pl: Placer):
 
 
 def clutter_on(pl: Placer, x, y, yaw, w, d, z, n_max=4) -> List[object]:
-    """Small objects (and sometimes books) on a surface of size w×d at height z, centred at x, y."""
+    """Small objects (and sometimes books) on a surface of size w×d at height z, centred at x,
+    y."""
     rng, out = pl.rng, []
     for _ in range(int(rng.integers(0, n_max + 1))):
         ob = ObjectBuilder(x, y, yaw)
@@ -31,29 +46,59 @@ def clutter_on(pl: Placer, x, y, yaw, w, d, z, n_max=4) -> List[object]:
         kind = rng.integers(5)
         if kind == 0:
             h = rng.uniform(0.05, 0.3)
-            ob.cylinder((lx, ly, z + h / 2), rng.uniform(0.03, 0.08), h, pl.colour(), CLS['objects'])
+            ob.cylinder(
+                (lx, ly, z + h / 2), rng.uniform(0.03, 0.08), h, pl.colour(), CLS['objects']
+            )
         elif kind == 1:
             hx, hy, hz = rng.uniform(0.03, 0.12, 3)
-            ob.box((lx, ly, z + hz), (hx, hy, hz), pl.colour(), CLS['objects'], pl.texture(), rng.uniform(0, 3))
+            ob.box(
+                (lx, ly, z + hz),
+                (hx, hy, hz),
+                pl.colour(),
+                CLS['objects'],
+                pl.texture(),
+                rng.uniform(0, 3),
+            )
         elif kind == 2:
             r = rng.uniform(0.04, 0.1)
             ob.sphere((lx, ly, z + r), r, pl.colour(), CLS['objects'])
-        elif kind == 3:   # a pile of books lying flat
+        elif kind == 3:  # a pile of books lying flat
             zz = z
             for _ in range(int(rng.integers(1, 5))):
                 t = rng.uniform(0.015, 0.04)
-                ob.box((lx, ly, zz + t), (rng.uniform(0.07, 0.12), rng.uniform(0.1, 0.15), t),
-                       pl.colour(), CLS['books'], None, rng.uniform(-0.3, 0.3))
+                ob.box(
+                    (lx, ly, zz + t),
+                    (rng.uniform(0.07, 0.12), rng.uniform(0.1, 0.15), t),
+                    pl.colour(),
+                    CLS['books'],
+                    None,
+                    rng.uniform(-0.3, 0.3),
+                )
                 zz += 2 * t
-        else:             # a pybullet_data mesh
+        else:  # a pybullet_data mesh
             c, s = math.cos(yaw), math.sin(yaw)
             name = CLUTTER_URDFS[int(rng.integers(len(CLUTTER_URDFS)))]
-            scale = {'duck_vhacd.urdf': 1.0, 'teddy_vhacd.urdf': 1.6, 'soccerball.urdf': 0.2,
-                     'sphere2red.urdf': 0.15}[name]
-            zoff = {'duck_vhacd.urdf': 0.0, 'teddy_vhacd.urdf': 0.0, 'soccerball.urdf': 0.1,
-                    'sphere2red.urdf': 0.075}[name]
-            out.append(UrdfObject(name, (x + c * lx - s * ly, y + s * lx + c * ly, z + zoff),
-                                  float(rng.uniform(-3, 3)), scale, CLS['objects']))
+            scale = {
+                'duck_vhacd.urdf': 1.0,
+                'teddy_vhacd.urdf': 1.6,
+                'soccerball.urdf': 0.2,
+                'sphere2red.urdf': 0.15,
+            }[name]
+            zoff = {
+                'duck_vhacd.urdf': 0.0,
+                'teddy_vhacd.urdf': 0.0,
+                'soccerball.urdf': 0.1,
+                'sphere2red.urdf': 0.075,
+            }[name]
+            out.append(
+                UrdfObject(
+                    name,
+                    (x + c * lx - s * ly, y + s * lx + c * ly, z + zoff),
+                    float(rng.uniform(-3, 3)),
+                    scale,
+                    CLS['objects'],
+                )
+            )
             continue
         out.append(ob.parts)
     return out
@@ -61,7 +106,8 @@ def clutter_on(pl: Placer, x, y, yaw, w, d, z, n_max=4) -> List[object]:
 
 def table(pl: Placer) -> List[object]:
     """A table (table): composed of a top and four legs, or pybullet_data's table.urdf (1.5 × 1.0 ×
-    0.625 m, scaled 0.6–1.1) in about a quarter of the cases; clutter on top, chairs around if free."""
+    0.625 m, scaled 0.6–1.1) in about a quarter of the cases; clutter on top, chairs around if
+    free."""
     rng = pl.rng
     urdf_scale = float(rng.uniform(0.6, 1.1)) if rng.random() < 0.25 else None
     if urdf_scale is None:
@@ -106,7 +152,9 @@ def chair(pl: Placer, x, y, yaw) -> List[Part]:
     ob.box((0, 0, h), (s, s, 0.025), col, CLS['chair'], pl.texture(('wood', 'noise', None)))
     for sx in (-1, 1):
         for sy in (-1, 1):
-            ob.box((sx * (s - 0.02), sy * (s - 0.02), h / 2), (0.015, 0.015, h / 2), col, CLS['chair'])
+            ob.box(
+                (sx * (s - 0.02), sy * (s - 0.02), h / 2), (0.015, 0.015, h / 2), col, CLS['chair']
+            )
     ob.box((0, -s + 0.02, h + back / 2), (s, 0.02, back / 2), col, CLS['chair'])
     return ob.parts
 
@@ -115,10 +163,21 @@ def chairs_around(pl: Placer, x, y, yaw, w, d) -> List[object]:
     """Up to four chairs facing a w×d table at x, y, yaw (each with probability 0.6)."""
     out = []
     c, s = math.cos(yaw), math.sin(yaw)
-    for lx, ly, lyaw in ((-w / 4, -d / 2 - 0.3, 0.0), (w / 4, -d / 2 - 0.3, 0.0),
-                         (-w / 4, d / 2 + 0.3, math.pi), (w / 4, d / 2 + 0.3, math.pi)):
+    for lx, ly, lyaw in (
+        (-w / 4, -d / 2 - 0.3, 0.0),
+        (w / 4, -d / 2 - 0.3, 0.0),
+        (-w / 4, d / 2 + 0.3, math.pi),
+        (w / 4, d / 2 + 0.3, math.pi),
+    ):
         if pl.rng.random() < 0.6:
-            out.append(chair(pl, x + c * lx - s * ly, y + s * lx + c * ly, yaw + lyaw + pl.rng.uniform(-0.3, 0.3)))
+            out.append(
+                chair(
+                    pl,
+                    x + c * lx - s * ly,
+                    y + s * lx + c * ly,
+                    yaw + lyaw + pl.rng.uniform(-0.3, 0.3),
+                )
+            )
     return out
 
 
@@ -151,13 +210,17 @@ def shelf(pl: Placer) -> List[object]:
         gap = z1 - z0 - 2 * t
         while xx < w / 2 - 2 * t - 0.05:
             bw = rng.uniform(0.015, 0.045)
-            if rng.random() < 0.15:            # a gap
+            if rng.random() < 0.15:  # a gap
                 xx += rng.uniform(0.05, 0.2)
                 continue
             bh = min(gap * rng.uniform(0.6, 0.95), 0.35)
             bd = min(d * rng.uniform(0.6, 0.9), d - 0.03)
-            books.box((xx + bw, d / 2 - bd / 2 - 0.01, z0 + t + bh / 2), (bw, bd / 2, bh / 2),
-                      pl.colour(), CLS['books'])
+            books.box(
+                (xx + bw, d / 2 - bd / 2 - 0.01, z0 + t + bh / 2),
+                (bw, bd / 2, bh / 2),
+                pl.colour(),
+                CLS['books'],
+            )
             xx += 2 * bw + 0.002
     out: List[object] = [ob.parts]
     if books.parts:
@@ -175,12 +238,22 @@ def cabinet(pl: Placer, with_tv: bool) -> List[object]:
         return []
     x, y, yaw = pose
     ob, col = ObjectBuilder(x, y, yaw), _wood(pl)
-    ob.box((0, 0, h / 2), (w / 2, d / 2, h / 2), col, CLS['furniture'], pl.texture(('wood', 'noise', None)))
+    ob.box(
+        (0, 0, h / 2),
+        (w / 2, d / 2, h / 2),
+        col,
+        CLS['furniture'],
+        pl.texture(('wood', 'noise', None)),
+    )
     n = int(rng.integers(1, 4))
-    for i in range(n):   # drawer/door fronts with handles
+    for i in range(n):  # drawer/door fronts with handles
         zc = h * (i + 0.5) / n
-        ob.box((0, d / 2 + 0.005, zc), (w / 2 - 0.03, 0.005, h / (2 * n) - 0.02), pl.colour(col[:3], 0.1),
-               CLS['furniture'])
+        ob.box(
+            (0, d / 2 + 0.005, zc),
+            (w / 2 - 0.03, 0.005, h / (2 * n) - 0.02),
+            pl.colour(col[:3], 0.1),
+            CLS['furniture'],
+        )
         ob.box((0, d / 2 + 0.015, zc), (0.06, 0.01, 0.01), (0.7, 0.7, 0.7, 1.0), CLS['furniture'])
     out: List[object] = [ob.parts]
     if with_tv:
@@ -200,8 +273,13 @@ def tv(pl: Placer, x, y, yaw, max_w, z) -> List[Part]:
     ob.box((0, 0, z + 0.08), (0.03, 0.02, 0.06), frame, CLS['tv'])
     ob.box((0, 0, z + 0.12 + hh / 2), (w / 2, 0.03, hh / 2), frame, CLS['tv'])
     screen = pl.colour((0.1, 0.12, 0.18), 0.1) if rng.random() < 0.6 else pl.colour()
-    ob.box((0, 0.031, z + 0.12 + hh / 2), (w / 2 - 0.02, 0.002, hh / 2 - 0.02), screen, CLS['tv'],
-           pl.texture(PICTURE_TEXTURES) if rng.random() < 0.4 else None)
+    ob.box(
+        (0, 0.031, z + 0.12 + hh / 2),
+        (w / 2 - 0.02, 0.002, hh / 2 - 0.02),
+        screen,
+        CLS['tv'],
+        pl.texture(PICTURE_TEXTURES) if rng.random() < 0.4 else None,
+    )
     return ob.parts
 
 
@@ -216,7 +294,13 @@ def sofa(pl: Placer) -> List[object]:
     tex = pl.texture(('carpet', 'noise', 'stripes', None))
     seat, arm = rng.uniform(0.35, 0.48), rng.uniform(0.1, 0.2)
     ob.box((0, 0, 0.1), (w / 2, d / 2, 0.1), pl.colour(col[:3], 0.05), CLS['sofa'])
-    ob.box((0, 0.05, (0.2 + seat) / 2), (w / 2 - arm, d / 2 - 0.05, (seat - 0.2) / 2), col, CLS['sofa'], tex)
+    ob.box(
+        (0, 0.05, (0.2 + seat) / 2),
+        (w / 2 - arm, d / 2 - 0.05, (seat - 0.2) / 2),
+        col,
+        CLS['sofa'],
+        tex,
+    )
     back = rng.uniform(0.7, 0.95)
     ob.box((0, -d / 2 + 0.1, back / 2), (w / 2, 0.1, back / 2), col, CLS['sofa'], tex)
     for sx in (-1, 1):
@@ -234,12 +318,21 @@ def bed(pl: Placer) -> List[object]:
     x, y, yaw = pose
     ob, frame = ObjectBuilder(x, y, yaw), _wood(pl)
     ob.box((0, 0, 0.15), (w / 2, d / 2, 0.15), frame, CLS['bed'], pl.texture(('wood', None)))
-    ob.box((0, 0.02, 0.4), (w / 2 - 0.03, d / 2 - 0.05, 0.1), pl.colour(), CLS['bed'],
-           pl.texture(('stripes', 'carpet', 'noise', None)))
+    ob.box(
+        (0, 0.02, 0.4),
+        (w / 2 - 0.03, d / 2 - 0.05, 0.1),
+        pl.colour(),
+        CLS['bed'],
+        pl.texture(('stripes', 'carpet', 'noise', None)),
+    )
     ob.box((0, -d / 2 + 0.03, 0.5), (w / 2, 0.03, rng.uniform(0.3, 0.6)), frame, CLS['bed'])
-    for sx in ((-1, 1) if w > 1.3 else (0,)):
-        ob.box((sx * w / 4, -d / 2 + 0.25, 0.55), (w / 4 - 0.06, 0.15, 0.06), pl.colour((0.9, 0.9, 0.9)),
-               CLS['bed'])
+    for sx in (-1, 1) if w > 1.3 else (0,):
+        ob.box(
+            (sx * w / 4, -d / 2 + 0.25, 0.55),
+            (w / 4 - 0.06, 0.15, 0.06),
+            pl.colour((0.9, 0.9, 0.9)),
+            CLS['bed'],
+        )
     return [ob.parts]
 
 
@@ -264,21 +357,39 @@ def big_object(pl: Placer) -> List[object]:
         z = 0.0
         for _ in range(int(rng.integers(1, 4))):
             hx, hy, hz = rng.uniform(0.12, 0.28), rng.uniform(0.12, 0.28), rng.uniform(0.08, 0.25)
-            ob.box((rng.uniform(-0.03, 0.03), rng.uniform(-0.03, 0.03), z + hz), (hx, hy, hz),
-                   pl.colour((0.65, 0.5, 0.32), 0.1), cls, pl.texture(('noise', None)), rng.uniform(-0.3, 0.3))
+            ob.box(
+                (rng.uniform(-0.03, 0.03), rng.uniform(-0.03, 0.03), z + hz),
+                (hx, hy, hz),
+                pl.colour((0.65, 0.5, 0.32), 0.1),
+                cls,
+                pl.texture(('noise', None)),
+                rng.uniform(-0.3, 0.3),
+            )
             z += 2 * hz
     elif kind == 1:
         h = rng.uniform(1.2, 1.8)
         ob.cylinder((0, 0, 0.015), 0.15, 0.03, (0.2, 0.2, 0.2, 1.0), cls)
         ob.cylinder((0, 0, h / 2), 0.015, h, (0.3, 0.3, 0.3, 1.0), cls)
-        ob.cylinder((0, 0, h), rng.uniform(0.12, 0.22), rng.uniform(0.15, 0.3), pl.colour((0.95, 0.9, 0.8), 0.1), cls)
+        ob.cylinder(
+            (0, 0, h),
+            rng.uniform(0.12, 0.22),
+            rng.uniform(0.15, 0.3),
+            pl.colour((0.95, 0.9, 0.8), 0.1),
+            cls,
+        )
     elif kind == 2:
         hp = rng.uniform(0.2, 0.4)
-        ob.cylinder((0, 0, hp / 2), rng.uniform(0.12, 0.2), hp, pl.colour((0.6, 0.3, 0.2), 0.1), cls)
+        ob.cylinder(
+            (0, 0, hp / 2), rng.uniform(0.12, 0.2), hp, pl.colour((0.6, 0.3, 0.2), 0.1), cls
+        )
         for _ in range(int(rng.integers(2, 5))):
             r = rng.uniform(0.12, 0.25)
-            ob.sphere((rng.uniform(-0.1, 0.1), rng.uniform(-0.1, 0.1), hp + r + rng.uniform(0, 0.4)), r,
-                      pl.colour((0.2, 0.5, 0.2), 0.12), cls)
+            ob.sphere(
+                (rng.uniform(-0.1, 0.1), rng.uniform(-0.1, 0.1), hp + r + rng.uniform(0, 0.4)),
+                r,
+                pl.colour((0.2, 0.5, 0.2), 0.12),
+                cls,
+            )
     else:
         h = rng.uniform(0.3, 0.6)
         ob.cylinder((0, 0, h / 2), rng.uniform(0.12, 0.2), h, pl.colour(), cls)
@@ -300,18 +411,36 @@ def wall_panels(pl: Placer, n_windows: int, n_pictures: int) -> List[object]:
         if w + 0.4 > along:
             continue
         s = float(rng.uniform(w / 2 + 0.2, along - w / 2 - 0.2))
-        x, y, yaw = {0: (s, 0.0, 0.0), 1: (lx, s, math.pi / 2), 2: (s, ly, math.pi),
-                     3: (0.0, s, -math.pi / 2)}[wall]
+        x, y, yaw = {
+            0: (s, 0.0, 0.0),
+            1: (lx, s, math.pi / 2),
+            2: (s, ly, math.pi),
+            3: (0.0, s, -math.pi / 2),
+        }[wall]
         ob = ObjectBuilder(x, y, yaw)
         if is_window:
             sky = pl.colour((0.75, 0.85, 0.95), 0.1)
-            ob.box((0, 0.01, zc), (w / 2, 0.01, h / 2), sky, CLS['window'], 'sky' if rng.random() < 0.5 else None)
+            ob.box(
+                (0, 0.01, zc),
+                (w / 2, 0.01, h / 2),
+                sky,
+                CLS['window'],
+                'sky' if rng.random() < 0.5 else None,
+            )
             fr = pl.colour((0.9, 0.9, 0.9), 0.1)
             for dz in (-1, 1):
                 ob.box((0, 0.03, zc + dz * h / 2), (w / 2 + 0.03, 0.03, 0.03), fr, CLS['window'])
             for dx in (-1, 0, 1):
-                ob.box((dx * w / 2, 0.03, zc), (0.02 + 0.01 * abs(dx), 0.03, h / 2), fr, CLS['window'])
+                ob.box(
+                    (dx * w / 2, 0.03, zc), (0.02 + 0.01 * abs(dx), 0.03, h / 2), fr, CLS['window']
+                )
         else:
-            ob.box((0, 0.015, zc), (w / 2, 0.015, h / 2), (1, 1, 1, 1), CLS['picture'], pl.texture(PICTURE_TEXTURES))
+            ob.box(
+                (0, 0.015, zc),
+                (w / 2, 0.015, h / 2),
+                (1, 1, 1, 1),
+                CLS['picture'],
+                pl.texture(PICTURE_TEXTURES),
+            )
         out.append(ob.parts)
     return out

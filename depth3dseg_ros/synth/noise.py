@@ -1,14 +1,16 @@
 """Kinect-v1-like depth noise and holes for rendered (exact) depth maps.
 
-Model (structured-light sensor, values from Khoshelham & Elberink 2012 and Nguyen, Izadi & Lovell 2012):
+Model (structured-light sensor, values from Khoshelham & Elberink 2012 and Nguyen, Izadi & Lovell
+2012):
 - axial noise σ(z) = 0.0012 + 0.0019·(z − 0.4)² m (grows with z², ≈ 1.4 cm at 3 m);
 - disparity quantisation: d = f·b / z with baseline b = 7.5 cm, f = fx scaled to the 640 px sensor,
   rounded to 1/8 px, so depth steps grow with z² (z²/(8·f·b): ≈ 4.6 cm at 4 m for f = 580 px);
 - holes (no data, NaN here, 0 once written as 16UC1): out of range (z < 0.5 m; beyond 4.0 m with a
-  probability rising to 1 at 6 m), at depth discontinuities (projector shadow/edge band to the left of
-  foreground edges, randomly dilated), and a few irregular dropout blobs.
+  probability rising to 1 at 6 m), at depth discontinuities (projector shadow/edge band to the left
+  of foreground edges, randomly dilated), and a few irregular dropout blobs.
 All randomness comes from the given ``numpy.random.Generator`` (deterministic per seed).
 """
+
 from __future__ import annotations
 
 import cv2
@@ -51,7 +53,8 @@ def kinect_noise(depth: np.ndarray, K: np.ndarray, rng: np.random.Generator) -> 
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0)
     zf = np.where(valid, z, 1.0).astype(np.float32)
-    # smooth-ish noise: half-resolution noise field upsampled (neighbouring pixels correlate, as on a Kinect)
+    # smooth-ish noise: half-resolution noise field upsampled (neighbouring pixels correlate, as on
+    # a Kinect)
     field = rng.standard_normal((max(1, h // 2), max(1, w // 2))).astype(np.float32)
     field = cv2.resize(field, (w, h), interpolation=cv2.INTER_LINEAR)
     field = 0.6 * field + 0.4 * rng.standard_normal((h, w)).astype(np.float32)

@@ -1,13 +1,16 @@
-"""pybullet (DIRECT, CPU TinyRenderer) rendering of a :class:`SceneSpec`: RGB, metric z-depth, label image.
+"""pybullet (DIRECT, CPU TinyRenderer) rendering of a :class:`SceneSpec`: RGB, metric z-depth,
+label image.
 
 One :class:`Renderer` keeps one pybullet connection for many scenes (``resetSimulation`` between
-scenes). Each scene object becomes one multibody whose links are its parts (base without visual), so the
-segmentation mask rendered with ``ER_SEGMENTATION_MASK_OBJECT_AND_LINKINDEX`` (value =
+scenes). Each scene object becomes one multibody whose links are its parts (base without visual),
+so the segmentation mask rendered with ``ER_SEGMENTATION_MASK_OBJECT_AND_LINKINDEX`` (value =
 uid + ((link + 1) << 24)) maps through a (uid, link) lookup table to the part's NYU13 class id.
 
 Depth: pybullet returns the OpenGL depth buffer d ∈ [0, 1]; the metric z-depth (distance along the
-optical axis, what a depth camera and core.geometry expect) is ``z = far·near / (far − (far − near)·d)``.
+optical axis, what a depth camera and core.geometry expect) is ``z = far·near / (far − (far −
+near)·d)``.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +31,10 @@ NEAR, FAR = 0.05, 20.0
 
 @dataclass
 class Frame:
-    """One rendered view: ``rgb`` H×W×3 uint8 (RGB), ``depth`` H×W float32 metres (NaN = no surface),
-    ``labels`` H×W uint8 NYU13 ids (0 = void), ``K`` 3×3 float64, ``T_world_cam`` 4×4 float64."""
+    """One rendered view: ``rgb`` H×W×3 uint8 (RGB), ``depth`` H×W float32 metres (NaN = no
+    surface), ``labels`` H×W uint8 NYU13 ids (0 = void), ``K`` 3×3 float64, ``T_world_cam`` 4×4
+    float64."""
+
     rgb: np.ndarray
     depth: np.ndarray
     labels: np.ndarray
@@ -38,7 +43,8 @@ class Frame:
 
 
 def depth_buffer_to_z(buf: np.ndarray, near: float = NEAR, far: float = FAR) -> np.ndarray:
-    """OpenGL depth buffer (float, 0..1) -> metric z-depth float32 m; d >= 1 (no surface) -> NaN."""
+    """OpenGL depth buffer (float, 0..1) -> metric z-depth float32 m; d >= 1 (no surface) ->
+    NaN."""
     d = np.asarray(buf, dtype=np.float64)
     z = far * near / (far - (far - near) * d)
     z[d >= 1.0] = np.nan
@@ -46,14 +52,19 @@ def depth_buffer_to_z(buf: np.ndarray, near: float = NEAR, far: float = FAR) -> 
 
 
 def _procedural_textures(folder: str) -> Dict[str, str]:
-    """Write the procedural texture PNGs (fixed seed, so identical every run) and return name -> path."""
+    """Write the procedural texture PNGs (fixed seed, so identical every run) and return name ->
+    path."""
     rng = np.random.default_rng(12345)
     s = 128
     yy, xx = np.mgrid[0:s, 0:s].astype(np.float32)
     tex = {}
-    grain = (0.75 + 0.25 * np.sin(xx / 3.0 + 4 * np.sin(yy / 23.0))) * (0.9 + 0.1 * rng.random((s, s)))
+    grain = (0.75 + 0.25 * np.sin(xx / 3.0 + 4 * np.sin(yy / 23.0))) * (
+        0.9 + 0.1 * rng.random((s, s))
+    )
     tex['wood'] = grain
-    tex['tiles'] = np.where((xx % 32 < 2) | (yy % 32 < 2), 0.55, 0.95) * (0.95 + 0.05 * rng.random((s, s)))
+    tex['tiles'] = np.where((xx % 32 < 2) | (yy % 32 < 2), 0.55, 0.95) * (
+        0.95 + 0.05 * rng.random((s, s))
+    )
     tex['noise'] = cv2.GaussianBlur(rng.random((s, s)).astype(np.float32), (0, 0), 2) * 0.5 + 0.6
     tex['stripes'] = np.where((xx // 8) % 2 == 0, 1.0, 0.8)
     row = (yy // 16).astype(int)
@@ -67,7 +78,9 @@ def _procedural_textures(folder: str) -> Dict[str, str]:
     # colourful "pictures" and a sky gradient
     for name, k in (('picture_a', 3), ('picture_b', 6), ('picture_c', 12)):
         small = rng.integers(0, 256, (k, k, 3), dtype=np.uint8)
-        img = cv2.resize(small, (s, s), interpolation=cv2.INTER_CUBIC if k > 3 else cv2.INTER_NEAREST)
+        img = cv2.resize(
+            small, (s, s), interpolation=cv2.INTER_CUBIC if k > 3 else cv2.INTER_NEAREST
+        )
         paths[name] = os.path.join(folder, f'{name}.png')
         cv2.imwrite(paths[name], img)
     sky = np.zeros((s, s, 3), np.uint8)
@@ -118,7 +131,9 @@ class Renderer:
         if name is None:
             return -1
         if name not in self._textures:
-            self._textures[name] = pb.loadTexture(self._tex_paths[name], physicsClientId=self.client)
+            self._textures[name] = pb.loadTexture(
+                self._tex_paths[name], physicsClientId=self.client
+            )
         return self._textures[name]
 
     def _visual(self, part: Part) -> int:
@@ -126,7 +141,9 @@ class Renderer:
         if part.shape == 'box':
             return pb.createVisualShape(pb.GEOM_BOX, halfExtents=list(part.size), **kw)
         if part.shape == 'cylinder':
-            return pb.createVisualShape(pb.GEOM_CYLINDER, radius=part.size[0], length=part.size[1], **kw)
+            return pb.createVisualShape(
+                pb.GEOM_CYLINDER, radius=part.size[0], length=part.size[1], **kw
+            )
         if part.shape == 'sphere':
             return pb.createVisualShape(pb.GEOM_SPHERE, radius=part.size[0], **kw)
         raise ValueError(f'Part.shape={part.shape!r} is not box/cylinder/sphere')
@@ -135,37 +152,63 @@ class Renderer:
         n = len(parts)
         vis = [self._visual(p) for p in parts]
         uid = pb.createMultiBody(
-            0, -1, -1, basePosition=[0, 0, 0], linkMasses=[0] * n, linkCollisionShapeIndices=[-1] * n,
-            linkVisualShapeIndices=vis, linkPositions=[list(p.pos) for p in parts],
+            0,
+            -1,
+            -1,
+            basePosition=[0, 0, 0],
+            linkMasses=[0] * n,
+            linkCollisionShapeIndices=[-1] * n,
+            linkVisualShapeIndices=vis,
+            linkPositions=[list(p.pos) for p in parts],
             linkOrientations=[pb.getQuaternionFromEuler([0, 0, p.yaw]) for p in parts],
-            linkInertialFramePositions=[[0, 0, 0]] * n, linkInertialFrameOrientations=[[0, 0, 0, 1]] * n,
-            linkParentIndices=[0] * n, linkJointTypes=[pb.JOINT_FIXED] * n, linkJointAxis=[[0, 0, 1]] * n,
-            physicsClientId=self.client)
+            linkInertialFramePositions=[[0, 0, 0]] * n,
+            linkInertialFrameOrientations=[[0, 0, 0, 1]] * n,
+            linkParentIndices=[0] * n,
+            linkJointTypes=[pb.JOINT_FIXED] * n,
+            linkJointAxis=[[0, 0, 1]] * n,
+            physicsClientId=self.client,
+        )
         out = []
         for link, p in enumerate(parts):
             if p.texture is not None:
-                pb.changeVisualShape(uid, link, textureUniqueId=self._texture(p.texture),
-                                     rgbaColor=list(p.rgba), physicsClientId=self.client)
+                pb.changeVisualShape(
+                    uid,
+                    link,
+                    textureUniqueId=self._texture(p.texture),
+                    rgbaColor=list(p.rgba),
+                    physicsClientId=self.client,
+                )
             out.append((uid, link, p.class_id))
         return out
 
     def _add_urdf(self, obj: UrdfObject) -> List[tuple]:
         path = os.path.join(pybullet_data.getDataPath(), obj.path)
-        uid = pb.loadURDF(path, list(obj.pos), pb.getQuaternionFromEuler([0, 0, obj.yaw]),
-                          useFixedBase=True, globalScaling=obj.scale, physicsClientId=self.client)
+        uid = pb.loadURDF(
+            path,
+            list(obj.pos),
+            pb.getQuaternionFromEuler([0, 0, obj.yaw]),
+            useFixedBase=True,
+            globalScaling=obj.scale,
+            physicsClientId=self.client,
+        )
         links = range(-1, pb.getNumJoints(uid, physicsClientId=self.client))
         if obj.rgba is not None:
             for link in links:
-                pb.changeVisualShape(uid, link, rgbaColor=list(obj.rgba), physicsClientId=self.client)
+                pb.changeVisualShape(
+                    uid, link, rgbaColor=list(obj.rgba), physicsClientId=self.client
+                )
         return [(uid, link, obj.class_id) for link in links]
 
     def load(self, scene: SceneSpec) -> None:
-        """Replace the current world by ``scene`` and build the (uid, link) -> class lookup table."""
+        """Replace the current world by ``scene`` and build the (uid, link) -> class lookup
+        table."""
         pb.resetSimulation(physicsClientId=self.client)
         self._textures = {}
         entries: List[tuple] = []
         for obj in scene.objects:
-            entries += self._add_urdf(obj) if isinstance(obj, UrdfObject) else self._add_parts(list(obj))
+            entries += (
+                self._add_urdf(obj) if isinstance(obj, UrdfObject) else self._add_parts(list(obj))
+            )
         lut = np.zeros((max(e[0] for e in entries) + 1, max(e[1] for e in entries) + 2), np.uint8)
         for uid, link, cls in entries:
             lut[uid, link + 1] = cls
@@ -173,7 +216,8 @@ class Renderer:
 
     # -- rendering -------------------------------------------------------------------------------
     def labels_from_mask(self, seg: np.ndarray) -> np.ndarray:
-        """Segmentation mask (int32, uid + ((link+1) << 24), −1 = nothing) -> H×W uint8 class ids."""
+        """Segmentation mask (int32, uid + ((link+1) << 24), −1 = nothing) -> H×W uint8 class
+        ids."""
         seg = np.asarray(seg, dtype=np.int64)
         hit = seg >= 0
         uid = np.where(hit, seg & 0xFFFFFF, 0)
@@ -190,12 +234,22 @@ class Renderer:
         w, h = self.width, self.height
         eye, target, up = pose.view_target_up()
         view = pb.computeViewMatrix(eye, target, up, physicsClientId=self.client)
-        proj = pb.computeProjectionMatrixFOV(self.scene.fov_y_deg, w / h, NEAR, FAR, physicsClientId=self.client)
+        proj = pb.computeProjectionMatrixFOV(
+            self.scene.fov_y_deg, w / h, NEAR, FAR, physicsClientId=self.client
+        )
         _, _, rgba, buf, seg = pb.getCameraImage(
-            w, h, view, proj, renderer=pb.ER_TINY_RENDERER,
-            flags=pb.ER_SEGMENTATION_MASK_OBJECT_AND_LINKINDEX, physicsClientId=self.client, **self.scene.light)
-        rgb = np.ascontiguousarray(np.reshape(np.asarray(rgba, dtype=np.uint8), (h, w, 4))[:, :, :3])
+            w,
+            h,
+            view,
+            proj,
+            renderer=pb.ER_TINY_RENDERER,
+            flags=pb.ER_SEGMENTATION_MASK_OBJECT_AND_LINKINDEX,
+            physicsClientId=self.client,
+            **self.scene.light,
+        )
+        rgb = np.ascontiguousarray(
+            np.reshape(np.asarray(rgba, dtype=np.uint8), (h, w, 4))[:, :, :3]
+        )
         depth = depth_buffer_to_z(np.reshape(buf, (h, w)))
         labels = self.labels_from_mask(np.reshape(seg, (h, w)))
         return Frame(rgb, depth, labels, tinyrenderer_K(w, h, self.scene.fov_y_deg), pose.matrix())
-

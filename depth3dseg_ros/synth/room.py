@@ -1,6 +1,7 @@
-"""One random furnished room (:func:`make_scene`): shell (floor, walls, ceiling), wall panels, furniture,
-clutter, lighting and camera field of view, drawn from a ``numpy.random.Generator``.
+"""One random furnished room (:func:`make_scene`): shell (floor, walls, ceiling), wall panels,
+furniture, clutter, lighting and camera field of view, drawn from a ``numpy.random.Generator``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,27 +9,50 @@ import numpy as np
 from depth3dseg_ros.synth import furniture as fu
 from depth3dseg_ros.synth.scene import CLS, ObjectBuilder, SceneSpec, Placer
 
-WALL_COLOURS = ((0.92, 0.9, 0.85), (0.85, 0.88, 0.9), (0.9, 0.85, 0.75), (0.7, 0.75, 0.7), (0.95, 0.95, 0.95))
-FLOOR_COLOURS = ((0.55, 0.4, 0.28), (0.7, 0.7, 0.68), (0.4, 0.35, 0.3), (0.8, 0.75, 0.65), (0.3, 0.3, 0.35))
+WALL_COLOURS = (
+    (0.92, 0.9, 0.85),
+    (0.85, 0.88, 0.9),
+    (0.9, 0.85, 0.75),
+    (0.7, 0.75, 0.7),
+    (0.95, 0.95, 0.95),
+)
+FLOOR_COLOURS = (
+    (0.55, 0.4, 0.28),
+    (0.7, 0.7, 0.68),
+    (0.4, 0.35, 0.3),
+    (0.8, 0.75, 0.65),
+    (0.3, 0.3, 0.35),
+)
 
 
 def _shell(pl: Placer):
     """Floor (top at z=0), ceiling (bottom at z=Hc) and four 0.1 m walls just outside the room."""
     rng, (lx, ly, hc) = pl.rng, pl.size
     floor = ObjectBuilder(lx / 2, ly / 2, 0.0)
-    floor.box((0, 0, -0.05), (lx / 2 + 0.1, ly / 2 + 0.1, 0.05),
-              pl.colour(FLOOR_COLOURS[int(rng.integers(len(FLOOR_COLOURS)))], 0.08), CLS['floor'],
-              pl.texture(('wood', 'tiles', 'carpet', 'noise', None)))
+    floor.box(
+        (0, 0, -0.05),
+        (lx / 2 + 0.1, ly / 2 + 0.1, 0.05),
+        pl.colour(FLOOR_COLOURS[int(rng.integers(len(FLOOR_COLOURS)))], 0.08),
+        CLS['floor'],
+        pl.texture(('wood', 'tiles', 'carpet', 'noise', None)),
+    )
     ceil = ObjectBuilder(lx / 2, ly / 2, 0.0)
-    ceil.box((0, 0, hc + 0.05), (lx / 2 + 0.1, ly / 2 + 0.1, 0.05), pl.colour((0.95, 0.95, 0.95), 0.05),
-             CLS['ceiling'], pl.texture(('tiles', None, None)))
+    ceil.box(
+        (0, 0, hc + 0.05),
+        (lx / 2 + 0.1, ly / 2 + 0.1, 0.05),
+        pl.colour((0.95, 0.95, 0.95), 0.05),
+        CLS['ceiling'],
+        pl.texture(('tiles', None, None)),
+    )
     walls = ObjectBuilder(0.0, 0.0, 0.0)
     wall_col = pl.colour(WALL_COLOURS[int(rng.integers(len(WALL_COLOURS)))], 0.06)
     tex = pl.texture(('stripes', 'noise', 'brick', None, None))
-    for centre, half in (((lx / 2, -0.05, hc / 2), (lx / 2 + 0.1, 0.05, hc / 2 + 0.1)),
-                         ((lx / 2, ly + 0.05, hc / 2), (lx / 2 + 0.1, 0.05, hc / 2 + 0.1)),
-                         ((-0.05, ly / 2, hc / 2), (0.05, ly / 2 + 0.1, hc / 2 + 0.1)),
-                         ((lx + 0.05, ly / 2, hc / 2), (0.05, ly / 2 + 0.1, hc / 2 + 0.1))):
+    for centre, half in (
+        ((lx / 2, -0.05, hc / 2), (lx / 2 + 0.1, 0.05, hc / 2 + 0.1)),
+        ((lx / 2, ly + 0.05, hc / 2), (lx / 2 + 0.1, 0.05, hc / 2 + 0.1)),
+        ((-0.05, ly / 2, hc / 2), (0.05, ly / 2 + 0.1, hc / 2 + 0.1)),
+        ((lx + 0.05, ly / 2, hc / 2), (0.05, ly / 2 + 0.1, hc / 2 + 0.1)),
+    ):
         # one wall of four is sometimes painted differently (an accent wall)
         col = pl.colour() if rng.random() < 0.15 else wall_col
         walls.box(centre, half, col, CLS['wall'], tex)
@@ -36,16 +60,21 @@ def _shell(pl: Placer):
 
 
 def make_scene(rng: np.random.Generator) -> SceneSpec:
-    """A random room of 4–7.5 m × 4–7.5 m × 2.4–3.0 m with furniture along the walls and a free middle.
+    """A random room of 4–7.5 m × 4–7.5 m × 2.4–3.0 m with furniture along the walls and a free
+    middle.
 
-    Contents (counts drawn per room): 0–2 windows, 2–5 pictures, 1–3 tables (free-standing ones with
-    chairs around; clutter and books on top), 1–3 bookshelves with books, 0–3 cabinets (one may carry a
-    TV), a sofa and/or a bed, 1–4 loose chairs, 1–5 floor clutter groups, 2–5 larger objects (box
-    stacks, lamps, plants, bins); items that do not fit are dropped. Lighting: random direction, colour,
-    ambient/diffuse/specular coefficients, shadows in about a quarter of the rooms. ``fov_y_deg`` 45–58
-    (Kinect-like vertical field of view).
+    Contents (counts drawn per room): 0–2 windows, 2–5 pictures, 1–3 tables (free-standing ones
+    with chairs around; clutter and books on top), 1–3 bookshelves with books, 0–3 cabinets (one
+    may carry a TV), a sofa and/or a bed, 1–4 loose chairs, 1–5 floor clutter groups, 2–5 larger
+    objects (box stacks, lamps, plants, bins); items that do not fit are dropped. Lighting: random
+    direction, colour, ambient/diffuse/specular coefficients, shadows in about a quarter of the
+    rooms. ``fov_y_deg`` 45–58 (Kinect-like vertical field of view).
     """
-    lx, ly, hc = float(rng.uniform(4.0, 7.5)), float(rng.uniform(4.0, 7.5)), float(rng.uniform(2.4, 3.0))
+    lx, ly, hc = (
+        float(rng.uniform(4.0, 7.5)),
+        float(rng.uniform(4.0, 7.5)),
+        float(rng.uniform(2.4, 3.0)),
+    )
     fw, fd = 0.25 * lx, 0.25 * ly
     cx, cy = lx / 2 + rng.uniform(-0.1, 0.1) * lx, ly / 2 + rng.uniform(-0.1, 0.1) * ly
     zone = (cx - fw / 2, cy - fd / 2, cx + fw / 2, cy + fd / 2)
@@ -60,12 +89,16 @@ def make_scene(rng: np.random.Generator) -> SceneSpec:
     recipes = big + [fu.table] * int(rng.integers(1, 4)) + [fu.shelf] * int(rng.integers(1, 4))
     recipes += [lambda p: fu.cabinet(p, with_tv=True)] * n_tv
     recipes += [lambda p: fu.cabinet(p, with_tv=False)] * int(rng.integers(0, 3))
-    recipes += [fu.loose_chair] * int(rng.integers(1, 5)) + [fu.floor_clutter] * int(rng.integers(1, 6))
+    recipes += [fu.loose_chair] * int(rng.integers(1, 5)) + [fu.floor_clutter] * int(
+        rng.integers(1, 6)
+    )
     recipes += [fu.big_object] * int(rng.integers(2, 6))
     for recipe in recipes:
         spec.objects += recipe(pl)
     spec.light = dict(
-        lightDirection=[float(v) for v in (rng.uniform(-1, 1), rng.uniform(-1, 1), rng.uniform(0.8, 2.5))],
+        lightDirection=[
+            float(v) for v in (rng.uniform(-1, 1), rng.uniform(-1, 1), rng.uniform(0.8, 2.5))
+        ],
         lightColor=[float(v) for v in rng.uniform(0.85, 1.0, 3)],
         lightDistance=float(rng.uniform(2.0, 5.0)),
         lightAmbientCoeff=float(rng.uniform(0.35, 0.7)),

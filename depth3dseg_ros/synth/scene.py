@@ -5,10 +5,11 @@ sphere) or one pybullet_data URDF, every part carrying its NYUv2 13-class id. Th
 (:mod:`depth3dseg_ros.synth.render`) turns each object into one pybullet multibody whose links are
 the parts, so the segmentation mask (object uid + link index) maps back to the part's class.
 
-World frame: z up, the room spans ``[0, Lx] × [0, Ly] × [0, Hc]`` (floor top at z = 0). A free zone in
-the middle of the room is kept empty for the camera path (:mod:`depth3dseg_ros.synth.camera`).
+World frame: z up, the room spans ``[0, Lx] × [0, Ly] × [0, Hc]`` (floor top at z = 0). A free zone
+in the middle of the room is kept empty for the camera path (:mod:`depth3dseg_ros.synth.camera`).
 Everything is drawn from one ``numpy.random.Generator``, so a seed fixes the layout.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,9 +21,24 @@ import numpy as np
 from depth3dseg_ros.core.classes import NYU13
 
 #: NYUv2 13-class ids used by the generator, looked up by name in :data:`core.classes.NYU13`.
-CLS = {name: NYU13.names.index(name) for name in (
-    'bed', 'books', 'ceiling', 'chair', 'floor', 'furniture', 'objects', 'picture', 'sofa', 'table',
-    'tv', 'wall', 'window')}
+CLS = {
+    name: NYU13.names.index(name)
+    for name in (
+        'bed',
+        'books',
+        'ceiling',
+        'chair',
+        'floor',
+        'furniture',
+        'objects',
+        'picture',
+        'sofa',
+        'table',
+        'tv',
+        'wall',
+        'window',
+    )
+}
 
 RGBA = Tuple[float, float, float, float]
 #: clearance (m) between furniture footprints and the camera's free zone
@@ -34,9 +50,10 @@ class Part:
     """One primitive in world coordinates.
 
     ``shape``: 'box' (size = half extents hx, hy, hz, m), 'cylinder' (radius, length; axis = z) or
-    'sphere' (radius,). ``pos`` is the centre (m), ``yaw`` the rotation about z (rad), ``texture`` a key
-    of the renderer's texture bank or None, ``class_id`` the NYU13 id of its pixels.
+    'sphere' (radius,). ``pos`` is the centre (m), ``yaw`` the rotation about z (rad), ``texture``
+    a key of the renderer's texture bank or None, ``class_id`` the NYU13 id of its pixels.
     """
+
     shape: str
     size: Tuple[float, ...]
     pos: Tuple[float, float, float]
@@ -48,7 +65,9 @@ class Part:
 
 @dataclass(frozen=True)
 class UrdfObject:
-    """A pybullet_data URDF placed at ``pos``/``yaw`` with ``scale``; all its links get ``class_id``."""
+    """A pybullet_data URDF placed at ``pos``/``yaw`` with ``scale``; all its links get
+    ``class_id``."""
+
     path: str
     pos: Tuple[float, float, float]
     yaw: float
@@ -59,7 +78,9 @@ class UrdfObject:
 
 @dataclass
 class SceneSpec:
-    """A room: size (Lx, Ly, Hc) in m, objects (lists of parts or URDFs), camera free zone, lighting."""
+    """A room: size (Lx, Ly, Hc) in m, objects (lists of parts or URDFs), camera free zone,
+    lighting."""
+
     size: Tuple[float, float, float]
     objects: List[object] = field(default_factory=list)
     free_zone: Tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
@@ -79,11 +100,19 @@ class SceneSpec:
 
 #: procedural texture kinds (made by synth.render) plus pybullet_data image textures.
 SURFACE_TEXTURES = ('wood', 'tiles', 'noise', 'stripes', 'brick', 'carpet', None)
-PICTURE_TEXTURES = ('picture_a', 'picture_b', 'picture_c', 'tex256.png', 'uvmap.png', 'checker_grid.jpg')
+PICTURE_TEXTURES = (
+    'picture_a',
+    'picture_b',
+    'picture_c',
+    'tex256.png',
+    'uvmap.png',
+    'checker_grid.jpg',
+)
 
 
 class Placer:
-    """Collects object parts in an object-local frame (x, y, yaw on the floor) and the free footprints."""
+    """Collects object parts in an object-local frame (x, y, yaw on the floor) and the free
+    footprints."""
 
     def __init__(self, rng: np.random.Generator, size, free_zone):
         self.rng, self.size, self.free_zone = rng, size, free_zone
@@ -102,18 +131,22 @@ class Placer:
         return choices[int(self.rng.integers(len(choices)))]
 
     def free(self, rect, margin=0.05, zone_margin=ZONE_MARGIN) -> bool:
-        """True if ``rect`` is inside the room, ``margin`` from other footprints and ``zone_margin`` from
-        the camera's free zone (so the camera, at the zone's edge, stays beyond the sensor's near range)."""
+        """True if ``rect`` is inside the room, ``margin`` from other footprints and
+        ``zone_margin`` from the camera's free zone (so the camera, at the zone's edge, stays
+        beyond the sensor's near range)."""
         x0, y0, x1, y1 = rect
         lx, ly, _ = self.size
         if x0 < -1e-6 or y0 < -1e-6 or x1 > lx + 1e-6 or y1 > ly + 1e-6:
             return False
         boxes = [(b, margin) for b in self.footprints] + [(self.free_zone, zone_margin)]
-        return all(x1 + m <= a0 or a1 + m <= x0 or y1 + m <= b0 or b1 + m <= y0
-                   for (a0, b0, a1, b1), m in boxes)
+        return all(
+            x1 + m <= a0 or a1 + m <= x0 or y1 + m <= b0 or b1 + m <= y0
+            for (a0, b0, a1, b1), m in boxes
+        )
 
     def against_wall(self, width: float, depth: float, tries: int = 30):
-        """Pose (x, y, yaw) of a width×depth footprint whose back touches a random wall, or None."""
+        """Pose (x, y, yaw) of a width×depth footprint whose back touches a random wall, or
+        None."""
         lx, ly, _ = self.size
         for _ in range(tries):
             wall = int(self.rng.integers(4))
@@ -153,14 +186,16 @@ class Placer:
 
 
 def footprint(x, y, yaw, width, depth):
-    """Axis-aligned bounding rectangle (x0, y0, x1, y1) of a width×depth footprint rotated by yaw."""
+    """Axis-aligned bounding rectangle (x0, y0, x1, y1) of a width×depth footprint rotated by
+    yaw."""
     c, s = abs(math.cos(yaw)), abs(math.sin(yaw))
     hx, hy = 0.5 * (width * c + depth * s), 0.5 * (width * s + depth * c)
     return (x - hx, y - hy, x + hx, y + hy)
 
 
 class ObjectBuilder:
-    """Builds parts in an object-local frame (origin on the floor, +y = front) placed at x, y, yaw."""
+    """Builds parts in an object-local frame (origin on the floor, +y = front) placed at x, y,
+    yaw."""
 
     def __init__(self, x: float, y: float, yaw: float):
         self.x, self.y, self.yaw = x, y, yaw
@@ -171,15 +206,37 @@ class ObjectBuilder:
         return (self.x + c * lx - s * ly, self.y + s * lx + c * ly, lz)
 
     def box(self, centre, half, rgba, cls, texture=None, yaw=0.0):
-        """Add a box: local centre (m), half extents (m), colour, class id, texture, extra yaw (rad)."""
-        self.parts.append(Part('box', tuple(float(h) for h in half), self._world(*centre),
-                               self.yaw + yaw, rgba, texture, cls))
+        """Add a box: local centre (m), half extents (m), colour, class id, texture, extra yaw
+        (rad)."""
+        self.parts.append(
+            Part(
+                'box',
+                tuple(float(h) for h in half),
+                self._world(*centre),
+                self.yaw + yaw,
+                rgba,
+                texture,
+                cls,
+            )
+        )
 
     def cylinder(self, centre, radius, length, rgba, cls, texture=None):
-        """Add a vertical cylinder: local centre, radius and length (m), colour, class id, texture."""
-        self.parts.append(Part('cylinder', (float(radius), float(length)), self._world(*centre),
-                               self.yaw, rgba, texture, cls))
+        """Add a vertical cylinder: local centre, radius and length (m), colour, class id,
+        texture."""
+        self.parts.append(
+            Part(
+                'cylinder',
+                (float(radius), float(length)),
+                self._world(*centre),
+                self.yaw,
+                rgba,
+                texture,
+                cls,
+            )
+        )
 
     def sphere(self, centre, radius, rgba, cls):
         """Add a sphere: local centre and radius (m), colour, class id."""
-        self.parts.append(Part('sphere', (float(radius),), self._world(*centre), 0.0, rgba, None, cls))
+        self.parts.append(
+            Part('sphere', (float(radius),), self._world(*centre), 0.0, rgba, None, cls)
+        )
