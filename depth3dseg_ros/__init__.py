@@ -8,4 +8,5 @@ Layout (see docs/ARCHITECTURE.md):
   training/  dataset, train and eval entry points
   synth/     pybullet-rendered labelled RGB-D bags
 """
+
 __version__ = '0.1.0'

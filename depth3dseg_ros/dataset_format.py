@@ -1,16 +1,19 @@
-"""The dataset directory format (docs/ARCHITECTURE.md "Dataset directory"): the one place that reads it.
+"""The dataset directory format (docs/ARCHITECTURE.md "Dataset directory"): the one place that
+reads it.
 
 ``depth3dseg-extract`` (bags.dataset_writer) writes it, training and evaluation read it. Layout::
 
     <dir>/manifest.json   classes, counts, sources, label statistics (written atomically)
-    <dir>/index.jsonl     one JSON line per complete frame: written as one ``line + "\\n"`` after the
-                          frame's files are in place
+    <dir>/index.jsonl     one JSON line per complete frame: written as one ``line + "\\n"`` after
+                          the frame's files are in place
     <dir>/rgb|depth|labels/<id>.png
 
-**Torn last line.** A line is complete only with its newline. A last line without one is a frame being
-appended (or a write cut by a kill): every reader here ignores it, the writer truncates it when it reopens
-the directory. Any other line that is not a JSON object is an error naming the file and line.
+**Torn last line.** A line is complete only with its newline. A last line without one is a frame
+being appended (or a write cut by a kill): every reader here ignores it, the writer truncates it
+when it reopens the directory. Any other line that is not a JSON object is an error naming the file
+and line.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,7 +32,7 @@ def complete_index_bytes(directory: str | Path) -> tuple[bytes, int]:
     when there is no index. The bytes after the last newline (a torn line) are left out."""
     path = Path(directory) / INDEX
     data = path.read_bytes() if path.is_file() else b''
-    return data[:data.rfind(b'\n') + 1], len(data)
+    return data[: data.rfind(b'\n') + 1], len(data)
 
 
 def read_index(directory: str | Path, check_keys: bool = True) -> list[dict[str, Any]]:
@@ -42,17 +45,22 @@ def read_index(directory: str | Path, check_keys: bool = True) -> list[dict[str,
         check_keys: require INDEX_KEYS and a 9-value K in every record (readers that train on it).
     Raises:
         FileNotFoundError: no index.jsonl (naming the path).
-        ValueError: a complete line that is not a JSON object, or (check_keys) a record that lacks keys
-            or whose K is not 9 values, naming file and line.
+        ValueError: a complete line that is not a JSON object, or (check_keys) a record that lacks
+            keys or whose K is not 9 values, naming file and line.
     """
     d = Path(directory)
     path = d / INDEX
     if not path.is_file():
-        raise FileNotFoundError(f'dataset index {path} not found (is {d} a depth3dseg-extract directory?)')
+        raise FileNotFoundError(
+            f'dataset index {path} not found (is {d} a depth3dseg-extract directory?)'
+        )
     data, size = complete_index_bytes(d)
     if len(data) < size:
-        warnings.warn(f'{path}: incomplete last line skipped ({size - len(data)} bytes without a newline: a '
-                      'frame being appended, or a write cut short)', stacklevel=2)
+        warnings.warn(
+            f'{path}: incomplete last line skipped ({size - len(data)} bytes without a newline: a '
+            'frame being appended, or a write cut short)',
+            stacklevel=2,
+        )
     out = []
     for no, line in enumerate(data.splitlines(), 1):
         if not line.strip():

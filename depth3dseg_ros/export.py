@@ -1,15 +1,17 @@
-"""depth3dseg-export: model file (.pt) -> ONNX file of the whole inference graph (core.onnx_export).
+"""depth3dseg-export: model file (.pt) -> ONNX file of the whole inference graph
+(core.onnx_export).
 
     depth3dseg-export models/depth3dseg_nyu13.pt -o models/depth3dseg_nyu13.onnx [--dynamic]
         [--input-size 320x240] [--opset 17] [--verify]
 
 Writes the 2D+depth network, back-projection and the 3D point network as one graph (inputs rgb, K,
 measured_depth; outputs depth, seg2d, seg3d, xyz, valid, measured), with the class set, input size,
-mean/std, max_depth and arch as ONNX metadata_props; ``onnx.checker`` runs before the file is written.
-``--verify`` then runs one random frame through ONNX Runtime (CPU) and PyTorch and prints the largest
-differences. An exported ``<stem>.onnx`` beside ``<stem>.pt`` is what Segmenter(backend='auto') picks up.
-Exit status: 0 done, 2 bad input (one line on stderr).
+mean/std, max_depth and arch as ONNX metadata_props; ``onnx.checker`` runs before the file is
+written. ``--verify`` then runs one random frame through ONNX Runtime (CPU) and PyTorch and prints
+the largest differences. An exported ``<stem>.onnx`` beside ``<stem>.pt`` is what
+Segmenter(backend='auto') picks up. Exit status: 0 done, 2 bad input (one line on stderr).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,18 +27,22 @@ def _size(text: str):
     try:
         w, h = (int(v) for v in text.lower().split('x'))
     except ValueError:
-        raise argparse.ArgumentTypeError(f'--input-size {text!r}: expected WxH, e.g. 320x240') from None
+        raise argparse.ArgumentTypeError(
+            f'--input-size {text!r}: expected WxH, e.g. 320x240'
+        ) from None
     return w, h
 
 
 def _verify(pt: Path, onnx_path: Path) -> str:
-    """Largest |ONNX Runtime - PyTorch| of depth, seg2d, seg3d on one random frame (CPU, 1 thread)."""
+    """Largest |ONNX Runtime - PyTorch| of depth, seg2d, seg3d on one random frame (CPU, 1
+    thread)."""
     import numpy as np
     import torch
 
     from .core.backends import OrtGraph
     from .core.model import fold_batchnorm
     from .core.modelfile import load_model
+
     ort_g = OrtGraph(onnx_path, device='cpu', num_threads=1)
     model, meta = load_model(pt)
     model = fold_batchnorm(model.eval())
@@ -51,30 +57,49 @@ def _verify(pt: Path, onnx_path: Path) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Export a model file to ONNX (CLI depth3dseg-export); returns the exit status (0 done, 2 bad input)."""
-    ap = argparse.ArgumentParser(prog='depth3dseg-export', description=__doc__.split('\n')[0])
+    """Export a model file to ONNX (CLI depth3dseg-export); returns the exit status (0 done, 2 bad
+    input)."""
+    ap = argparse.ArgumentParser(
+        prog='depth3dseg-export', description=' '.join(__doc__.split('\n\n')[0].split())
+    )
     ap.add_argument('model', type=Path, help='model file (.pt) written by depth3dseg-train')
-    ap.add_argument('-o', '--out', type=Path, default=None, help='output .onnx (default: beside the .pt)')
-    ap.add_argument('--dynamic', action='store_true', help='dynamic input height/width (default: fixed)')
-    ap.add_argument('--input-size', type=_size, default=None, help="WxH (default: the model file's)")
+    ap.add_argument(
+        '-o', '--out', type=Path, default=None, help='output .onnx (default: beside the .pt)'
+    )
+    ap.add_argument(
+        '--dynamic', action='store_true', help='dynamic input height/width (default: fixed)'
+    )
+    ap.add_argument(
+        '--input-size', type=_size, default=None, help="WxH (default: the model file's)"
+    )
     ap.add_argument('--opset', type=int, default=17)
-    ap.add_argument('--verify', action='store_true', help='compare ONNX Runtime with PyTorch on one frame')
+    ap.add_argument(
+        '--verify', action='store_true', help='compare ONNX Runtime with PyTorch on one frame'
+    )
     args = ap.parse_args(argv)
     out = args.out or args.model.with_suffix('.onnx')
     try:
         from .core.onnx_export import export_onnx
+
         t0 = time.perf_counter()
-        props = export_onnx(args.model, out, dynamic=args.dynamic, input_size=args.input_size,
-                            opset=args.opset)
+        props = export_onnx(
+            args.model, out, dynamic=args.dynamic, input_size=args.input_size, opset=args.opset
+        )
     except ImportError as exc:
         print(f'depth3dseg-export: {exc} (pip install onnx onnxruntime)', file=sys.stderr)
         return 2
     except (OSError, ValueError) as exc:
         print(f'depth3dseg-export: {" ".join(str(exc).split())}', file=sys.stderr)
         return 2
-    size = 'dynamic' if args.dynamic else 'x'.join(str(v) for v in props['input_size'].strip('[]').split(', '))
-    print(f'wrote {out} ({out.stat().st_size / 1e6:.2f} MB, opset {args.opset}, input {size}, '
-          f'{time.perf_counter() - t0:.1f} s); onnx.checker passed')
+    size = (
+        'dynamic'
+        if args.dynamic
+        else 'x'.join(str(v) for v in props['input_size'].strip('[]').split(', '))
+    )
+    print(
+        f'wrote {out} ({out.stat().st_size / 1e6:.2f} MB, opset {args.opset}, input {size}, '
+        f'{time.perf_counter() - t0:.1f} s); onnx.checker passed'
+    )
     if args.verify:
         print(f'ONNX Runtime vs PyTorch, max |diff| on a random frame: {_verify(args.model, out)}')
     return 0

@@ -3,6 +3,7 @@
 Looks in the ament share directory first (``colcon build`` / ``pip install`` put files under
 ``<prefix>/share/depth3dseg_ros``), then in the source tree (editable install, a clone).
 """
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,8 @@ SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 
 def share_dir() -> Path:
-    """Return the package's share directory (installed) or the source tree root (editable/clone)."""
+    """Return the package's share directory (installed) or the source tree root
+    (editable/clone)."""
     for prefix in filter(None, os.environ.get('AMENT_PREFIX_PATH', '').split(os.pathsep)):
         cand = Path(prefix) / 'share' / PACKAGE
         if (cand / 'package.xml').is_file() and (cand / 'models').is_dir():

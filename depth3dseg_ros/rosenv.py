@@ -6,6 +6,7 @@
 Do not combine LARGE_DATA with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST (it drops the large-data
 transport); ROS_LOCALHOST_ONLY=1 is fine.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,7 +22,11 @@ def pick_domain_id(seed: int | None = None) -> int:
     Args:
         seed: optional seed; by default the process id and time make runs differ.
     """
-    rng = random.Random(seed if seed is not None else (os.getpid() * 7919) ^ int.from_bytes(os.urandom(4), 'little'))
+    rng = random.Random(
+        seed
+        if seed is not None
+        else (os.getpid() * 7919) ^ int.from_bytes(os.urandom(4), 'little')
+    )
     return rng.randint(1, 100)
 
 

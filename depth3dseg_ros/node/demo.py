@@ -1,20 +1,23 @@
 """``make demo`` / ``depth3dseg-demo --out demo_out``: the node on the real-camera bag, end to end.
 
-0. finds the bag: ``--bag``, else the real-camera bag of ``depth3dseg_ros.samples`` (22 real NYU/TUM
-   frames, fetched by URL + sha256 into a cache and built there on first use); offline, with neither a
-   cache nor a local copy, it renders a synthetic bag on the spot instead and says so;
+0. finds the bag: ``--bag``, else the real-camera bag of ``depth3dseg_ros.samples`` (22 real
+   NYU/TUM frames, fetched by URL + sha256 into a cache and built there on first use); offline,
+   with neither a cache nor a local copy, it renders a synthetic bag on the spot instead and says
+   so;
 1. starts ``depth3dseg_node`` in a subprocess (the shipped model, or ``--model``), on its own
    ROS_DOMAIN_ID unless one is set, with the LARGE_DATA transport (depth3dseg_ros.rosenv);
 2. waits until the node has loaded the model (its transient-local ``~/classes`` message arrives);
 3. replays the bag's colour image and CameraInfo topics with ``depth3dseg-replay`` (subprocess);
-4. records every output in this process (reliable subscriptions, deep queues: nothing is lost here),
-   plus the replayed input images (their arrival time is the input time for the latency);
+4. records every output in this process (reliable subscriptions, deep queues: nothing is lost
+   here), plus the replayed input images (their arrival time is the input time for the latency);
 5. writes ``--out``: ``overlay/<n>.png`` and ``depth/<n>.png`` (colour map) per output frame,
-   ``cloud.ply`` (the last labelled cloud, invalid points left out), ``report.json`` and ``report.md``
-   (frames in/out, fps, latency p50/p95, the node's per-stage timings from /diagnostics).
+   ``cloud.ply`` (the last labelled cloud, invalid points left out), ``report.json`` and
+   ``report.md`` (frames in/out, fps, latency p50/p95, the node's per-stage timings from
+   /diagnostics).
 
 Every subprocess runs with a timeout; a missing model or bag stops with one clear line (exit 2).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,11 +53,14 @@ def _find(parts: tuple[str, ...], given: str | None, what: str) -> Path:
     try:
         return share_file(*parts)
     except FileNotFoundError as err:
-        raise FileNotFoundError(f'{what} not found ({err}); pass --{what.split()[0]} PATH') from None
+        raise FileNotFoundError(
+            f'{what} not found ({err}); pass --{what.split()[0]} PATH'
+        ) from None
 
 
 class Recorder:
-    """Subscribes the node's outputs and the replayed input; keeps arrival times and decoded frames."""
+    """Subscribes the node's outputs and the replayed input; keeps arrival times and decoded
+    frames."""
 
     def __init__(self, node: Any, out: Path) -> None:
         from diagnostic_msgs.msg import DiagnosticArray
@@ -70,11 +76,18 @@ class Recorder:
         self.diag: dict[str, str] = {}
         self.last_cloud: Any = None
         self.frame_ids: set[str] = set()
-        self.pred: dict[int, dict[str, np.ndarray]] = {}      # stamp -> {'labels', 'depth'} (network size)
-        self.gt: dict[int, dict[str, np.ndarray]] = {}        # stamp -> {'labels', 'depth'} (camera size)
+        self.pred: dict[
+            int, dict[str, np.ndarray]
+        ] = {}  # stamp -> {'labels', 'depth'} (network size)
+        self.gt: dict[
+            int, dict[str, np.ndarray]
+        ] = {}  # stamp -> {'labels', 'depth'} (camera size)
         rel = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        latched = QoSProfile(
+            depth=1,
+            reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL,
+        )
         node.create_subscription(Image, IMAGE_TOPIC, self._on_input, rel)
         node.create_subscription(Image, f'/{NODE}/overlay', self._on_overlay, rel)
         node.create_subscription(Image, f'/{NODE}/depth', self._on_depth, rel)
@@ -104,29 +117,40 @@ class Recorder:
 
     def _on_labels(self, msg: Any) -> None:
         from depth3dseg_ros.ros.image import imgmsg_to_cv2
+
         t = self._count('labels', msg)
         self.pred.setdefault(t, {})['labels'] = imgmsg_to_cv2(msg).copy()
 
     def _on_gt(self, kind: str, msg: Any) -> None:
         from depth3dseg_ros.core.depth import depth_to_meters
         from depth3dseg_ros.ros.image import imgmsg_to_cv2
+
         arr = imgmsg_to_cv2(msg)
-        self.gt.setdefault(self._stamp(msg), {})[kind] = (depth_to_meters(arr, msg.encoding) if kind == 'depth'
-                                                         else arr.copy())
+        self.gt.setdefault(self._stamp(msg), {})[kind] = (
+            depth_to_meters(arr, msg.encoding) if kind == 'depth' else arr.copy()
+        )
 
     def _on_overlay(self, msg: Any) -> None:
         from depth3dseg_ros.ros.image import imgmsg_to_cv2
+
         t = self._count('overlay', msg)
-        cv2.imwrite(str(self.out / 'overlay' / f'{t}.png'), cv2.cvtColor(imgmsg_to_cv2(msg), cv2.COLOR_RGB2BGR))
+        cv2.imwrite(
+            str(self.out / 'overlay' / f'{t}.png'),
+            cv2.cvtColor(imgmsg_to_cv2(msg), cv2.COLOR_RGB2BGR),
+        )
 
     def _on_depth(self, msg: Any) -> None:
         from depth3dseg_ros.core.depth import depth_to_meters
         from depth3dseg_ros.core.imageops import colorize_depth
         from depth3dseg_ros.ros.image import imgmsg_to_cv2
+
         t = self._count('depth', msg)
         depth = depth_to_meters(imgmsg_to_cv2(msg), msg.encoding)
         self.pred.setdefault(t, {})['depth'] = depth
-        cv2.imwrite(str(self.out / 'depth' / f'{t}.png'), cv2.cvtColor(colorize_depth(depth), cv2.COLOR_RGB2BGR))
+        cv2.imwrite(
+            str(self.out / 'depth' / f'{t}.png'),
+            cv2.cvtColor(colorize_depth(depth), cv2.COLOR_RGB2BGR),
+        )
 
     def _on_points(self, msg: Any) -> None:
         self._count('points', msg)
@@ -147,33 +171,46 @@ class Recorder:
 
 
 def ground_truth_metrics(rec: Recorder, num_classes: int, void_id: int) -> dict:
-    """mIoU and AbsRel/RMSE/δ1 of the node's outputs against the bag's labels/depth on the processed frames.
+    """mIoU and AbsRel/RMSE/δ1 of the node's outputs against the bag's labels/depth on the
+    processed frames.
 
     The ground truth is resized to the output size with nearest neighbour (core.imageops), as
     depth3dseg-eval does; metrics from core.metrics (void ignored; depth valid where GT > 0).
     """
     from depth3dseg_ros.core.imageops import resize_depth, resize_labels
     from depth3dseg_ros.core.metrics import ConfusionMatrix, DepthMetrics
+
     cm, dm = ConfusionMatrix(num_classes, void_id), DepthMetrics()
     n_lab = n_dep = 0
     for t, pred in rec.pred.items():
         gt = rec.gt.get(t, {})
         if 'labels' in pred and 'labels' in gt:
             h, w = pred['labels'].shape
-            cm.update(pred['labels'].astype(np.int64), resize_labels(gt['labels'], (w, h)).astype(np.int64))
+            cm.update(
+                pred['labels'].astype(np.int64),
+                resize_labels(gt['labels'], (w, h)).astype(np.int64),
+            )
             n_lab += 1
         if 'depth' in pred and 'depth' in gt:
             h, w = pred['depth'].shape
             dm.update(pred['depth'], resize_depth(gt['depth'], (w, h)))
             n_dep += 1
     seg, dep = cm.summary(), dm.summary()
-    return {'labelled_frames': n_lab, 'miou': seg['miou'], 'pixel_acc': seg['pixel_acc'],
-            'depth_frames': n_dep, 'absrel': dep['absrel'], 'rmse_m': dep['rmse'], 'delta1': dep['delta1']}
+    return {
+        'labelled_frames': n_lab,
+        'miou': seg['miou'],
+        'pixel_acc': seg['pixel_acc'],
+        'depth_frames': n_dep,
+        'absrel': dep['absrel'],
+        'rmse_m': dep['rmse'],
+        'delta1': dep['delta1'],
+    }
 
 
 def write_report(out: Path, rec: Recorder, info: dict) -> dict:
     """Write report.json, report.md and cloud.ply from the recorder; return the report dict."""
     from depth3dseg_ros.ros.pointcloud2 import read_points, unpack_rgb, write_ply
+
     lat = rec.latencies_ms()
     outs = sorted(rec.t_out.values())
     fps = (len(outs) - 1) / (outs[-1] - outs[0]) if len(outs) > 1 and outs[-1] > outs[0] else 0.0
@@ -182,56 +219,98 @@ def write_report(out: Path, rec: Recorder, info: dict) -> dict:
         pts = read_points(rec.last_cloud)
         xyz = np.stack([pts['x'], pts['y'], pts['z']], axis=-1)
         rgb = unpack_rgb(pts['rgb']) if 'rgb' in pts.dtype.names else None
-        n_ply = write_ply(out / 'cloud.ply', xyz, rgb, pts['label'] if 'label' in pts.dtype.names else None)
-    report = dict(info, frames_in=rec.counts['input'], frames_out=len(rec.t_out),
-                  outputs=rec.counts, fps_out=round(fps, 2),
-                  latency_ms_p50=round(float(np.percentile(lat, 50)), 1) if lat.size else None,
-                  latency_ms_p95=round(float(np.percentile(lat, 95)), 1) if lat.size else None,
-                  frame_ids=sorted(rec.frame_ids), cloud_ply_points=n_ply,
-                  classes=[c['name'] for c in rec.classes['classes']] if rec.classes else None,
-                  ground_truth=ground_truth_metrics(rec, len(rec.classes['classes']), rec.classes['void_id']),
-                  node_diagnostics={k: v for k, v in rec.diag.items() if not k.startswith('age_')},
-                  frames=[{'stamp_ns': t, 'latency_ms': (round((rec.t_out[t] - rec.t_in[t]) * 1e3, 1)
-                                                         if t in rec.t_in else None),
-                           'overlay': f'overlay/{t}.png', 'depth': f'depth/{t}.png'} for t in sorted(rec.t_out)])
+        n_ply = write_ply(
+            out / 'cloud.ply', xyz, rgb, pts['label'] if 'label' in pts.dtype.names else None
+        )
+    report = dict(
+        info,
+        frames_in=rec.counts['input'],
+        frames_out=len(rec.t_out),
+        outputs=rec.counts,
+        fps_out=round(fps, 2),
+        latency_ms_p50=round(float(np.percentile(lat, 50)), 1) if lat.size else None,
+        latency_ms_p95=round(float(np.percentile(lat, 95)), 1) if lat.size else None,
+        frame_ids=sorted(rec.frame_ids),
+        cloud_ply_points=n_ply,
+        classes=[c['name'] for c in rec.classes['classes']] if rec.classes else None,
+        ground_truth=ground_truth_metrics(
+            rec, len(rec.classes['classes']), rec.classes['void_id']
+        ),
+        node_diagnostics={k: v for k, v in rec.diag.items() if not k.startswith('age_')},
+        frames=[
+            {
+                'stamp_ns': t,
+                'latency_ms': (
+                    round((rec.t_out[t] - rec.t_in[t]) * 1e3, 1) if t in rec.t_in else None
+                ),
+                'overlay': f'overlay/{t}.png',
+                'depth': f'depth/{t}.png',
+            }
+            for t in sorted(rec.t_out)
+        ],
+    )
     (out / 'report.json').write_text(json.dumps(report, indent=2))
-    lines = ['# depth3dseg demo report', '',
-             f"Bag `{info['bag']}`, model `{info['model']}`, replay rate {info['rate']}.", '',
-             '| quantity | value |', '|---|---|',
-             f"| frames in (replayed images) | {report['frames_in']} |",
-             f"| frames out (stamps with outputs) | {report['frames_out']} |",
-             f"| output rate | {report['fps_out']} fps |",
-             f"| latency p50 / p95 (input arrival -> output arrival) | {report['latency_ms_p50']} / "
-             f"{report['latency_ms_p95']} ms |",
-             f"| outputs received | {rec.counts} |",
-             f"| output frame_id | {', '.join(report['frame_ids'])} |",
-             f"| cloud.ply points (last frame) | {n_ply} |", '',
-             '## Against the bag\'s ground truth (processed frames, GT resized nearest to the output size)', '',
-             '| labelled frames | mIoU | pixel acc | depth frames | AbsRel | RMSE (m) | δ1 |',
-             '|---|---|---|---|---|---|---|',
-             '| {labelled_frames} | {miou} | {pixel_acc} | {depth_frames} | {absrel} | {rmse_m} | {delta1} |'.format(
-                 **{k: (f'{v:.3f}' if isinstance(v, float) else v) for k, v in report['ground_truth'].items()}),
-             '',
-             '## Node diagnostics (last /diagnostics)', '']
+    lines = [
+        '# depth3dseg demo report',
+        '',
+        f"Bag `{info['bag']}`, model `{info['model']}`, replay rate {info['rate']}.",
+        '',
+        '| quantity | value |',
+        '|---|---|',
+        f"| frames in (replayed images) | {report['frames_in']} |",
+        f"| frames out (stamps with outputs) | {report['frames_out']} |",
+        f"| output rate | {report['fps_out']} fps |",
+        f"| latency p50 / p95 (input arrival -> output arrival) | {report['latency_ms_p50']} / "
+        f"{report['latency_ms_p95']} ms |",
+        f"| outputs received | {rec.counts} |",
+        f"| output frame_id | {', '.join(report['frame_ids'])} |",
+        f"| cloud.ply points (last frame) | {n_ply} |",
+        '',
+        '## Against the bag\'s ground truth (processed frames, GT resized nearest to the output '
+        'size)',
+        '',
+        '| labelled frames | mIoU | pixel acc | depth frames | AbsRel | RMSE (m) | δ1 |',
+        '|---|---|---|---|---|---|---|',
+        '| {labelled_frames} | {miou} | {pixel_acc} | {depth_frames} | {absrel} | {rmse_m} | '
+        '{delta1} |'.format(
+            **{
+                k: (f'{v:.3f}' if isinstance(v, float) else v)
+                for k, v in report['ground_truth'].items()
+            }
+        ),
+        '',
+        '## Node diagnostics (last /diagnostics)',
+        '',
+    ]
     lines += [f'- {k}: {v}' for k, v in report['node_diagnostics'].items()]
     lines += ['', '(frame age is left out: the replayed stamps are the recording time, not now)']
-    lines += ['', 'Per frame: `overlay/<stamp_ns>.png`, `depth/<stamp_ns>.png` (turbo colour map, black = no data).']
+    lines += [
+        '',
+        'Per frame: `overlay/<stamp_ns>.png`, `depth/<stamp_ns>.png` (turbo colour map, black = '
+        'no data).',
+    ]
     (out / 'report.md').write_text('\n'.join(lines) + '\n')
     return report
 
 
 def default_bag(out: Path) -> Path:
     """The real-camera sample bag; when the sample files cannot be had (offline, no cache, no local
-    copy), a 1-room synthetic bag of 18 frames rendered into ``out/synthetic_bag`` (said on stderr)."""
+    copy), a 1-room synthetic bag of 18 frames rendered into ``out/synthetic_bag`` (said on
+    stderr)."""
     from depth3dseg_ros.samples import SampleDataUnavailable, real_camera_bag
+
     try:
         return real_camera_bag()
     except SampleDataUnavailable as err:
         from depth3dseg_ros.synth.cli import generate
+
         bag = out / 'synthetic_bag'
         shutil.rmtree(bag, ignore_errors=True)
-        print(f'depth3dseg-demo: real sample frames unavailable ({err}); replaying a synthetic bag '
-              f'rendered now instead: {bag}', file=sys.stderr)
+        print(
+            f'depth3dseg-demo: real sample frames unavailable ({err}); replaying a synthetic bag '
+            f'rendered now instead: {bag}',
+            file=sys.stderr,
+        )
         generate(bag, scenes=1, frames_per_scene=18, seed=0, noise=True, progress=False)
         return bag
 
@@ -250,10 +329,26 @@ def run_demo(args: argparse.Namespace) -> int:
         apply_ros_env(domain_id=pick_domain_id())
     apply_ros_env()
     import rclpy
+
     node_log = open(out / 'node.log', 'w')
-    node_cmd = [sys.executable, '-m', 'depth3dseg_ros.node.main', '--ros-args', '-r', f'__node:={NODE}',
-                '-r', f'image:={IMAGE_TOPIC}', '-r', f'camera_info:={INFO_TOPIC}',
-                '-p', f'model_file:={model}', '-p', f'device:={args.device}', '-p', 'diagnostics_period:=1.0']
+    node_cmd = [
+        sys.executable,
+        '-m',
+        'depth3dseg_ros.node.main',
+        '--ros-args',
+        '-r',
+        f'__node:={NODE}',
+        '-r',
+        f'image:={IMAGE_TOPIC}',
+        '-r',
+        f'camera_info:={INFO_TOPIC}',
+        '-p',
+        f'model_file:={model}',
+        '-p',
+        f'device:={args.device}',
+        '-p',
+        'diagnostics_period:=1.0',
+    ]
     rclpy.init()
     ros = rclpy.create_node('depth3dseg_demo_recorder')
     rec = Recorder(ros, out)
@@ -265,41 +360,89 @@ def run_demo(args: argparse.Namespace) -> int:
             rclpy.spin_once(ros, timeout_sec=0.1)
         if rec.classes is None:
             node_log.flush()
-            print(f'depth3dseg-demo: the node did not start (see {out / "node.log"}):\n'
-                  + (out / 'node.log').read_text()[-2000:], file=sys.stderr)
+            print(
+                f'depth3dseg-demo: the node did not start (see {out / "node.log"}):\n'
+                + (out / 'node.log').read_text()[-2000:],
+                file=sys.stderr,
+            )
             return 1
         from depth3dseg_ros.bags.reader import BagReader
+
         with BagReader(bag) as reader:
             have = set(reader.topics())
         if not {IMAGE_TOPIC, INFO_TOPIC} <= have:
-            print(f'depth3dseg-demo: bag {bag} lacks {IMAGE_TOPIC} / {INFO_TOPIC}; it has {sorted(have)}',
-                  file=sys.stderr)
+            print(
+                f'depth3dseg-demo: bag {bag} lacks {IMAGE_TOPIC} / {INFO_TOPIC}; it has '
+                f'{sorted(have)}',
+                file=sys.stderr,
+            )
             return 2
-        topics = [IMAGE_TOPIC, INFO_TOPIC] + [t for t in (GT_DEPTH_TOPIC, GT_LABELS_TOPIC) if t in have]
-        replay = popen_tied([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--rate',
-                                   str(args.rate), '--topics', *topics, '--wait-subscribers', '20',
-                                   '--delay', '1.0'],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        topics = [IMAGE_TOPIC, INFO_TOPIC] + [
+            t for t in (GT_DEPTH_TOPIC, GT_LABELS_TOPIC) if t in have
+        ]
+        replay = popen_tied(
+            [
+                sys.executable,
+                '-m',
+                'depth3dseg_ros.bags.replay',
+                str(bag),
+                '--rate',
+                str(args.rate),
+                '--topics',
+                *topics,
+                '--wait-subscribers',
+                '20',
+                '--delay',
+                '1.0',
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         end = time.monotonic() + args.timeout
         while replay.poll() is None and time.monotonic() < end:
             rclpy.spin_once(ros, timeout_sec=0.05)
         if replay.poll() is None:
-            print(f'depth3dseg-demo: replay did not finish within {args.timeout} s', file=sys.stderr)
+            print(
+                f'depth3dseg-demo: replay did not finish within {args.timeout} s', file=sys.stderr
+            )
             return 1
         replay_out = replay.communicate(timeout=10)[0]
         if replay.returncode != 0:
             print(f'depth3dseg-demo: replay failed:\n{replay_out}', file=sys.stderr)
             return 1
-        quiet_end, last = time.monotonic() + 3.0, len(rec.t_out)   # drain: until 3 s without new output
+        quiet_end, last = (
+            time.monotonic() + 3.0,
+            len(rec.t_out),
+        )  # drain: until 3 s without new output
         while time.monotonic() < quiet_end:
             rclpy.spin_once(ros, timeout_sec=0.05)
             if len(rec.t_out) != last:
                 last, quiet_end = len(rec.t_out), time.monotonic() + 3.0
-        info = dict(bag=str(bag), model=str(model), rate=args.rate, device=args.device,
-                    domain_id=os.environ.get('ROS_DOMAIN_ID'), replay=replay_out.strip().splitlines()[-1:])
+        info = dict(
+            bag=str(bag),
+            model=str(model),
+            rate=args.rate,
+            device=args.device,
+            domain_id=os.environ.get('ROS_DOMAIN_ID'),
+            replay=replay_out.strip().splitlines()[-1:],
+        )
         report = write_report(out, rec, info)
-        print(json.dumps({k: report[k] for k in ('frames_in', 'frames_out', 'fps_out', 'latency_ms_p50',
-                                                  'latency_ms_p95', 'cloud_ply_points')}))
+        print(
+            json.dumps(
+                {
+                    k: report[k]
+                    for k in (
+                        'frames_in',
+                        'frames_out',
+                        'fps_out',
+                        'latency_ms_p50',
+                        'latency_ms_p95',
+                        'cloud_ply_points',
+                    )
+                }
+            )
+        )
         print(f'depth3dseg-demo: report in {out}/report.md')
         return 0 if report['frames_out'] > 0 else 1
     finally:
@@ -320,13 +463,24 @@ def build_parser() -> argparse.ArgumentParser:
     """The CLI of ``depth3dseg-demo``."""
     p = argparse.ArgumentParser(prog='depth3dseg-demo', description=__doc__.split('\n')[0])
     p.add_argument('--out', default='demo_out', help='report folder (created)')
-    p.add_argument('--model', default=None, help='model file (default: the shipped models/depth3dseg_nyu13.pt)')
-    p.add_argument('--bag', default=None, help='bag (default: the real-camera sample bag, fetched and built '
-                   'on first use)')
+    p.add_argument(
+        '--model',
+        default=None,
+        help='model file (default: the shipped models/depth3dseg_nyu13.pt)',
+    )
+    p.add_argument(
+        '--bag',
+        default=None,
+        help='bag (default: the real-camera sample bag, fetched and built on first use)',
+    )
     p.add_argument('--rate', type=float, default=1.0, help='replay time scale')
     p.add_argument('--device', default='auto', choices=('auto', 'cpu', 'cuda'))
-    p.add_argument('--startup-timeout', type=float, default=120.0, help='s to wait for the node to load')
-    p.add_argument('--timeout', type=float, default=600.0, help='s to wait for the replay to finish')
+    p.add_argument(
+        '--startup-timeout', type=float, default=120.0, help='s to wait for the node to load'
+    )
+    p.add_argument(
+        '--timeout', type=float, default=600.0, help='s to wait for the replay to finish'
+    )
     return p
 
 

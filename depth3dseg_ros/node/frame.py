@@ -1,24 +1,26 @@
 """Per-frame rules of ``depth3dseg_node`` as pure functions (issue 16): no rclpy, no rosbags.
 
-As depth_image_proc keeps its arithmetic in conversions.hpp, the node only decodes, calls, converts and
-publishes. One pass down and one up, K scaled once per output size:
+As depth_image_proc keeps its arithmetic in conversions.hpp, the node only decodes, calls, converts
+and publishes. One pass down and one up, K scaled once per output size:
 
-1. node: decode (ros.image / ros.compressed); CameraInfo -> :class:`Intrinsics` of the received image
-   (ros.camera_info: K or P, binning and ROI applied; malformed values raise there);
+1. node: decode (ros.image / ros.compressed); CameraInfo -> :class:`Intrinsics` of the received
+   image (ros.camera_info: K or P, binning and ROI applied; malformed values raise there);
 2. :func:`plan_input` (here): what geometry the frame may use (issue 14, "Inputs"): none without
-   CameraInfo, with degenerate intrinsics (:func:`intrinsics_problem`) or when the image size is not
-   the size its CameraInfo describes; with a non-zero D, rectification maps (:class:`Rectifier`, as
-   image_proc) or a refusal, by the ``distortion`` parameter. ``InputPlan.prepare`` rectifies the image;
+   CameraInfo, with degenerate intrinsics (:func:`intrinsics_problem`) or when the image size is
+   not the size its CameraInfo describes; with a non-zero D, rectification maps
+   (:class:`Rectifier`, as image_proc) or a refusal, by the ``distortion`` parameter.
+   ``InputPlan.prepare`` rectifies the image;
 3. ``Segmenter.infer(rgb, plan.K)`` (core.inference): network-size result, its own K scaled once;
 4. :func:`frame_outputs` (here): the ``max_depth`` cut, the nearest resize to the camera size, the
-   camera model of the output images and the organized cloud (model points or back-projection of the
-   published depth with the published K, core.geometry M2);
+   camera model of the output images and the organized cloud (model points or back-projection of
+   the published depth with the published K, core.geometry M2);
 5. node: ros converters (make_camera_info, create_cloud, cv2_to_imgmsg) and publish.
 
-What needs no geometry (labels from the 2D head, overlay, depth) is always published; a problem only
-drops what needs K (camera_info where K is untrustworthy, the cloud, the 3D branch) and is returned as a
-:class:`Problem` for the node to log (throttled, repeated while it lasts).
+What needs no geometry (labels from the 2D head, overlay, depth) is always published; a problem
+only drops what needs K (camera_info where K is untrustworthy, the cloud, the 3D branch) and is
+returned as a :class:`Problem` for the node to log (throttled, repeated while it lasts).
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -37,20 +39,30 @@ from depth3dseg_ros.ros.sync import FAR, LATE, PASSED, STALE
 DISTORTION_MODES = ('rectify', 'refuse_cloud', 'ignore')
 #: distortion models :class:`Rectifier` undistorts ('' = unnamed, taken as plumb_bob, REP 104)
 RECTIFIABLE = ('plumb_bob', 'rational_polynomial', 'equidistant', '')
-#: plausible focal length and principal point / skew, relative to the image's larger side: fx = 1e-3 px
-#: per px of width is a 179.9 degree pinhole field of view, 1e3 a 0.06 degree one
+#: plausible focal length and principal point / skew, relative to the image's larger side: fx =
+#: 1e-3 px per px of width is a 179.9 degree pinhole field of view, 1e3 a 0.06 degree one
 FOCAL_REL = (1e-3, 1e3)
 OFFSET_REL = 1e3
 
-#: an image that goes out with the latest CameraInfo (ros/sync.py): reason -> (group, why); the node warns
-#: once per group: stamps that cannot match (stale, far) and single CameraInfos missing (passed, late)
+#: an image that goes out with the latest CameraInfo (ros/sync.py): reason -> (group, why); the
+#: node warns once per group: stamps that cannot match (stale, far) and single CameraInfos missing
+#: (passed, late)
 LATEST_WARNINGS = {
-    STALE: ('unmatchable', 'CameraInfo stamps stay behind the image stamps by more than sync_slop (constant, '
-                           'unset or offset stamps?)'),
-    FAR: ('unmatchable', 'the image stamp is far from every CameraInfo stamp (unset or old CameraInfo '
-                         'stamps, or an image stamped in the future)'),
-    PASSED: ('missing', 'no CameraInfo within sync_slop of the image stamp, a newer one has arrived '
-                        '(lost CameraInfo?)'),
+    STALE: (
+        'unmatchable',
+        'CameraInfo stamps stay behind the image stamps by more than sync_slop (constant, '
+        'unset or offset stamps?)',
+    ),
+    FAR: (
+        'unmatchable',
+        'the image stamp is far from every CameraInfo stamp (unset or old CameraInfo '
+        'stamps, or an image stamped in the future)',
+    ),
+    PASSED: (
+        'missing',
+        'no CameraInfo within sync_slop of the image stamp, a newer one has arrived '
+        '(lost CameraInfo?)',
+    ),
     LATE: ('missing', "the next image arrived before this image's CameraInfo"),
 }
 
@@ -64,14 +76,18 @@ class Problem:
     text: str
 
 
-def intrinsics_problem(K: np.ndarray, width: int, height: int, name: str = 'CameraInfo.k') -> str | None:
-    """None when the 3×3 (or 3×4) ``K`` of a ``width``×``height`` image is plausible, else the reason.
+def intrinsics_problem(
+    K: np.ndarray, width: int, height: int, name: str = 'CameraInfo.k'
+) -> str | None:
+    """None when the 3×3 (or 3×4) ``K`` of a ``width``×``height`` image is plausible, else the
+    reason.
 
-    Plausible: finite; fx, fy within ``FOCAL_REL`` × max(width, height) pixels; |cx|, |cy|, |skew| at
-    most ``OFFSET_REL`` × max(width, height). Catches what core.geometry.check_intrinsics_np lets
-    through and that makes the arithmetic overflow or underflow (fx = 5e-324, entries of 1e308).
-    The text names the field and value (after binning and ROI), e.g.
-    ``CameraInfo.k fx=5e-324 is not a plausible focal length for a 80x60 image (0.08 .. 80000 px)``.
+    Plausible: finite; fx, fy within ``FOCAL_REL`` × max(width, height) pixels; |cx|, |cy|, |skew|
+    at most ``OFFSET_REL`` × max(width, height). Catches what core.geometry.check_intrinsics_np
+    lets through and that makes the arithmetic overflow or underflow (fx = 5e-324, entries of
+    1e308). The text names the field and value (after binning and ROI), e.g.
+    ``CameraInfo.k fx=5e-324 is not a plausible focal length for a 80x60 image (0.08 .. 80000
+    px)``.
     """
     K = np.asarray(K, np.float64)
     if not np.all(np.isfinite(K)):
@@ -80,12 +96,16 @@ def intrinsics_problem(K: np.ndarray, width: int, height: int, name: str = 'Came
     lo, hi = FOCAL_REL[0] * size, FOCAL_REL[1] * size
     for label, v in (('fx', float(K[0, 0])), ('fy', float(K[1, 1]))):
         if not lo <= v <= hi:
-            return (f'{name} {label}={v!r} is not a plausible focal length for a {width}x{height} image '
-                    f'({lo:g} .. {hi:g} px)')
+            return (
+                f'{name} {label}={v!r} is not a plausible focal length for a {width}x{height} '
+                f'image ({lo:g} .. {hi:g} px)'
+            )
     for label, v in (('cx', float(K[0, 2])), ('cy', float(K[1, 2])), ('skew', float(K[0, 1]))):
         if not abs(v) <= OFFSET_REL * size:
-            return (f'{name} {label}={v!r} is not plausible for a {width}x{height} image '
-                    f'(|{label}| > {OFFSET_REL * size:g} px)')
+            return (
+                f'{name} {label}={v!r} is not plausible for a {width}x{height} image '
+                f'(|{label}| > {OFFSET_REL * size:g} px)'
+            )
     return None
 
 
@@ -97,35 +117,54 @@ def has_distortion(intr: Intrinsics) -> bool:
 def rectified_intrinsics(intr: Intrinsics) -> Intrinsics:
     """The model of ``intr``'s image after rectification (image_geometry): K = P[:, :3], P kept,
     D = 0 (5 values, plumb_bob), R = identity, ``rectified`` True."""
-    return replace(intr, K=np.asarray(intr.P, np.float64)[:, :3].copy(), D=np.zeros(5),
-                   distortion_model='plumb_bob', R=np.eye(3), rectified=True)
+    return replace(
+        intr,
+        K=np.asarray(intr.P, np.float64)[:, :3].copy(),
+        D=np.zeros(5),
+        distortion_model='plumb_bob',
+        R=np.eye(3),
+        rectified=True,
+    )
 
 
 class Rectifier:
     """Undistort-rectify maps per camera model, cached (image_proc's rectify, image_geometry's
     ``initRectificationMaps``): ``cv2.initUndistortRectifyMap(K, D, R, P, size)`` for plumb_bob and
     rational_polynomial, ``cv2.fisheye.initUndistortRectifyMap`` (D[:4]) for equidistant; float32
-    maps, bilinear remap. Keeps the ``size`` most recent models (the key is K, D, R, P, model, size)."""
+    maps, bilinear remap. Keeps the ``size`` most recent models (the key is K, D, R, P, model,
+    size)."""
 
     def __init__(self, size: int = 4) -> None:
         self._maps: OrderedDict = OrderedDict()
         self._size = int(size)
-        self.built = 0                      # maps computed (cache misses), for tests and diagnostics
+        self.built = 0  # maps computed (cache misses), for tests and diagnostics
 
     def maps(self, intr: Intrinsics) -> tuple[np.ndarray, np.ndarray]:
         """(map_x, map_y), each height×width float32, for ``intr`` (at its own size).
 
         Raises:
-            ValueError: a distortion model not in ``RECTIFIABLE`` or a D of the wrong length for it.
+            ValueError: a distortion model not in ``RECTIFIABLE`` or a D of the wrong length for
+                it.
         """
         model = intr.distortion_model or ''
         D = np.asarray(intr.D, np.float64).reshape(-1)
-        key = (intr.K.tobytes(), D.tobytes(), np.asarray(intr.R).tobytes(), np.asarray(intr.P).tobytes(),
-               model, intr.width, intr.height)
+        key = (
+            intr.K.tobytes(),
+            D.tobytes(),
+            np.asarray(intr.R).tobytes(),
+            np.asarray(intr.P).tobytes(),
+            model,
+            intr.width,
+            intr.height,
+        )
         if key in self._maps:
             self._maps.move_to_end(key)
             return self._maps[key]
-        size, K, R = (intr.width, intr.height), np.asarray(intr.K, np.float64), np.asarray(intr.R, np.float64)
+        size, K, R = (
+            (intr.width, intr.height),
+            np.asarray(intr.K, np.float64),
+            np.asarray(intr.R, np.float64),
+        )
         newK = np.asarray(intr.P, np.float64)[:, :3]
         if model == 'equidistant':
             if D.size < 4:
@@ -133,11 +172,15 @@ class Rectifier:
             m = cv2.fisheye.initUndistortRectifyMap(K, D[:4], R, newK, size, cv2.CV_32FC1)
         elif model in RECTIFIABLE:
             if D.size not in (4, 5, 8, 12, 14):
-                raise ValueError(f'CameraInfo.d has {D.size} values; {model or "plumb_bob"} needs 4, 5 or 8')
+                raise ValueError(
+                    f'CameraInfo.d has {D.size} values; {model or "plumb_bob"} needs 4, 5 or 8'
+                )
             m = cv2.initUndistortRectifyMap(K, D, R, newK, size, cv2.CV_32FC1)
         else:
-            raise ValueError(f'CameraInfo.distortion_model={model!r} cannot be rectified '
-                             f'(supported: plumb_bob, rational_polynomial, equidistant)')
+            raise ValueError(
+                f'CameraInfo.distortion_model={model!r} cannot be rectified '
+                f'(supported: plumb_bob, rational_polynomial, equidistant)'
+            )
         self.built += 1
         self._maps[key] = m
         while len(self._maps) > self._size:
@@ -149,9 +192,10 @@ class Rectifier:
 class InputPlan:
     """What one frame may do with geometry (:func:`plan_input`).
 
-    K: 3×3 float64 intrinsics of the image given to the network (the rectified one when ``maps``), or
-    None (no 3D branch: labels from the 2D head). camera: model of that image at its size, the source
-    of every output camera_info (None: no camera_info published). cloud: a cloud may be built.
+    K: 3×3 float64 intrinsics of the image given to the network (the rectified one when ``maps``),
+    or None (no 3D branch: labels from the 2D head). camera: model of that image at its size, the
+    source of every output camera_info (None: no camera_info published). cloud: a cloud may be
+    built.
     maps: rectification maps for ``prepare``, or None. problems: to log (throttled, by key).
     """
 
@@ -166,25 +210,36 @@ class InputPlan:
         black outside the raw image), or ``rgb`` itself."""
         if self.maps is None:
             return rgb
-        return cv2.remap(rgb, self.maps[0], self.maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+        return cv2.remap(
+            rgb, self.maps[0], self.maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+        )
 
     def prepare_depth(self, depth: np.ndarray) -> np.ndarray:
-        """A depth image registered to the raw colour image (H×W float32 metres, NaN = no data) rectified
-        with the same ``maps``, nearest neighbour (no blended depth at edges, C09; NaN outside)."""
+        """A depth image registered to the raw colour image (H×W float32 metres, NaN = no data)
+        rectified with the same ``maps``, nearest neighbour (no blended depth at edges, C09; NaN
+        outside)."""
         if self.maps is None:
             return depth
-        return cv2.remap(depth, self.maps[0], self.maps[1], cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT,
-                         borderValue=float('nan'))
+        return cv2.remap(
+            depth,
+            self.maps[0],
+            self.maps[1],
+            cv2.INTER_NEAREST,
+            borderMode=cv2.BORDER_CONSTANT,
+            borderValue=float('nan'),
+        )
 
 
-def registered_depth(raw: np.ndarray, encoding: str, image_wh: tuple[int, int], plan: InputPlan
-                     ) -> tuple[np.ndarray | None, Problem | None]:
-    """Measured depth for the 3D branch (issue 12): a depth image registered to the colour image, as
-    (H×W float32 metres with NaN = no data, rectified like the colour image; None) or (None, Problem).
+def registered_depth(
+    raw: np.ndarray, encoding: str, image_wh: tuple[int, int], plan: InputPlan
+) -> tuple[np.ndarray | None, Problem | None]:
+    """Measured depth for the 3D branch (issue 12): a depth image registered to the colour image,
+    as (H×W float32 metres with NaN = no data, rectified like the colour image; None) or (None,
+    Problem).
 
-    Args: raw: the depth pixels (ros.image.imgmsg_to_cv2), encoding: its ROS encoding (16UC1 mm, 32FC1 m,
-    …, core.depth.depth_to_meters), image_wh: (width, height) of the decoded colour image, plan: the frame's
-    InputPlan. A frame without geometry (plan.K None) takes no measured depth.
+    Args: raw: the depth pixels (ros.image.imgmsg_to_cv2), encoding: its ROS encoding (16UC1 mm,
+    32FC1 m, …, core.depth.depth_to_meters), image_wh: (width, height) of the decoded colour image,
+    plan: the frame's InputPlan. A frame without geometry (plan.K None) takes no measured depth.
     """
     if plan.K is None:
         return None, None
@@ -193,32 +248,41 @@ def registered_depth(raw: np.ndarray, encoding: str, image_wh: tuple[int, int], 
     except ValueError as err:
         return None, Problem('depth', f'ignoring depth image: {err}')
     if depth.shape != (image_wh[1], image_wh[0]):
-        return None, Problem('depth_size', f'depth image {depth.shape[1]}x{depth.shape[0]} is not registered to '
-                                           f'the {image_wh[0]}x{image_wh[1]} colour image: cloud from the '
-                                           'predicted depth')
+        return None, Problem(
+            'depth_size',
+            f'depth image {depth.shape[1]}x{depth.shape[0]} is not registered to '
+            f'the {image_wh[0]}x{image_wh[1]} colour image: cloud from the '
+            'predicted depth',
+        )
     return plan.prepare_depth(depth), None
 
 
-def plan_input(intr: Intrinsics | None, image_wh: tuple[int, int], distortion: str = 'rectify',
-               rectifier: Rectifier | None = None) -> InputPlan:
+def plan_input(
+    intr: Intrinsics | None,
+    image_wh: tuple[int, int],
+    distortion: str = 'rectify',
+    rectifier: Rectifier | None = None,
+) -> InputPlan:
     """The geometry rules for one frame (issue 14, "Inputs"), first match wins.
 
     Args:
-        intr: intrinsics from the frame's CameraInfo (ros.camera_info.intrinsics_from_camera_info), or
-            None (no CameraInfo, or one refused there).
+        intr: intrinsics from the frame's CameraInfo (ros.camera_info.intrinsics_from_camera_info),
+            or None (no CameraInfo, or one refused there).
         image_wh: (width, height) of the decoded image.
         distortion: 'rectify' | 'refuse_cloud' | 'ignore' (node parameter ``distortion``).
         rectifier: map cache for 'rectify' (a fresh one when None: no caching).
     Rules:
         * no intrinsics: no geometry, no problem (the node warns about the missing CameraInfo);
         * implausible K (:func:`intrinsics_problem`): no geometry, problem 'intrinsics';
-        * image size != the size the CameraInfo describes (after binning and ROI): no geometry, K not
-          guessed by rescaling, problem 'size' naming both sizes;
+        * image size != the size the CameraInfo describes (after binning and ROI): no geometry, K
+          not guessed by rescaling, problem 'size' naming both sizes;
         * non-zero D (raw K): 'rectify' -> maps, network K = P[:, :3], outputs described with D = 0
-          (:func:`rectified_intrinsics`; an implausible P or an unknown model -> as 'refuse_cloud');
-          'refuse_cloud' -> no 3D branch, no cloud, camera_info with the CameraInfo's D, problem
-          'distortion'; 'ignore' -> pinhole K (the behaviour before issue 14);
-        * otherwise: K and the cloud; a rectified input (``use_rectified``) is described with D = 0.
+          (:func:`rectified_intrinsics`; an implausible P or an unknown model -> as
+          'refuse_cloud'); 'refuse_cloud' -> no 3D branch, no cloud, camera_info with the
+          CameraInfo's D, problem 'distortion'; 'ignore' -> pinhole K (the behaviour before issue
+          14);
+        * otherwise: K and the cloud; a rectified input (``use_rectified``) is described with D =
+          0.
     Raises:
         ValueError: ``distortion`` not one of ``DISTORTION_MODES``.
     """
@@ -226,21 +290,45 @@ def plan_input(intr: Intrinsics | None, image_wh: tuple[int, int], distortion: s
         raise ValueError(f'distortion={distortion!r} is not one of {list(DISTORTION_MODES)}')
     if intr is None:
         return InputPlan()
-    why = intrinsics_problem(intr.K, intr.width, intr.height, 'CameraInfo.p' if intr.rectified else 'CameraInfo.k')
+    why = intrinsics_problem(
+        intr.K, intr.width, intr.height, 'CameraInfo.p' if intr.rectified else 'CameraInfo.k'
+    )
     if why:
-        return InputPlan(problems=[Problem('intrinsics', f'{why}: publishing labels (2D head), overlay and depth '
-                                                         'without camera_info, no cloud')])
+        return InputPlan(
+            problems=[
+                Problem(
+                    'intrinsics',
+                    f'{why}: publishing labels (2D head), overlay and depth '
+                    'without camera_info, no cloud',
+                )
+            ]
+        )
     w, h = int(image_wh[0]), int(image_wh[1])
     if (intr.width, intr.height) != (w, h):
-        return InputPlan(problems=[Problem('size', (
-            f'image is {w}x{h} but its CameraInfo describes {intr.width}x{intr.height} (after binning and '
-            'ROI): K not rescaled; publishing labels (2D head), overlay and depth without camera_info, no cloud'))])
+        return InputPlan(
+            problems=[
+                Problem(
+                    'size',
+                    (
+                        f'image is {w}x{h} but its CameraInfo describes '
+                        f'{intr.width}x{intr.height} (after binning and '
+                        'ROI): K not rescaled; publishing labels (2D head), overlay and depth '
+                        'without camera_info, no cloud'
+                    ),
+                )
+            ]
+        )
     if not has_distortion(intr):
-        cam = replace(intr, D=np.zeros(5), distortion_model='plumb_bob') if intr.rectified else intr
+        cam = (
+            replace(intr, D=np.zeros(5), distortion_model='plumb_bob') if intr.rectified else intr
+        )
         return InputPlan(K=intr.K, camera=cam, cloud=True)
     if distortion == 'ignore':
         return InputPlan(K=intr.K, camera=intr, cloud=True)
-    refuse = f'CameraInfo.d={np.asarray(intr.D).tolist()} ({intr.distortion_model or "unnamed model"}) is not zero'
+    refuse = (
+        f'CameraInfo.d={np.asarray(intr.D).tolist()} ({intr.distortion_model or "unnamed model"}) '
+        'is not zero'
+    )
     if distortion == 'rectify':
         rect = rectified_intrinsics(intr)
         why = intrinsics_problem(rect.K, w, h, 'CameraInfo.p')
@@ -253,9 +341,18 @@ def plan_input(intr: Intrinsics | None, image_wh: tuple[int, int], distortion: s
         refuse += f' and cannot be rectified ({why})'
     else:
         refuse += ' (distortion: refuse_cloud)'
-    return InputPlan(camera=intr, problems=[Problem('distortion', (
-        f'{refuse}: the pinhole K does not describe this image; publishing labels (2D head), overlay and '
-        'depth, no cloud (distortion: rectify undistorts the input)'))])
+    return InputPlan(
+        camera=intr,
+        problems=[
+            Problem(
+                'distortion',
+                (
+                    f'{refuse}: the pinhole K does not describe this image; publishing labels (2D '
+                    'head), overlay and depth, no cloud (distortion: rectify undistorts the input)'
+                ),
+            )
+        ],
+    )
 
 
 @dataclass
@@ -263,9 +360,11 @@ class FrameOutputs:
     """One frame's outputs at the output size (h, w) (:func:`frame_outputs`).
 
     labels: (h, w) uint8/uint16 class ids. depth: (h, w) float32 metres, NaN = no data (beyond
-    max_depth too). confidence: (h, w) float32. rgb: (h, w, 3) uint8, the image the labels belong to.
-    camera: model of these images (K, P, D, R at (w, h)) for their camera_info, or None. xyz: (h, w, 3)
-    float32 organized cloud, optical frame, metres, NaN where depth is no data, or None (no cloud).
+    max_depth too). confidence: (h, w) float32. rgb: (h, w, 3) uint8, the image the labels belong
+    to.
+    camera: model of these images (K, P, D, R at (w, h)) for their camera_info, or None. xyz: (h,
+    w, 3) float32 organized cloud, optical frame, metres, NaN where depth is no data, or None (no
+    cloud).
     """
 
     labels: np.ndarray
@@ -276,10 +375,12 @@ class FrameOutputs:
     xyz: np.ndarray | None
 
 
-def output_camera(plan: InputPlan, res_K: np.ndarray | None, out_wh: tuple[int, int]) -> Intrinsics | None:
+def output_camera(
+    plan: InputPlan, res_K: np.ndarray | None, out_wh: tuple[int, int]
+) -> Intrinsics | None:
     """Model of the output images at ``out_wh``: the input's (``plan.camera``) at its own size; at
-    another size K is the network's (``res_K``, the one the 3D branch used) or, without it, K scaled
-    once (sx = w/W, sy = h/H, C18); P is scaled the same way; D and R are kept."""
+    another size K is the network's (``res_K``, the one the 3D branch used) or, without it, K
+    scaled once (sx = w/W, sy = h/H, C18); P is scaled the same way; D and R are kept."""
     cam = plan.camera
     if cam is None:
         return None
@@ -287,29 +388,42 @@ def output_camera(plan: InputPlan, res_K: np.ndarray | None, out_wh: tuple[int, 
     if (cam.width, cam.height) == (w, h):
         return cam
     K = res_K if res_K is not None else resize_intrinsics(cam.K, (cam.width, cam.height), (w, h))
-    return replace(cam, K=np.asarray(K, np.float64), P=resize_intrinsics(cam.P, (cam.width, cam.height), (w, h)),
-                   width=w, height=h)
+    return replace(
+        cam,
+        K=np.asarray(K, np.float64),
+        P=resize_intrinsics(cam.P, (cam.width, cam.height), (w, h)),
+        width=w,
+        height=h,
+    )
 
 
-def frame_outputs(res: Any, plan: InputPlan, rgb: np.ndarray, max_depth: float, output_resolution: str = 'network',
-                  cloud: bool = True) -> FrameOutputs:
+def frame_outputs(
+    res: Any,
+    plan: InputPlan,
+    rgb: np.ndarray,
+    max_depth: float,
+    output_resolution: str = 'network',
+    cloud: bool = True,
+) -> FrameOutputs:
     """The output arrays and their camera model for one inference result (issue 16).
 
     Args:
-        res: core.inference.InferenceResult (labels, confidence, depth, K, points, rgb at the network size).
+        res: core.inference.InferenceResult (labels, confidence, depth, K, points, rgb at the
+            network size).
         plan: this frame's :class:`InputPlan`.
         rgb: the network's input image at the camera size (after ``plan.prepare``), H×W×3 uint8.
         max_depth: metres; depth beyond it (and NaN) is no data in depth and cloud.
-        output_resolution: 'network' (outputs at the network size) or 'camera' (labels nearest, depth
-            and confidence NaN-safe nearest, resized to H×W; the image is ``rgb``).
-        cloud: a cloud is wanted (``publish_points``); built only when ``plan.cloud`` and a camera model.
-    The cloud: at the network size the model's points (back-projection of this depth with ``res.K``,
-    M9), masked by the max_depth cut; otherwise core.geometry.backproject_np(depth, camera K) of the
-    published depth (depth_image_proc's point_cloud_xyz rule).
+        output_resolution: 'network' (outputs at the network size) or 'camera' (labels nearest,
+            depth and confidence NaN-safe nearest, resized to H×W; the image is ``rgb``).
+        cloud: a cloud is wanted (``publish_points``); built only when ``plan.cloud`` and a camera
+            model.
+    The cloud: at the network size the model's points (back-projection of this depth with
+    ``res.K``, M9), masked by the max_depth cut; otherwise core.geometry.backproject_np(depth,
+    camera K) of the published depth (depth_image_proc's point_cloud_xyz rule).
     """
     labels, conf, rgb_out = res.labels, res.confidence, res.rgb
     depth = np.array(res.depth, np.float32)
-    depth[~(depth <= max_depth)] = np.nan                     # beyond max_depth (and NaN) = no data
+    depth[~(depth <= max_depth)] = np.nan  # beyond max_depth (and NaN) = no data
     nh, nw = labels.shape
     h, w = rgb.shape[:2]
     if output_resolution == 'camera' and (nw, nh) != (w, h):
@@ -324,4 +438,6 @@ def frame_outputs(res: Any, plan: InputPlan, rgb: np.ndarray, max_depth: float, 
             xyz = np.where(np.isfinite(depth)[..., None], pts, np.float32(np.nan))
         else:
             xyz = backproject_np(depth, camera.K)
-    return FrameOutputs(labels=labels, depth=depth, confidence=conf, rgb=rgb_out, camera=camera, xyz=xyz)
+    return FrameOutputs(
+        labels=labels, depth=depth, confidence=conf, rgb=rgb_out, camera=camera, xyz=xyz
+    )

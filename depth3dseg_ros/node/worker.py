@@ -7,6 +7,7 @@ inference time plus one frame period instead of growing by 2 frames per processe
 
 No rclpy import: the node passes plain callables.
 """
+
 from __future__ import annotations
 
 import threading
@@ -18,7 +19,8 @@ import numpy as np
 
 
 class LatestSlot:
-    """Thread-safe one-frame mailbox: ``put`` replaces, ``take`` waits for a frame and empties the slot."""
+    """Thread-safe one-frame mailbox: ``put`` replaces, ``take`` waits for a frame and empties the
+    slot."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -29,7 +31,8 @@ class LatestSlot:
         self.dropped = 0
 
     def put(self, item: Any) -> bool:
-        """Store ``item``; returns True when it replaced an unprocessed frame (counted in ``dropped``)."""
+        """Store ``item``; returns True when it replaced an unprocessed frame (counted in
+        ``dropped``)."""
         with self._cond:
             replaced = self._has
             self._item, self._has = item, True
@@ -64,12 +67,17 @@ class LatestSlot:
 class Worker:
     """A daemon thread calling ``process(item)`` for each newest frame of ``slot``.
 
-    ``process`` must not raise; anything it does raise is passed to ``on_error`` and the loop goes on
-    (a malformed message never kills the node, C04).
+    ``process`` must not raise; anything it does raise is passed to ``on_error`` and the loop goes
+    on (a malformed message never kills the node, C04).
     """
 
-    def __init__(self, slot: LatestSlot, process: Callable[[Any], None],
-                 on_error: Callable[[BaseException], None], name: str = 'depth3dseg-worker') -> None:
+    def __init__(
+        self,
+        slot: LatestSlot,
+        process: Callable[[Any], None],
+        on_error: Callable[[BaseException], None],
+        name: str = 'depth3dseg-worker',
+    ) -> None:
         self.slot, self.process, self.on_error = slot, process, on_error
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -99,16 +107,17 @@ STAGES = ('decode', 'inference', 'cloud', 'publish', 'total')
 
 
 class StageStats:
-    """Rolling per-stage timings (ms) and frame ages over the last ``window`` frames; thread-safe."""
+    """Rolling per-stage timings (ms) and frame ages over the last ``window`` frames;
+    thread-safe."""
 
     def __init__(self, window: int = 300) -> None:
         self._lock = threading.Lock()
         self._t = {s: deque(maxlen=window) for s in STAGES}
         self._age = deque(maxlen=window)
-        self._done = deque(maxlen=window)      # monotonic completion times, for the rate
+        self._done = deque(maxlen=window)  # monotonic completion times, for the rate
         self.processed = 0
-        self.skipped = 0                       # malformed / empty frames
-        self.refused = 0                       # over max_image_pixels (refused before decoding)
+        self.skipped = 0  # malformed / empty frames
+        self.refused = 0  # over max_image_pixels (refused before decoding)
         self.publish_errors = 0
 
     def add(self, timings_ms: dict[str, float], age_ms: float | None) -> None:
@@ -123,23 +132,37 @@ class StageStats:
             self.processed += 1
 
     def summary(self) -> dict[str, float]:
-        """``{<stage>_ms: mean, age_ms_p50, age_ms_p95, rate_hz, processed, skipped, refused, publish_errors}``."""
+        """``{<stage>_ms: mean, age_ms_p50, age_ms_p95, rate_hz, processed, skipped, refused,
+        publish_errors}``."""
         with self._lock:
-            out: dict[str, float] = {f'{s}_ms': (float(np.mean(v)) if v else 0.0) for s, v in self._t.items()}
+            out: dict[str, float] = {
+                f'{s}_ms': (float(np.mean(v)) if v else 0.0) for s, v in self._t.items()
+            }
             ages = np.asarray(self._age) if self._age else np.zeros(0)
             out['age_ms_p50'] = float(np.percentile(ages, 50)) if ages.size else 0.0
             out['age_ms_p95'] = float(np.percentile(ages, 95)) if ages.size else 0.0
             done = list(self._done)
-            out['rate_hz'] = ((len(done) - 1) / (done[-1] - done[0])) if len(done) > 1 and done[-1] > done[0] else 0.0
-            out.update(processed=self.processed, skipped=self.skipped, refused=self.refused,
-                       publish_errors=self.publish_errors)
+            out['rate_hz'] = (
+                ((len(done) - 1) / (done[-1] - done[0]))
+                if len(done) > 1 and done[-1] > done[0]
+                else 0.0
+            )
+            out.update(
+                processed=self.processed,
+                skipped=self.skipped,
+                refused=self.refused,
+                publish_errors=self.publish_errors,
+            )
             return out
 
 
 def summary_line(s: dict) -> str:
     """The node's periodic log line from a ``StageStats.summary()`` completed with ``received`` and
     ``dropped``: rate, frame age, mean ms per stage and the frame counts."""
-    return (f"{s['rate_hz']:.1f} Hz, age p50 {s['age_ms_p50']:.0f} ms p95 {s['age_ms_p95']:.0f} ms, "
-            f"decode {s['decode_ms']:.1f} / inference {s['inference_ms']:.1f} / cloud {s['cloud_ms']:.1f}"
-            f" / publish {s['publish_ms']:.1f} ms, received {s['received']}, processed "
-            f"{s['processed']}, dropped {s['dropped']}, skipped {s['skipped']}, refused {s['refused']}")
+    return (
+        f"{s['rate_hz']:.1f} Hz, age p50 {s['age_ms_p50']:.0f} ms p95 {s['age_ms_p95']:.0f} ms, "
+        f"decode {s['decode_ms']:.1f} / inference {s['inference_ms']:.1f} / cloud "
+        f"{s['cloud_ms']:.1f}"
+        f" / publish {s['publish_ms']:.1f} ms, received {s['received']}, processed "
+        f"{s['processed']}, dropped {s['dropped']}, skipped {s['skipped']}, refused {s['refused']}"
+    )

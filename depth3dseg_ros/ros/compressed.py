@@ -1,19 +1,23 @@
-"""sensor_msgs/CompressedImage: jpeg/png (8- and 16-bit) and ``compressedDepth`` decoding and encoding.
+"""sensor_msgs/CompressedImage: jpeg/png (8- and 16-bit) and ``compressedDepth`` decoding and
+encoding.
 
-Format strings have no fixed grammar (image_transport_plugins #63, docs/cases.md C07): ``"jpeg"``, ``"png"``,
-``"rgb8; jpeg compressed bgr8"``, ``"16UC1; compressedDepth"``, ``"32FC1; compressedDepth png"``. The parser
-splits on ``;``, takes the first token as the source encoding when it is one, and looks for the word
-``compressedDepth`` and a codec word anywhere. compressedDepth payloads are a 12-byte ConfigHeader
-(int32 format, float32 depthQuantA, float32 depthQuantB, little-endian) then a PNG of uint16 values;
-the PNG is found by its signature, not by a fixed offset. 16UC1: the PNG values are millimetres.
+Format strings have no fixed grammar (image_transport_plugins #63, docs/cases.md C07): ``"jpeg"``,
+``"png"``, ``"rgb8; jpeg compressed bgr8"``, ``"16UC1; compressedDepth"``, ``"32FC1;
+compressedDepth png"``. The parser splits on ``;``, takes the first token as the source encoding
+when it is one, and looks for the word ``compressedDepth`` and a codec word anywhere.
+compressedDepth payloads are a 12-byte ConfigHeader (int32 format, float32 depthQuantA, float32
+depthQuantB, little-endian) then a PNG of uint16 values; the PNG is found by its signature, not by
+a fixed offset. 16UC1: the PNG values are millimetres.
 32FC1: depth = A / (v - B) metres, v = 0 -> NaN. RVL payloads are refused with a clear error.
 
-Size before decoding (issue 14, "Inputs"): a 641-byte JPEG whose header claims 30000×30000 pixels made
-OpenCV allocate gigabytes. :func:`compressed_image_size` reads width and height from the JPEG SOF marker
-or the PNG IHDR chunk (compressedDepth: the PNG after the 12-byte header) without decoding, and
-``decode_compressed(msg, max_pixels=N)`` refuses a larger image with :class:`ImageTooLargeError`
-before any pixel is allocated (the node passes its ``max_image_pixels``; bag extraction can do the same).
+Size before decoding (issue 14, "Inputs"): a 641-byte JPEG whose header claims 30000×30000 pixels
+made OpenCV allocate gigabytes. :func:`compressed_image_size` reads width and height from the JPEG
+SOF marker or the PNG IHDR chunk (compressedDepth: the PNG after the 12-byte header) without
+decoding, and ``decode_compressed(msg, max_pixels=N)`` refuses a larger image with
+:class:`ImageTooLargeError` before any pixel is allocated (the node passes its
+``max_image_pixels``; bag extraction can do the same).
 """
+
 from __future__ import annotations
 
 import struct
@@ -23,8 +27,15 @@ import cv2
 import numpy as np
 
 from depth3dseg_ros.core.depth import valid_depth
-from depth3dseg_ros.ros.image import (ENCODINGS, EmptyImageError, array_to_rgb, check_array_encoding,
-                                      convert_layout, has_channel_order, is_encoding)
+from depth3dseg_ros.ros.image import (
+    ENCODINGS,
+    EmptyImageError,
+    array_to_rgb,
+    check_array_encoding,
+    convert_layout,
+    has_channel_order,
+    is_encoding,
+)
 from depth3dseg_ros.ros.msgutil import as_uint8, build, convert_header, rclpy_cls, uint8_field
 
 PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
@@ -49,53 +60,62 @@ class ImageTooLargeError(ValueError):
 
 
 def _jpeg_size(raw: bytes) -> tuple[int, int]:
-    """(width, height) from the first SOFn segment of a JPEG (ITU T.81 B.2.2), walking the markers."""
+    """(width, height) from the first SOFn segment of a JPEG (ITU T.81 B.2.2), walking the
+    markers."""
     i, n = 2, len(raw)
     while i < n:
         if raw[i] != 0xFF:
             raise ValueError(f'JPEG: no marker at byte {i} (0x{raw[i]:02X}) before a SOF marker')
-        while i < n and raw[i] == 0xFF:                 # fill bytes
+        while i < n and raw[i] == 0xFF:  # fill bytes
             i += 1
         if i >= n:
             break
         marker = raw[i]
         i += 1
-        if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:   # TEM, SOI, RSTn: no length
+        if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # TEM, SOI, RSTn: no length
             continue
-        if marker in (0xD9, 0xDA):                      # EOI, SOS before any SOF
+        if marker in (0xD9, 0xDA):  # EOI, SOS before any SOF
             break
         if i + 2 > n:
             break
-        length = int.from_bytes(raw[i:i + 2], 'big')
+        length = int.from_bytes(raw[i : i + 2], 'big')
         if length < 2:
             raise ValueError(f'JPEG: segment 0xFF{marker:02X} at byte {i - 2} has length {length}')
         if marker in _SOF:
             if i + 7 > n:
                 break
-            return int.from_bytes(raw[i + 5:i + 7], 'big'), int.from_bytes(raw[i + 3:i + 5], 'big')
+            return int.from_bytes(raw[i + 5 : i + 7], 'big'), int.from_bytes(
+                raw[i + 3 : i + 5], 'big'
+            )
         i += length
     raise ValueError(f'JPEG: no SOF marker (image size) in the first {n} bytes')
 
 
 def payload_size(data: Any) -> tuple[int, int]:
-    """(width, height) of a JPEG or PNG file in ``data`` (bytes or uint8 array), from its header only.
+    """(width, height) of a JPEG or PNG file in ``data`` (bytes or uint8 array), from its header
+    only.
 
-    JPEG (starts FF D8): the SOF0..SOF15 segment (height, width: big-endian uint16 after the precision
-    byte). PNG (8-byte signature): the IHDR chunk (width, height: big-endian uint32 at bytes 16 and 20).
-    Nothing is decoded or allocated beyond the header walk.
+    JPEG (starts FF D8): the SOF0..SOF15 segment (height, width: big-endian uint16 after the
+    precision byte). PNG (8-byte signature): the IHDR chunk (width, height: big-endian uint32 at
+    bytes 16 and 20). Nothing is decoded or allocated beyond the header walk.
 
     Raises:
-        ValueError: neither a JPEG nor a PNG (the first bytes named), or the header is cut or has no size.
+        ValueError: neither a JPEG nor a PNG (the first bytes named), or the header is cut or has
+            no size.
     """
     raw = bytes(data) if not isinstance(data, np.ndarray) else data.tobytes()
     if raw[:2] == b'\xff\xd8':
         return _jpeg_size(raw)
     if raw[:8] == PNG_SIGNATURE:
         if len(raw) < 24 or raw[12:16] != b'IHDR':
-            raise ValueError(f'PNG: no IHDR chunk right after the signature (len(data)={len(raw)})')
+            raise ValueError(
+                f'PNG: no IHDR chunk right after the signature (len(data)={len(raw)})'
+            )
         return int.from_bytes(raw[16:20], 'big'), int.from_bytes(raw[20:24], 'big')
-    raise ValueError(f'payload starting {raw[:8].hex(" ")!r} is neither JPEG nor PNG: its size cannot be '
-                     'read before decoding')
+    raise ValueError(
+        f'payload starting {raw[:8].hex(" ")!r} is neither JPEG nor PNG: its size cannot be '
+        'read before decoding'
+    )
 
 
 def compressed_image_size(msg: Any) -> tuple[int, int]:
@@ -104,7 +124,8 @@ def compressed_image_size(msg: Any) -> tuple[int, int]:
     compressedDepth: the PNG found by its signature after the 12-byte ConfigHeader.
 
     Raises:
-        EmptyImageError: no data. ValueError: size unreadable (see :func:`payload_size`), the format named.
+        EmptyImageError: no data. ValueError: size unreadable (see :func:`payload_size`), the
+            format named.
     """
     buf = _payload(msg)
     raw = buf.tobytes()
@@ -114,18 +135,27 @@ def compressed_image_size(msg: Any) -> tuple[int, int]:
     try:
         return payload_size(raw)
     except ValueError as err:
-        raise ValueError(f'CompressedImage.format={msg.format!r} len(data)={len(buf)}: {err}') from None
+        raise ValueError(
+            f'CompressedImage.format={msg.format!r} len(data)={len(buf)}: {err}'
+        ) from None
 
 
-def check_pixel_limit(width: int, height: int, max_pixels: int | None, what: str = 'image') -> None:
+def check_pixel_limit(
+    width: int, height: int, max_pixels: int | None, what: str = 'image'
+) -> None:
     """Raise :class:`ImageTooLargeError` when ``width*height > max_pixels`` (None: no limit).
 
     The message names both sizes and the limit, e.g. ``CompressedImage header says 30000x30000 =
     900000000 pixels > max_image_pixels=67108864``.
     """
     if max_pixels is not None and int(width) * int(height) > int(max_pixels):
-        raise ImageTooLargeError(f'{what} says {width}x{height} = {int(width) * int(height)} pixels > '
-                                 f'max_image_pixels={max_pixels}', int(width), int(height), int(max_pixels))
+        raise ImageTooLargeError(
+            f'{what} says {width}x{height} = {int(width) * int(height)} pixels > '
+            f'max_image_pixels={max_pixels}',
+            int(width),
+            int(height),
+            int(max_pixels),
+        )
 
 
 def check_compressed_size(msg: Any, max_pixels: int | None) -> tuple[int, int]:
@@ -142,16 +172,19 @@ def parse_format(fmt: str) -> dict:
     """Split a CompressedImage.format leniently.
 
     Returns:
-        dict with ``encoding`` (first token if it is an image encoding, else None), ``depth`` (True for
-        compressedDepth) and ``codec`` ('png', 'jpeg', 'rvl' or None when not named).
+        dict with ``encoding`` (first token if it is an image encoding, else None), ``depth`` (True
+        for compressedDepth) and ``codec`` ('png', 'jpeg', 'rvl' or None when not named).
     """
     text = (fmt or '').strip()
     tokens = [t.strip() for t in text.split(';')]
     first = tokens[0] if tokens else ''
     words = text.replace(';', ' ').lower().split()
     codec = next((w for w in words if w in ('png', 'jpeg', 'jpg', 'rvl', 'tiff')), None)
-    return {'encoding': first if is_encoding(first) else None,
-            'depth': 'compresseddepth' in words, 'codec': 'jpeg' if codec == 'jpg' else codec}
+    return {
+        'encoding': first if is_encoding(first) else None,
+        'depth': 'compresseddepth' in words,
+        'codec': 'jpeg' if codec == 'jpg' else codec,
+    }
 
 
 def _payload(msg: Any) -> np.ndarray:
@@ -162,41 +195,52 @@ def _payload(msg: Any) -> np.ndarray:
 
 
 def decode_compressed_depth(msg: Any, max_pixels: int | None = None) -> np.ndarray:
-    """Decode a ``compressedDepth`` CompressedImage (C07); with ``max_pixels``, the PNG header's size
-    is checked first (:func:`check_compressed_size`, ImageTooLargeError).
+    """Decode a ``compressedDepth`` CompressedImage (C07); with ``max_pixels``, the PNG header's
+    size is checked first (:func:`check_compressed_size`, ImageTooLargeError).
 
     Returns:
-        uint16 H×W millimetres (0 = no data) for 16UC1; float32 H×W metres (NaN = no data) for 32FC1.
+        uint16 H×W millimetres (0 = no data) for 16UC1; float32 H×W metres (NaN = no data) for
+        32FC1.
     Raises:
-        EmptyImageError: no data. ValueError: not compressedDepth, an RVL or unknown codec, an encoding
-        other than 16UC1/32FC1, no PNG signature, a PNG that is not 16-bit 1-channel, or a 32FC1 payload
-        without its 12-byte quantisation header.
+        EmptyImageError: no data. ValueError: not compressedDepth, an RVL or unknown codec, an
+        encoding other than 16UC1/32FC1, no PNG signature, a PNG that is not 16-bit 1-channel, or a
+        32FC1 payload without its 12-byte quantisation header.
     """
     info = parse_format(msg.format)
     if not info['depth']:
         raise ValueError(f'CompressedImage.format={msg.format!r} is not compressedDepth')
     if info['codec'] not in (None, 'png'):
-        raise ValueError(f'CompressedImage.format={msg.format!r}: compressedDepth codec '
-                         f'{info["codec"]!r} is not supported (only png)')
+        raise ValueError(
+            f'CompressedImage.format={msg.format!r}: compressedDepth codec '
+            f'{info["codec"]!r} is not supported (only png)'
+        )
     enc = info['encoding']
     if enc not in ('16UC1', '32FC1', 'mono16'):
-        raise ValueError(f'CompressedImage.format={msg.format!r}: depth encoding {enc!r} is not 16UC1/32FC1')
+        raise ValueError(
+            f'CompressedImage.format={msg.format!r}: depth encoding {enc!r} is not 16UC1/32FC1'
+        )
     buf = _payload(msg)
     raw = buf.tobytes()
     if max_pixels is not None:
         check_compressed_size(msg, max_pixels)
     start = raw.find(PNG_SIGNATURE)
     if start < 0:
-        raise ValueError(f'CompressedImage.format={msg.format!r}: no PNG signature in len(data)={len(raw)}')
+        raise ValueError(
+            f'CompressedImage.format={msg.format!r}: no PNG signature in len(data)={len(raw)}'
+        )
     img = cv2.imdecode(buf[start:], cv2.IMREAD_UNCHANGED)
     if img is None or img.dtype != np.uint16 or img.ndim != 2:
         desc = 'undecodable' if img is None else f'shape={img.shape} dtype={img.dtype}'
-        raise ValueError(f'CompressedImage compressedDepth PNG is {desc}, expected 16-bit 1-channel')
+        raise ValueError(
+            f'CompressedImage compressedDepth PNG is {desc}, expected 16-bit 1-channel'
+        )
     if enc in ('16UC1', 'mono16'):
         return img
     if start < _HEADER.size:
-        raise ValueError(f'CompressedImage.format={msg.format!r}: 32FC1 needs a 12-byte header, '
-                         f'PNG starts at byte {start}')
+        raise ValueError(
+            f'CompressedImage.format={msg.format!r}: 32FC1 needs a 12-byte header, '
+            f'PNG starts at byte {start}'
+        )
     _, qa, qb = _HEADER.unpack_from(raw, start - _HEADER.size)
     v = img.astype(np.float32)
     with np.errstate(divide='ignore', invalid='ignore'):
@@ -209,12 +253,12 @@ def decode_compressed(msg: Any, max_pixels: int | None = None) -> tuple[np.ndarr
     """Decode any supported CompressedImage to (array, encoding of the array's layout).
 
     jpeg/png colour decode to ``bgr8``/``bgra8`` (OpenCV order), gray to ``mono8``, 16-bit PNG to
-    ``16UC1``/``mono16`` (IMREAD_UNCHANGED keeps 16 bits); if the format names an rgb source encoding
-    (``"rgb8; jpeg compressed bgr8"``) the result is converted back to it, as compressed_image_transport
-    does. compressedDepth gives ``16UC1`` (mm) or ``32FC1`` (m).
+    ``16UC1``/``mono16`` (IMREAD_UNCHANGED keeps 16 bits); if the format names an rgb source
+    encoding (``"rgb8; jpeg compressed bgr8"``) the result is converted back to it, as
+    compressed_image_transport does. compressedDepth gives ``16UC1`` (mm) or ``32FC1`` (m).
 
-    ``max_pixels``: when given, the size in the JPEG/PNG header is read first and an image over it (or
-    one whose size cannot be read: not JPEG/PNG) is refused before decoding (issue 14).
+    ``max_pixels``: when given, the size in the JPEG/PNG header is read first and an image over it
+    (or one whose size cannot be read: not JPEG/PNG) is refused before decoding (issue 14).
 
     Raises:
         EmptyImageError: no data. ImageTooLargeError: over ``max_pixels``. ValueError: undecodable
@@ -229,7 +273,9 @@ def decode_compressed(msg: Any, max_pixels: int | None = None) -> tuple[np.ndarr
         check_compressed_size(msg, max_pixels)
     img = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
     if img is None:
-        raise ValueError(f'CompressedImage.format={msg.format!r} len(data)={buf.size}: cannot be decoded')
+        raise ValueError(
+            f'CompressedImage.format={msg.format!r} len(data)={buf.size}: cannot be decoded'
+        )
     if img.ndim == 2:
         enc = 'mono8' if img.dtype == np.uint8 else ('16UC1' if img.dtype == np.uint16 else None)
         if info['encoding'] == 'mono16' and img.dtype == np.uint16:
@@ -238,10 +284,14 @@ def decode_compressed(msg: Any, max_pixels: int | None = None) -> tuple[np.ndarr
         deep = img.dtype == np.uint16
         enc = {3: 'bgr16' if deep else 'bgr8', 4: 'bgra16' if deep else 'bgra8'}.get(img.shape[2])
     if enc is None:
-        raise ValueError(f'CompressedImage.format={msg.format!r}: decoded shape={img.shape} '
-                         f'dtype={img.dtype} is not supported')
+        raise ValueError(
+            f'CompressedImage.format={msg.format!r}: decoded shape={img.shape} '
+            f'dtype={img.dtype} is not supported'
+        )
     src = info['encoding']
-    if src in ('rgb8', 'rgba8', 'rgb16', 'rgba16') and encoding_channels(src) == encoding_channels(enc):
+    if src in ('rgb8', 'rgba8', 'rgb16', 'rgba16') and encoding_channels(src) == encoding_channels(
+        enc
+    ):
         return convert_layout(img, enc, src), src
     return img, enc
 
@@ -264,15 +314,21 @@ def compressed_to_cv2(msg: Any, desired_encoding: str = 'passthrough') -> np.nda
 
 
 def compressed_to_rgb(msg: Any, max_pixels: int | None = None) -> np.ndarray:
-    """Network input from a colour/mono CompressedImage: H×W×3 uint8 RGB (alpha dropped, C05); images
-    over ``max_pixels`` refused before decoding (ImageTooLargeError)."""
+    """Network input from a colour/mono CompressedImage: H×W×3 uint8 RGB (alpha dropped, C05);
+    images over ``max_pixels`` refused before decoding (ImageTooLargeError)."""
     arr, enc = decode_compressed(msg, max_pixels)
     return array_to_rgb(arr, enc)
 
 
-def encode_compressed_depth(depth: np.ndarray, encoding: str = '16UC1', header: Any = None,
-                            msg_cls: type | None = None, depth_max: float = 10.0,
-                            depth_quantization: float = 100.0, fmt_suffix: str = ' png') -> Any:
+def encode_compressed_depth(
+    depth: np.ndarray,
+    encoding: str = '16UC1',
+    header: Any = None,
+    msg_cls: type | None = None,
+    depth_max: float = 10.0,
+    depth_quantization: float = 100.0,
+    fmt_suffix: str = ' png',
+) -> Any:
     """Build a compressedDepth CompressedImage (compressed_depth_image_transport's PNG layout).
 
     Args:
@@ -291,29 +347,41 @@ def encode_compressed_depth(depth: np.ndarray, encoding: str = '16UC1', header: 
         png_in = d
     elif encoding == '32FC1':
         if d.ndim != 2 or d.dtype.kind != 'f':
-            raise ValueError(f'depth shape={d.shape} dtype={d.dtype} must be H×W float metres for 32FC1')
+            raise ValueError(
+                f'depth shape={d.shape} dtype={d.dtype} must be H×W float metres for 32FC1'
+            )
         qa = float(np.float32(depth_quantization * (depth_quantization + 1.0)))
         qb = float(np.float32(1.0 - qa / depth_max))
         ok = valid_depth(d) & (d < depth_max)
         png_in = np.zeros(d.shape, np.uint16)
         with np.errstate(divide='ignore'):
-            png_in[ok] = np.clip(np.rint(qa / d[ok].astype(np.float64) + qb), 1, 65535).astype(np.uint16)
+            png_in[ok] = np.clip(np.rint(qa / d[ok].astype(np.float64) + qb), 1, 65535).astype(
+                np.uint16
+            )
     else:
         raise ValueError(f'encoding={encoding!r}: compressedDepth supports 16UC1 and 32FC1')
     ok, png = cv2.imencode('.png', np.ascontiguousarray(png_in))
     if not ok:
         raise ValueError(f'PNG encoding failed for depth shape={d.shape}')
-    payload = np.concatenate([np.frombuffer(_HEADER.pack(INV_DEPTH, qa, qb), np.uint8), png.reshape(-1)])
+    payload = np.concatenate(
+        [np.frombuffer(_HEADER.pack(INV_DEPTH, qa, qb), np.uint8), png.reshape(-1)]
+    )
     return _build(payload, f'{encoding}; compressedDepth{fmt_suffix}', header, msg_cls)
 
 
-def encode_compressed(arr: np.ndarray, encoding: str = 'rgb8', codec: str = 'png', header: Any = None,
-                      msg_cls: type | None = None, jpeg_quality: int = 95) -> Any:
+def encode_compressed(
+    arr: np.ndarray,
+    encoding: str = 'rgb8',
+    codec: str = 'png',
+    header: Any = None,
+    msg_cls: type | None = None,
+    jpeg_quality: int = 95,
+) -> Any:
     """Build a jpeg/png CompressedImage from an array with layout ``encoding``.
 
     Colour is stored BGR in the file (OpenCV); the format string is
-    ``"<encoding>; <codec> compressed <bgr8|mono8|...>"`` so :func:`decode_compressed` restores the order.
-    16-bit mono (16UC1/mono16) needs png.
+    ``"<encoding>; <codec> compressed <bgr8|mono8|...>"`` so :func:`decode_compressed` restores the
+    order. 16-bit mono (16UC1/mono16) needs png.
 
     Raises:
         ValueError: codec not png/jpeg, array not fitting the encoding, 16-bit with jpeg, failure.
@@ -321,10 +389,14 @@ def encode_compressed(arr: np.ndarray, encoding: str = 'rgb8', codec: str = 'png
     if codec not in ('png', 'jpeg'):
         raise ValueError(f'codec={codec!r} must be png or jpeg')
     if not has_channel_order(encoding):
-        raise ValueError(f'encoding={encoding!r} cannot be stored as {codec} (colour/mono 8/16-bit only)')
+        raise ValueError(
+            f'encoding={encoding!r} cannot be stored as {codec} (colour/mono 8/16-bit only)'
+        )
     check_array_encoding(arr, encoding)
     a = np.asarray(arr)
-    target = {'rgb8': 'bgr8', 'rgba8': 'bgra8', 'rgb16': 'bgr16', 'rgba16': 'bgra16'}.get(encoding, encoding)
+    target = {'rgb8': 'bgr8', 'rgba8': 'bgra8', 'rgb16': 'bgr16', 'rgba16': 'bgra16'}.get(
+        encoding, encoding
+    )
     if a.dtype == np.uint16 and codec == 'jpeg':
         raise ValueError(f'encoding={encoding!r} is 16-bit: jpeg cannot hold it, use png')
     img = np.ascontiguousarray(convert_layout(a, encoding, target))
@@ -337,4 +409,6 @@ def encode_compressed(arr: np.ndarray, encoding: str = 'rgb8', codec: str = 'png
 
 def _build(payload: np.ndarray, fmt: str, header: Any, msg_cls: type | None) -> Any:
     cls = msg_cls or rclpy_cls('sensor_msgs/msg/CompressedImage')
-    return build(cls, header=convert_header(header, cls), format=fmt, data=uint8_field(payload, cls))
+    return build(
+        cls, header=convert_header(header, cls), format=fmt, data=uint8_field(payload, cls)
+    )

@@ -1,24 +1,28 @@
-"""sensor_msgs/PointCloud2 <-> numpy structured arrays, in sensor_msgs_py's vocabulary, plus a PLY writer.
+"""sensor_msgs/PointCloud2 <-> numpy structured arrays, in sensor_msgs_py's vocabulary, plus a PLY
+writer.
 
-sensor_msgs_py is not on pip (docs/pip_ros_stack.md §4), and its reader once ignored trailing padding
-(docs/cases.md C12). Here the dtype always carries explicit ``offsets`` and ``itemsize = point_step``, rows are
-cut at ``row_step``, and the writer sets point_step/row_step explicitly. The labelled cloud (docs/method.md M9)
-has fields x, y, z FLOAT32, rgb FLOAT32 holding packed 0x00RRGGBB bits (built as uint32 and bit-viewed,
-never through a Python float: C14, C15), label UINT32 or UINT16, optional confidence FLOAT32. Every
-operation is vectorised numpy (no per-point Python loop).
+sensor_msgs_py is not on pip (docs/pip_ros_stack.md §4), and its reader once ignored trailing
+padding (docs/cases.md C12). Here the dtype always carries explicit ``offsets`` and ``itemsize =
+point_step``, rows are cut at ``row_step``, and the writer sets point_step/row_step explicitly. The
+labelled cloud (docs/method.md M9) has fields x, y, z FLOAT32, rgb FLOAT32 holding packed
+0x00RRGGBB bits (built as uint32 and bit-viewed, never through a Python float: C14, C15), label
+UINT32 or UINT16, optional confidence FLOAT32. Every operation is vectorised numpy (no per-point
+Python loop).
 
 Rules every writer and reader here follows:
 
-* ``is_dense`` is True only when every x, y and z of the cloud is finite: a NaN or a ±inf coordinate
-  makes the cloud non-dense (REP 118 / sensor_msgs/PointCloud2: "True if there are no invalid points").
-  That holds for the clouds built from images (:func:`create_cloud`, :func:`create_cloud_from_depth`)
-  and from a ready structured array (:func:`create_cloud_from_array`, which refuses ``is_dense=True``
-  for a cloud with a non-finite point). ``skip_nans`` drops the same points (NaN or ±inf in x, y, z).
-* :func:`read_points` returns a structured array; :func:`read_points_numpy` returns a plain N×k array
-  of the asked fields when they share one datatype, whatever other fields the cloud has (as
-  ``sensor_msgs_py.point_cloud2.read_points_numpy``), and raises ValueError naming the fields and their
-  datatypes otherwise.
+* ``is_dense`` is True only when every x, y and z of the cloud is finite: a NaN or a ±inf
+  coordinate makes the cloud non-dense (REP 118 / sensor_msgs/PointCloud2: "True if there are no
+  invalid points"). That holds for the clouds built from images (:func:`create_cloud`,
+  :func:`create_cloud_from_depth`) and from a ready structured array
+  (:func:`create_cloud_from_array`, which refuses ``is_dense=True`` for a cloud with a non-finite
+  point). ``skip_nans`` drops the same points (NaN or ±inf in x, y, z).
+* :func:`read_points` returns a structured array; :func:`read_points_numpy` returns a plain N×k
+  array of the asked fields when they share one datatype, whatever other fields the cloud has (as
+  ``sensor_msgs_py.point_cloud2.read_points_numpy``), and raises ValueError naming the fields and
+  their datatypes otherwise.
 """
+
 from __future__ import annotations
 
 import sys
@@ -29,13 +33,28 @@ import numpy as np
 
 from depth3dseg_ros.core.geometry import backproject_np
 from depth3dseg_ros.core.imageops import check_same_hw
-from depth3dseg_ros.ros.msgutil import (alloc_uint8_field, as_uint8, build, convert_header, is_rosbags_cls, rclpy_cls,
-                                       uint8_field)
+from depth3dseg_ros.ros.msgutil import (
+    alloc_uint8_field,
+    as_uint8,
+    build,
+    convert_header,
+    is_rosbags_cls,
+    rclpy_cls,
+    uint8_field,
+)
 
 # sensor_msgs/PointField datatype constants.
 INT8, UINT8, INT16, UINT16, INT32, UINT32, FLOAT32, FLOAT64 = range(1, 9)
-_TO_NP = {INT8: 'i1', UINT8: 'u1', INT16: 'i2', UINT16: 'u2', INT32: 'i4', UINT32: 'u4', FLOAT32: 'f4',
-          FLOAT64: 'f8'}
+_TO_NP = {
+    INT8: 'i1',
+    UINT8: 'u1',
+    INT16: 'i2',
+    UINT16: 'u2',
+    INT32: 'i4',
+    UINT32: 'u4',
+    FLOAT32: 'f4',
+    FLOAT64: 'f8',
+}
 _FROM_NP = {np.dtype(v).newbyteorder('<').str[1:]: k for k, v in _TO_NP.items()}
 
 
@@ -58,8 +77,11 @@ def unpack_rgb(packed: np.ndarray) -> np.ndarray:
     return np.stack([(u >> 16) & 0xFF, (u >> 8) & 0xFF, u & 0xFF], axis=-1).astype(np.uint8)
 
 
-def dtype_from_fields(fields: Sequence[Any], point_step: int, is_bigendian: bool = False) -> np.dtype:
-    """Structured dtype of a cloud: names, formats, explicit offsets and ``itemsize = point_step`` (C12).
+def dtype_from_fields(
+    fields: Sequence[Any], point_step: int, is_bigendian: bool = False
+) -> np.dtype:
+    """Structured dtype of a cloud: names, formats, explicit offsets and ``itemsize = point_step``
+    (C12).
 
     A field with count > 1 becomes a sub-array. Raises ValueError for an unknown datatype, a field
     that does not fit in point_step, or overlapping/duplicate names (field named).
@@ -73,27 +95,38 @@ def dtype_from_fields(fields: Sequence[Any], point_step: int, is_bigendian: bool
         count = max(int(f.count), 1)
         fmt = base if count == 1 else np.dtype((base, (count,)))
         if int(f.offset) + fmt.itemsize > int(point_step):
-            raise ValueError(f'PointField {f.name!r} offset={f.offset} size={fmt.itemsize} '
-                             f'exceeds point_step={point_step}')
+            raise ValueError(
+                f'PointField {f.name!r} offset={f.offset} size={fmt.itemsize} '
+                f'exceeds point_step={point_step}'
+            )
         if f.name in names:
             raise ValueError(f'PointField name {f.name!r} appears twice')
         names.append(f.name), formats.append(fmt), offsets.append(int(f.offset))
-    return np.dtype({'names': names, 'formats': formats, 'offsets': offsets, 'itemsize': int(point_step)})
+    return np.dtype(
+        {'names': names, 'formats': formats, 'offsets': offsets, 'itemsize': int(point_step)}
+    )
 
 
-def read_points(msg: Any, field_names: Sequence[str] | None = None, skip_nans: bool = False,
-                organized: bool = False) -> np.ndarray:
-    """PointCloud2 -> structured array (native byte order), honouring offsets, padding and row_step.
+def read_points(
+    msg: Any,
+    field_names: Sequence[str] | None = None,
+    skip_nans: bool = False,
+    organized: bool = False,
+) -> np.ndarray:
+    """PointCloud2 -> structured array (native byte order), honouring offsets, padding and
+    row_step.
 
     Args:
-        msg: PointCloud2 (rclpy or rosbags): fields, point_step, row_step, height, width, is_bigendian, data.
+        msg: PointCloud2 (rclpy or rosbags): fields, point_step, row_step, height, width,
+            is_bigendian, data.
         field_names: fields to keep (default all, in the message's field order).
         skip_nans: drop points where any of x, y, z is non-finite (NaN or ±inf; result is flat).
         organized: return height×width instead of flat (ignored with skip_nans).
     Returns:
         structured ndarray (N,) or (height, width); a copy, safe to modify.
     Raises:
-        ValueError: len(data) != height*row_step, row_step < width*point_step, bad fields, unknown names.
+        ValueError: len(data) != height*row_step, row_step < width*point_step, bad fields, unknown
+            names.
     """
     view, dt = _cloud_view(msg)
     names = _check_names(dt, field_names)
@@ -107,14 +140,18 @@ def read_points(msg: Any, field_names: Sequence[str] | None = None, skip_nans: b
     return out if organized else out.reshape(-1)
 
 
-def read_points_numpy(msg: Any, field_names: Sequence[str] | None = None, skip_nans: bool = False,
-                      organized: bool = False) -> np.ndarray:
+def read_points_numpy(
+    msg: Any,
+    field_names: Sequence[str] | None = None,
+    skip_nans: bool = False,
+    organized: bool = False,
+) -> np.ndarray:
     """PointCloud2 -> plain array of the asked fields, one column per field (``sensor_msgs_py``'s
     ``read_points_numpy``).
 
     The asked fields must share one PointField datatype; the cloud's *other* fields may be anything
-    (e.g. ``field_names=['x', 'y', 'z']`` of a cloud x, y, z FLOAT32 + rgb FLOAT32 + label UINT32 gives
-    N×3 float32). A field with count > 1 contributes count columns.
+    (e.g. ``field_names=['x', 'y', 'z']`` of a cloud x, y, z FLOAT32 + rgb FLOAT32 + label UINT32
+    gives N×3 float32). A field with count > 1 contributes count columns.
 
     Args:
         msg: PointCloud2 (rclpy or rosbags), as for :func:`read_points`.
@@ -122,8 +159,9 @@ def read_points_numpy(msg: Any, field_names: Sequence[str] | None = None, skip_n
         skip_nans: drop points with a non-finite x, y or z (NaN or ±inf); the result is flat.
         organized: return height×width×k instead of N×k (ignored with skip_nans).
     Returns:
-        ndarray (N, k) or (height, width, k), N = height*width (fewer with skip_nans), of the fields'
-        common dtype in native byte order (e.g. float32 for FLOAT32); a copy, safe to modify.
+        ndarray (N, k) or (height, width, k), N = height*width (fewer with skip_nans), of the
+        fields' common dtype in native byte order (e.g. float32 for FLOAT32); a copy, safe to
+        modify.
     Raises:
         ValueError: the asked fields have different datatypes (message names each field and its
             datatype, e.g. ``x FLOAT32, label UINT32``), unknown names, or a malformed cloud (as
@@ -131,23 +169,42 @@ def read_points_numpy(msg: Any, field_names: Sequence[str] | None = None, skip_n
     """
     view, dt = _cloud_view(msg)
     names = _check_names(dt, field_names)
-    bases = {n: (dt.fields[n][0].base if dt.fields[n][0].shape else dt.fields[n][0]) for n in names}
+    bases = {
+        n: (dt.fields[n][0].base if dt.fields[n][0].shape else dt.fields[n][0]) for n in names
+    }
     if len({b.newbyteorder('<') for b in bases.values()}) > 1:
-        desc = ', '.join(f'{n} {_DATATYPE_NAMES[_FROM_NP[b.newbyteorder("<").str[1:]]]}' for n, b in bases.items())
-        raise ValueError(f'PointCloud2 fields of different datatypes cannot form one plain array: {desc}; '
-                         'ask for fields of one datatype or use read_points (structured array)')
+        desc = ', '.join(
+            f'{n} {_DATATYPE_NAMES[_FROM_NP[b.newbyteorder("<").str[1:]]]}'
+            for n, b in bases.items()
+        )
+        raise ValueError(
+            f'PointCloud2 fields of different datatypes cannot form one plain array: {desc}; '
+            'ask for fields of one datatype or use read_points (structured array)'
+        )
     h, w = view.shape
     base = next(iter(bases.values())).newbyteorder('=') if names else np.dtype(np.float32)
     cols = [np.asarray(view[n]).reshape(h, w, -1) for n in names]
-    out = np.concatenate(cols, axis=2).astype(base, copy=False) if cols else np.zeros((h, w, 0), base)
+    out = (
+        np.concatenate(cols, axis=2).astype(base, copy=False)
+        if cols
+        else np.zeros((h, w, 0), base)
+    )
     out = np.ascontiguousarray(out, dtype=base)
     if skip_nans and {'x', 'y', 'z'} <= set(dt.names):
         return out[_finite_xyz(view)]
     return out if organized else out.reshape(h * w, -1)
 
 
-_DATATYPE_NAMES = {INT8: 'INT8', UINT8: 'UINT8', INT16: 'INT16', UINT16: 'UINT16', INT32: 'INT32',
-                   UINT32: 'UINT32', FLOAT32: 'FLOAT32', FLOAT64: 'FLOAT64'}
+_DATATYPE_NAMES = {
+    INT8: 'INT8',
+    UINT8: 'UINT8',
+    INT16: 'INT16',
+    UINT16: 'UINT16',
+    INT32: 'INT32',
+    UINT32: 'UINT32',
+    FLOAT32: 'FLOAT32',
+    FLOAT64: 'FLOAT64',
+}
 
 
 def _cloud_view(msg: Any) -> tuple[np.ndarray, np.dtype]:
@@ -159,7 +216,11 @@ def _cloud_view(msg: Any) -> tuple[np.ndarray, np.dtype]:
         raise ValueError(f'PointCloud2.row_step={rs} < width*point_step={w * ps}')
     if buf.size != h * rs:
         raise ValueError(f'PointCloud2 len(data)={buf.size} != height*row_step={h * rs}')
-    rows = np.ascontiguousarray(buf.reshape(h, rs)[:, :w * ps]) if h * w else np.zeros((h, 0), np.uint8)
+    rows = (
+        np.ascontiguousarray(buf.reshape(h, rs)[:, : w * ps])
+        if h * w
+        else np.zeros((h, 0), np.uint8)
+    )
     return rows.view(dt).reshape(h, w), dt
 
 
@@ -172,7 +233,8 @@ def _check_names(dt: np.dtype, field_names: Sequence[str] | None) -> list[str]:
 
 
 def _finite_xyz(points: np.ndarray) -> np.ndarray:
-    """Bool mask (points' shape): x, y and z all finite (NaN and ±inf are invalid; integer fields are finite)."""
+    """Bool mask (points' shape): x, y and z all finite (NaN and ±inf are invalid; integer fields
+    are finite)."""
     keep = np.ones(points.shape, bool)
     for n in ('x', 'y', 'z'):
         if points.dtype.names and n in points.dtype.names:
@@ -183,8 +245,13 @@ def _finite_xyz(points: np.ndarray) -> np.ndarray:
     return keep
 
 
-def cloud_dtype(rgb: bool = True, labels: bool = True, confidence: bool = False,
-                label_dtype: Any = np.uint32, point_step: int | None = None) -> np.dtype:
+def cloud_dtype(
+    rgb: bool = True,
+    labels: bool = True,
+    confidence: bool = False,
+    label_dtype: Any = np.uint32,
+    point_step: int | None = None,
+) -> np.dtype:
     """Packed little-endian dtype x, y, z (f4) [, rgb (f4)] [, label (u4/u2)] [, confidence (f4)].
 
     ``point_step`` larger than the packed size adds trailing padding (C12).
@@ -203,7 +270,9 @@ def cloud_dtype(rgb: bool = True, labels: bool = True, confidence: bool = False,
     size = int(offsets[-1]) if point_step is None else int(point_step)
     if size < offsets[-1]:
         raise ValueError(f'point_step={point_step} < packed size {offsets[-1]}')
-    return np.dtype({'names': names, 'formats': formats, 'offsets': offsets[:-1].tolist(), 'itemsize': size})
+    return np.dtype(
+        {'names': names, 'formats': formats, 'offsets': offsets[:-1].tolist(), 'itemsize': size}
+    )
 
 
 def fields_from_dtype(dt: np.dtype, msg_cls: type | None = None) -> list:
@@ -226,24 +295,28 @@ def _pointfield_cls(msg_cls: type | None) -> type:
     return rclpy_cls('sensor_msgs/msg/PointField')
 
 
-def create_cloud_from_array(header: Any, points: np.ndarray, is_dense: bool | None = None,
-                            msg_cls: type | None = None) -> Any:
-    """Structured array (H×W organized or N unorganized) -> PointCloud2 (sensor_msgs_py ``create_cloud``).
+def create_cloud_from_array(
+    header: Any, points: np.ndarray, is_dense: bool | None = None, msg_cls: type | None = None
+) -> Any:
+    """Structured array (H×W organized or N unorganized) -> PointCloud2 (sensor_msgs_py
+    ``create_cloud``).
 
     point_step = ``points.dtype.itemsize`` (trailing padding kept), row_step = width*point_step,
     little-endian.
 
-    ``is_dense``: None (default) = True exactly when every x, y, z is finite (no NaN, no ±inf; a cloud
-    without x, y, z fields or with integer ones is dense); False is kept as given; True for a cloud
-    with a non-finite x, y or z raises ValueError naming how many points are invalid (REP 118: dense
-    means no invalid points).
+    ``is_dense``: None (default) = True exactly when every x, y, z is finite (no NaN, no ±inf; a
+    cloud without x, y, z fields or with integer ones is dense); False is kept as given; True for a
+    cloud with a non-finite x, y or z raises ValueError naming how many points are invalid (REP
+    118: dense means no invalid points).
     Raises:
-        ValueError: points not a 1-D/2-D structured array, a field dtype with no PointField datatype,
-            or ``is_dense=True`` with non-finite coordinates.
+        ValueError: points not a 1-D/2-D structured array, a field dtype with no PointField
+            datatype, or ``is_dense=True`` with non-finite coordinates.
     """
     pts = np.asarray(points)
     if pts.dtype.names is None or pts.ndim not in (1, 2):
-        raise ValueError(f'points dtype={pts.dtype} shape={pts.shape} must be a 1-D or 2-D structured array')
+        raise ValueError(
+            f'points dtype={pts.dtype} shape={pts.shape} must be a 1-D or 2-D structured array'
+        )
     if pts.ndim == 1:
         pts = pts.reshape(1, -1)
     h, w = pts.shape
@@ -253,23 +326,40 @@ def create_cloud_from_array(header: Any, points: np.ndarray, is_dense: bool | No
     if is_dense is None:
         is_dense = n_bad == 0
     elif is_dense and n_bad:
-        raise ValueError(f'is_dense=True but {n_bad} of {pts.size} points have a non-finite x, y or z '
-                         '(NaN or inf); pass is_dense=None to compute it')
+        raise ValueError(
+            f'is_dense=True but {n_bad} of {pts.size} points have a non-finite x, y or z '
+            '(NaN or inf); pass is_dense=None to compute it'
+        )
     cls = msg_cls or rclpy_cls('sensor_msgs/msg/PointCloud2')
-    return build(cls, header=convert_header(header, cls), height=h, width=w,
-                 fields=fields_from_dtype(pts.dtype, cls), is_bigendian=False,
-                 point_step=pts.dtype.itemsize, row_step=w * pts.dtype.itemsize,
-                 data=uint8_field(pts.view(np.uint8), cls), is_dense=bool(is_dense))
+    return build(
+        cls,
+        header=convert_header(header, cls),
+        height=h,
+        width=w,
+        fields=fields_from_dtype(pts.dtype, cls),
+        is_bigendian=False,
+        point_step=pts.dtype.itemsize,
+        row_step=w * pts.dtype.itemsize,
+        data=uint8_field(pts.view(np.uint8), cls),
+        is_dense=bool(is_dense),
+    )
 
 
-def pack_cloud(xyz: np.ndarray, rgb: np.ndarray | None = None, labels: np.ndarray | None = None,
-               confidence: np.ndarray | None = None, organized: bool = True, stride: int = 1,
-               label_dtype: Any = np.uint32,
-               alloc: Callable[[int], np.ndarray] | None = None) -> tuple[np.ndarray, bool]:
+def pack_cloud(
+    xyz: np.ndarray,
+    rgb: np.ndarray | None = None,
+    labels: np.ndarray | None = None,
+    confidence: np.ndarray | None = None,
+    organized: bool = True,
+    stride: int = 1,
+    label_dtype: Any = np.uint32,
+    alloc: Callable[[int], np.ndarray] | None = None,
+) -> tuple[np.ndarray, bool]:
     """Fill the labelled-cloud structured array from H×W images (M9); no message involved.
 
     Args:
-        xyz: H×W×3 float32 organized cloud in metres, NaN where invalid (core.geometry.backproject_np).
+        xyz: H×W×3 float32 organized cloud in metres, NaN where invalid
+            (core.geometry.backproject_np).
         rgb: H×W×3 uint8 RGB; labels: H×W integer ids (< 2**32, or < 2**16 for uint16);
         confidence: H×W float. All must share H×W (C20: else ValueError naming both sizes).
         organized: keep H×W with NaN x, y, z for invalid points; else drop them (height 1).
@@ -278,8 +368,8 @@ def pack_cloud(xyz: np.ndarray, rgb: np.ndarray | None = None, labels: np.ndarra
             message's own data buffer); default a new numpy array.
     Returns:
         (points structured array (h, w) or (1, N), is_dense): is_dense True only when every kept
-        x, y, z is finite (organized: no input point had a NaN/±inf coordinate; unorganized: always,
-        the non-finite points are dropped).
+        x, y, z is finite (organized: no input point had a NaN/±inf coordinate; unorganized:
+        always, the non-finite points are dropped).
     """
     if int(stride) < 1:
         raise ValueError(f'stride={stride} must be >= 1')
@@ -289,23 +379,33 @@ def pack_cloud(xyz: np.ndarray, rgb: np.ndarray | None = None, labels: np.ndarra
     check_same_hw(xyz=p, rgb=rgb, labels=labels, confidence=confidence)
     s = int(stride)
     if s > 1:
-        p, rgb, labels, confidence = (None if a is None else np.asarray(a)[::s, ::s]
-                                      for a in (p, rgb, labels, confidence))
+        p, rgb, labels, confidence = (
+            None if a is None else np.asarray(a)[::s, ::s] for a in (p, rgb, labels, confidence)
+        )
     valid = np.isfinite(p[..., 0]) & np.isfinite(p[..., 1]) & np.isfinite(p[..., 2])
     dt = cloud_dtype(rgb is not None, labels is not None, confidence is not None, label_dtype)
     if labels is not None:
         lab = np.asarray(labels)
-        if lab.dtype.kind not in 'iu' or (lab.size and (lab.min() < 0 or lab.max() > np.iinfo(dt['label']).max)):
-            raise ValueError(f'labels dtype={lab.dtype} must be ids in 0..{np.iinfo(dt["label"]).max}')
+        if lab.dtype.kind not in 'iu' or (
+            lab.size and (lab.min() < 0 or lab.max() > np.iinfo(dt['label']).max)
+        ):
+            raise ValueError(
+                f'labels dtype={lab.dtype} must be ids in 0..{np.iinfo(dt["label"]).max}'
+            )
     if not organized:
         keep = valid.reshape(-1)
 
-        def sel(a, c):  # the valid points of a per-pixel array (c channels, 0 = none), None stays None
+        def sel(
+            a, c
+        ):  # the valid points of a per-pixel array (c channels, 0 = none), None stays None
             return None if a is None else np.asarray(a).reshape(-1, *([c] if c else []))[keep]
+
         p, rgb, labels, confidence = sel(p, 3), sel(rgb, 3), sel(labels, 0), sel(confidence, 0)
         p = p.reshape(1, -1, 3)
-        rgb, labels, confidence = (None if a is None else a.reshape(1, -1, *a.shape[1:])
-                                   for a in (rgb, labels, confidence))
+        rgb, labels, confidence = (
+            None if a is None else a.reshape(1, -1, *a.shape[1:])
+            for a in (rgb, labels, confidence)
+        )
     h, w = p.shape[:2]
     buf = np.empty(h * w * dt.itemsize, np.uint8) if alloc is None else alloc(h * w * dt.itemsize)
     out = buf.view(dt).reshape(h, w)
@@ -318,8 +418,14 @@ def pack_cloud(xyz: np.ndarray, rgb: np.ndarray | None = None, labels: np.ndarra
         c = np.asarray(rgb)
         if c.dtype != np.uint8:
             raise ValueError(f'rgb dtype={c.dtype} must be uint8')
-        # little-endian uint32 0x00RRGGBB = bytes (b, g, r, 0): written as bytes, never as a float (C14)
-        raw[:, :, 12], raw[:, :, 13], raw[:, :, 14], raw[:, :, 15] = c[..., 2], c[..., 1], c[..., 0], 0
+        # little-endian uint32 0x00RRGGBB = bytes (b, g, r, 0): written as bytes, never as a float
+        # (C14)
+        raw[:, :, 12], raw[:, :, 13], raw[:, :, 14], raw[:, :, 15] = (
+            c[..., 2],
+            c[..., 1],
+            c[..., 0],
+            0,
+        )
     if labels is not None:
         out['label'] = labels
     if confidence is not None:
@@ -327,17 +433,27 @@ def pack_cloud(xyz: np.ndarray, rgb: np.ndarray | None = None, labels: np.ndarra
     return out, bool(valid.all()) if organized else True
 
 
-def create_cloud(header: Any, xyz: np.ndarray, rgb: np.ndarray | None = None, labels: np.ndarray | None = None,
-                 confidence: np.ndarray | None = None, organized: bool = True, stride: int = 1,
-                 label_dtype: Any = np.uint32, msg_cls: type | None = None) -> Any:
-    """Labelled PointCloud2 (M9) from an organized H×W×3 cloud and per-pixel colour/label/confidence.
+def create_cloud(
+    header: Any,
+    xyz: np.ndarray,
+    rgb: np.ndarray | None = None,
+    labels: np.ndarray | None = None,
+    confidence: np.ndarray | None = None,
+    organized: bool = True,
+    stride: int = 1,
+    label_dtype: Any = np.uint32,
+    msg_cls: type | None = None,
+) -> Any:
+    """Labelled PointCloud2 (M9) from an organized H×W×3 cloud and per-pixel
+    colour/label/confidence.
 
-    Fields x, y, z FLOAT32 (offsets 0/4/8), rgb FLOAT32 (12, packed 0x00RRGGBB bits), label UINT32 or
-    UINT16, confidence FLOAT32; point_step = packed size (20 for x,y,z,rgb,label); row_step =
-    width*point_step; is_dense True only when every x, y, z is finite (an organized cloud stores a point
-    with a NaN or ±inf coordinate as NaN, NaN, NaN and is not dense; an unorganized one drops it). See
-    :func:`pack_cloud` for the arguments (C09 invalid never (0,0,0); C14/C15 rgb; C20 sizes; C25 stride/unorganized).
-    msg_cls None = rclpy sensor_msgs.msg.PointCloud2, or a rosbags typestore class.
+    Fields x, y, z FLOAT32 (offsets 0/4/8), rgb FLOAT32 (12, packed 0x00RRGGBB bits), label UINT32
+    or UINT16, confidence FLOAT32; point_step = packed size (20 for x,y,z,rgb,label); row_step =
+    width*point_step; is_dense True only when every x, y, z is finite (an organized cloud stores a
+    point with a NaN or ±inf coordinate as NaN, NaN, NaN and is not dense; an unorganized one drops
+    it). See :func:`pack_cloud` for the arguments (C09 invalid never (0,0,0); C14/C15 rgb; C20
+    sizes; C25 stride/unorganized). msg_cls None = rclpy sensor_msgs.msg.PointCloud2, or a rosbags
+    typestore class.
     """
     cls = msg_cls or rclpy_cls('sensor_msgs/msg/PointCloud2')
     field: list = []
@@ -347,26 +463,61 @@ def create_cloud(header: Any, xyz: np.ndarray, rgb: np.ndarray | None = None, la
         field.append(value)
         return view
 
-    pts, dense = pack_cloud(xyz, rgb, labels, confidence, organized, stride, label_dtype, alloc=alloc)
+    pts, dense = pack_cloud(
+        xyz, rgb, labels, confidence, organized, stride, label_dtype, alloc=alloc
+    )
     h, w = pts.shape
-    return build(cls, header=convert_header(header, cls), height=h, width=w,
-                 fields=fields_from_dtype(pts.dtype, cls), is_bigendian=False, point_step=pts.dtype.itemsize,
-                 row_step=w * pts.dtype.itemsize, data=field[0], is_dense=bool(dense))
+    return build(
+        cls,
+        header=convert_header(header, cls),
+        height=h,
+        width=w,
+        fields=fields_from_dtype(pts.dtype, cls),
+        is_bigendian=False,
+        point_step=pts.dtype.itemsize,
+        row_step=w * pts.dtype.itemsize,
+        data=field[0],
+        is_dense=bool(dense),
+    )
 
 
-def create_cloud_from_depth(header: Any, depth_m: np.ndarray, K: np.ndarray, rgb: np.ndarray | None = None,
-                            labels: np.ndarray | None = None, confidence: np.ndarray | None = None,
-                            organized: bool = True, stride: int = 1, label_dtype: Any = np.uint32,
-                            msg_cls: type | None = None) -> Any:
-    """Back-project H×W depth (float32 m, NaN/0 invalid) with K (core.geometry, M2) and pack the cloud."""
+def create_cloud_from_depth(
+    header: Any,
+    depth_m: np.ndarray,
+    K: np.ndarray,
+    rgb: np.ndarray | None = None,
+    labels: np.ndarray | None = None,
+    confidence: np.ndarray | None = None,
+    organized: bool = True,
+    stride: int = 1,
+    label_dtype: Any = np.uint32,
+    msg_cls: type | None = None,
+) -> Any:
+    """Back-project H×W depth (float32 m, NaN/0 invalid) with K (core.geometry, M2) and pack the
+    cloud."""
     check_same_hw(depth=depth_m, rgb=rgb, labels=labels, confidence=confidence)
-    return create_cloud(header, backproject_np(depth_m, K), rgb, labels, confidence, organized, stride,
-                        label_dtype, msg_cls)
+    return create_cloud(
+        header,
+        backproject_np(depth_m, K),
+        rgb,
+        labels,
+        confidence,
+        organized,
+        stride,
+        label_dtype,
+        msg_cls,
+    )
 
 
-def write_ply(path: str | Path, xyz: np.ndarray, rgb: np.ndarray | None = None,
-              labels: np.ndarray | None = None, drop_invalid: bool = True) -> int:
-    """Write a labelled cloud as binary little-endian PLY: float x y z, uchar red green blue, uint label.
+def write_ply(
+    path: str | Path,
+    xyz: np.ndarray,
+    rgb: np.ndarray | None = None,
+    labels: np.ndarray | None = None,
+    drop_invalid: bool = True,
+) -> int:
+    """Write a labelled cloud as binary little-endian PLY: float x y z, uchar red green blue, uint
+    label.
 
     Args:
         xyz: N×3 or H×W×3 float (m); rgb: matching uint8 RGB; labels: matching integer ids (>= 0).
@@ -379,12 +530,16 @@ def write_ply(path: str | Path, xyz: np.ndarray, rgb: np.ndarray | None = None,
     if rgb is not None:
         c = np.asarray(rgb)
         if c.dtype != np.uint8 or c.size != p.size:
-            raise ValueError(f'rgb shape={c.shape} dtype={c.dtype} must be uint8 with one colour per point')
+            raise ValueError(
+                f'rgb shape={c.shape} dtype={c.dtype} must be uint8 with one colour per point'
+            )
         cols += [('red', 'u1'), ('green', 'u1'), ('blue', 'u1')]
     if labels is not None:
         lab = np.asarray(labels).reshape(-1)
         if lab.size != len(p) or lab.dtype.kind not in 'iu' or (lab.size and lab.min() < 0):
-            raise ValueError(f'labels shape={np.shape(labels)} dtype={lab.dtype} must be one id >= 0 per point')
+            raise ValueError(
+                f'labels shape={np.shape(labels)} dtype={lab.dtype} must be one id >= 0 per point'
+            )
         cols += [('label', '<u4')]
     keep = np.isfinite(p).all(axis=1) if drop_invalid else np.ones(len(p), bool)
     out = np.empty(int(keep.sum()), dtype=cols)

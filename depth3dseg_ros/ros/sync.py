@@ -5,17 +5,18 @@ pairs an ``Image`` (the *reference*) with the ``CameraInfo`` of the same ``heade
 slop, like ``message_filters.ApproximateTimeSynchronizer`` with two inputs (``slop = 0`` means
 ``TimeSynchronizer``, exact stamps). It keeps a bounded deque per input.
 
-On top of the pairing it implements the policy of docs/ros_conventions.md ("Pair each image with the
-CameraInfo of the same stamp; when only an older CameraInfo exists, use the latest one and warn once;
-missing CameraInfo: publish no cloud, keep running"). The CameraInfo stamp never decides *whether* an
-image is processed, and no single message delays others (issue 14): intrinsics are static, so an
-image that cannot be matched goes out at once with the newest CameraInfo.
+On top of the pairing it implements the policy of docs/ros_conventions.md ("Pair each image with
+the CameraInfo of the same stamp; when only an older CameraInfo exists, use the latest one and warn
+once; missing CameraInfo: publish no cloud, keep running"). The CameraInfo stamp never decides
+*whether* an image is processed, and no single message delays others (issue 14): intrinsics are
+static, so an image that cannot be matched goes out at once with the newest CameraInfo.
 
 * ``matched``  -- a CameraInfo within ``slop`` of the image stamp was found (closest wins);
 * ``latest``   -- no CameraInfo within ``slop``: the image is released with the newest CameraInfo;
   ``Pair.reason`` says why (the caller warns once per reason):
 
-  - ``stale``  -- CameraInfo stamps do not keep up with the image stamps (constant, unset, offset by
+  - ``stale``  -- CameraInfo stamps do not keep up with the image stamps (constant, unset, offset
+               by
     more than ``slop``, or late by a frame or more): no image waits while this holds;
   - ``far``    -- the image stamp is further ahead of the newest CameraInfo than two image periods
     (1 s before the period is known): e.g. an image stamped far in the future, or CameraInfo stamps
@@ -23,23 +24,25 @@ image that cannot be matched goes out at once with the newest CameraInfo.
   - ``passed`` -- a CameraInfo newer than ``stamp + slop`` exists but none within ``slop`` (its own
     CameraInfo was lost);
   - ``late``   -- the next image arrived before this image's CameraInfo did;
-* ``none``     -- no CameraInfo was ever received: the image is released at once, without one; unless
-  the caller says one is expected (``add_image(..., info_expected=True)``, e.g. a CameraInfo publisher
-  exists): then up to ``queue_size`` images wait for the first CameraInfo, so the first frames of a
-  camera whose image beats its CameraInfo still get a cloud.
+* ``none``     -- no CameraInfo was ever received: the image is released at once, without one;
+               unless
+  the caller says one is expected (``add_image(..., info_expected=True)``, e.g. a CameraInfo
+  publisher exists): then up to ``queue_size`` images wait for the first CameraInfo, so the first
+  frames of a camera whose image beats its CameraInfo still get a cloud.
 
-Once a CameraInfo has arrived, at most one image waits: the newest, and only while its CameraInfo can
-still come in step (the image beat its CameraInfo by a moment, the usual race between two topics). It
-is released by the next CameraInfo (matched, ``passed`` or ``stale``) or by the next image (``late``),
-whichever comes first, so a wait never exceeds one frame and never holds back another image. The
-stream counts as *stale* when a CameraInfo arrives stamped more than ``slop`` before the oldest waiting
-(or, with none waiting, the latest) image, or when two images in a row were released ``late`` without
-a CameraInfo arriving meanwhile (e.g. a CameraInfo published once); a CameraInfo stamped in step ends
-it. Release order is arrival order.
+Once a CameraInfo has arrived, at most one image waits: the newest, and only while its CameraInfo
+can still come in step (the image beat its CameraInfo by a moment, the usual race between two
+topics). It is released by the next CameraInfo (matched, ``passed`` or ``stale``) or by the next
+image (``late``), whichever comes first, so a wait never exceeds one frame and never holds back
+another image. The stream counts as *stale* when a CameraInfo arrives stamped more than ``slop``
+before the oldest waiting (or, with none waiting, the latest) image, or when two images in a row
+were released ``late`` without a CameraInfo arriving meanwhile (e.g. a CameraInfo published once);
+a CameraInfo stamped in step ends it. Release order is arrival order.
 
 Pure Python, duck-typed: works on rclpy and rosbags messages alike (anything with
 ``header.stamp.sec`` / ``nanosec``). No rclpy import.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -54,8 +57,8 @@ STALE = 'stale'
 FAR = 'far'
 PASSED = 'passed'
 LATE = 'late'
-FIRST_LAG_LIMIT_NS = 1_000_000_000      # 'far' bound before two image stamps give the period
-PERIOD_WINDOW = 8                       # image-stamp gaps kept for the period (their median)
+FIRST_LAG_LIMIT_NS = 1_000_000_000  # 'far' bound before two image stamps give the period
+PERIOD_WINDOW = 8  # image-stamp gaps kept for the period (their median)
 
 
 def stamp_to_ns(stamp: Any) -> int:
@@ -69,7 +72,8 @@ def header_stamp_ns(msg: Any) -> int:
 
 
 def slop_to_ns(slop: float) -> int:
-    """``sync_slop`` in seconds -> integer ns. Raises ValueError (naming sync_slop) when not >= 0."""
+    """``sync_slop`` in seconds -> integer ns. Raises ValueError (naming sync_slop) when not >=
+    0."""
     if not float(slop) >= 0.0:
         raise ValueError(f'sync_slop={slop!r} must be >= 0 seconds')
     return int(round(float(slop) * 1e9))
@@ -82,7 +86,8 @@ class Pair:
     Attributes:
         image: the reference message (Image or CompressedImage).
         info: the CameraInfo, or None when none was ever received.
-        how: ``'matched'`` (stamp within slop), ``'latest'`` (newest CameraInfo), ``'none'`` (no CameraInfo).
+        how: ``'matched'`` (stamp within slop), ``'latest'`` (newest CameraInfo), ``'none'`` (no
+            CameraInfo).
         dt_ns: |image stamp - info stamp| in ns (0 for ``'none'``).
         reason: for ``'latest'``: ``'stale'``, ``'far'``, ``'passed'`` or ``'late'``; else ''.
     """
@@ -100,7 +105,8 @@ class StampSync:
 
     Args:
         slop: largest |image stamp - info stamp| in seconds still paired (>= 0; 0 = exact).
-        queue_size: images waiting for the first CameraInfo at most (>= 1); 2 x as many CameraInfos kept.
+        queue_size: images waiting for the first CameraInfo at most (>= 1); 2 x as many CameraInfos
+            kept.
 
     Raises:
         ValueError: slop < 0 or queue_size < 1 (naming the field).
@@ -113,15 +119,16 @@ class StampSync:
         self.queue_size = int(queue_size)
         self._images: deque = deque()
         self._infos: deque = deque(maxlen=max(self.queue_size, 2) * 2)
-        self._gaps: deque = deque(maxlen=PERIOD_WINDOW)    # positive gaps between image stamps, ns
-        self._prev_image_ns: int | None = None             # stamp of the previous image (any)
-        self._last_image_ns: int | None = None             # latest image not released as 'far'
+        self._gaps: deque = deque(maxlen=PERIOD_WINDOW)  # positive gaps between image stamps, ns
+        self._prev_image_ns: int | None = None  # stamp of the previous image (any)
+        self._last_image_ns: int | None = None  # latest image not released as 'far'
         self.stale = False
         self._late_in_a_row = 0
         self.counts = {MATCHED: 0, LATEST: 0, NONE: 0}
 
     def set_slop(self, slop: float) -> None:
-        """Change the slop (s) from the next message on (run-time ``sync_slop``, C44). Raises ValueError."""
+        """Change the slop (s) from the next message on (run-time ``sync_slop``, C44). Raises
+        ValueError."""
         self.slop_ns = slop_to_ns(slop)
 
     @property
@@ -136,7 +143,8 @@ class StampSync:
 
     @property
     def period_ns(self) -> int | None:
-        """The image period from the stamps (median of the last positive gaps), ns; None before two images."""
+        """The image period from the stamps (median of the last positive gaps), ns; None before two
+        images."""
         if not self._gaps:
             return None
         return int(sorted(self._gaps)[len(self._gaps) // 2])
@@ -146,9 +154,9 @@ class StampSync:
         t_info = header_stamp_ns(info)
         ref = header_stamp_ns(self._images[0]) if self._images else self._last_image_ns
         if ref is None or t_info >= ref - self.slop_ns:
-            self.stale, self._late_in_a_row = False, 0      # stamped in step with the images
+            self.stale, self._late_in_a_row = False, 0  # stamped in step with the images
         else:
-            self.stale = True                               # behind the images: constant/unset/offset/late
+            self.stale = True  # behind the images: constant/unset/offset/late
         self._infos.append(info)
         out: list[Pair] = []
         while self._images:
@@ -160,7 +168,8 @@ class StampSync:
         return out
 
     def add_image(self, image: Any, info_expected: bool = False) -> list[Pair]:
-        """Add an image; return the pairs released now (older waiting images first, then possibly this one).
+        """Add an image; return the pairs released now (older waiting images first, then possibly
+        this one).
 
         ``info_expected``: while no CameraInfo has arrived yet, wait for the first one (bounded by
         ``queue_size`` images) instead of releasing the image without one.
@@ -173,23 +182,27 @@ class StampSync:
         if not self._infos:
             self._images.append(image)
             keep = self.queue_size if info_expected else 0
-            while len(self._images) > keep:              # the first CameraInfo is not on its way (any more)
+            while len(self._images) > keep:  # the first CameraInfo is not on its way (any more)
                 out.append(self._emit(self._images.popleft(), None, NONE, 0))
             self._last_image_ns = t
             return out
-        while self._images:                              # superseded: the next image came first
+        while self._images:  # superseded: the next image came first
             out.append(self._decide(self._images.popleft(), superseded=True))
             self._late_in_a_row += out[-1].reason == LATE
             if self._late_in_a_row >= 2:
-                self.stale = True                        # CameraInfo stopped coming (or comes once)
+                self.stale = True  # CameraInfo stopped coming (or comes once)
         pair = self._decide(image)
         if pair is None:
             self._images.append(image)
         else:
             out.append(pair)
-        outlier = (pair is not None and pair.reason == FAR and self._last_image_ns is not None
-                   and abs(t - self._last_image_ns) > self._lag_limit_ns())
-        if not outlier:                                  # an image far from the last one is no reference
+        outlier = (
+            pair is not None
+            and pair.reason == FAR
+            and self._last_image_ns is not None
+            and abs(t - self._last_image_ns) > self._lag_limit_ns()
+        )
+        if not outlier:  # an image far from the last one is no reference
             self._last_image_ns = t
         return out
 
@@ -205,7 +218,7 @@ class StampSync:
         """Why an image at ``t`` (ns) without a CameraInfo within slop must not wait, or None."""
         newest = max(header_stamp_ns(i) for i in self._infos)
         if newest > t + self.slop_ns:
-            return PASSED                                # CameraInfo stamps have gone past it
+            return PASSED  # CameraInfo stamps have gone past it
         if self.stale:
             return STALE
         if t - newest > self._lag_limit_ns():
@@ -236,9 +249,10 @@ class StampSync:
 
 
 class StampBuffer:
-    """The last ``size`` messages of a topic, looked up by header stamp (e.g. a depth image registered to
-    the colour image: issue 12, measured depth). Appends come from the executor thread, look-ups from the
-    worker: ``deque.append`` and ``list(deque)`` are atomic in CPython, so no lock is needed."""
+    """The last ``size`` messages of a topic, looked up by header stamp (e.g. a depth image
+    registered to the colour image: issue 12, measured depth). Appends come from the executor
+    thread, look-ups from the worker: ``deque.append`` and ``list(deque)`` are atomic in CPython,
+    so no lock is needed."""
 
     def __init__(self, size: int = 8) -> None:
         self._msgs: deque = deque(maxlen=int(size))
@@ -248,8 +262,8 @@ class StampBuffer:
         self._msgs.append(msg)
 
     def nearest(self, stamp_ns: int, slop_s: float) -> Any | None:
-        """The kept message whose stamp is nearest ``stamp_ns`` if within ``slop_s`` seconds (0 = exact),
-        else None."""
+        """The kept message whose stamp is nearest ``stamp_ns`` if within ``slop_s`` seconds (0 =
+        exact), else None."""
         best, best_dt = None, None
         for m in list(self._msgs):
             dt = abs(header_stamp_ns(m) - stamp_ns)
