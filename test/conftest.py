@@ -1,4 +1,6 @@
-"""Test-wide settings: DDS environment (one place: depth3dseg_ros.rosenv), the real sample frames."""
+"""Test-wide settings: DDS environment (one place: depth3dseg_ros.rosenv), the real sample
+frames."""
+
 import os
 from pathlib import Path
 
@@ -7,7 +9,7 @@ import pytest
 from depth3dseg_ros.rosenv import apply_ros_env, pick_domain_id
 from depth3dseg_ros.samples import SampleDataUnavailable, fetch_all, real_camera_bag
 
-pytest_plugins = ['leakguard']   # no process a test starts outlives the run (test/leakguard.py)
+pytest_plugins = ['leakguard']  # no process a test starts outlives the run (test/leakguard.py)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -20,10 +22,12 @@ os.environ.setdefault('AMENT_PREFIX_PATH', os.environ.get('VIRTUAL_ENV', str(REP
 
 @pytest.fixture(scope='session')
 def real_dir() -> Path:
-    """Root of the real camera sample files (depth3dseg_ros.samples: cache, local copy or download).
+    """Root of the real camera sample files (depth3dseg_ros.samples: cache, local copy or
+    download).
 
-    Tests that need real frames fail here, with the message saying how to get them, when the files are
-    neither cached nor in $DEPTH3DSEG_SAMPLE_DATA and cannot be downloaded (never a silent skip)."""
+    Tests that need real frames fail here, with the message saying how to get them, when the files
+    are neither cached nor in $DEPTH3DSEG_SAMPLE_DATA and cannot be downloaded (never a silent
+    skip)."""
     try:
         return fetch_all()
     except SampleDataUnavailable as err:
@@ -32,26 +36,50 @@ def real_dir() -> Path:
 
 @pytest.fixture(scope='session')
 def real_bag(real_dir) -> Path:
-    """The real-camera bag (22 frames, depth3dseg_ros.samples.realbag), built once into the cache."""
+    """The real-camera bag (22 frames, depth3dseg_ros.samples.realbag), built once into the
+    cache."""
     return real_camera_bag()
 
 
-#: Modules of the full tier only: multi-process ROS tests, subprocess CLIs, training runs, exports. The quick
-#: tier (`make test-fast`, `pytest -m "not slow"`) runs every other test: the pure core, message layer,
-#: sample data, dataset and sync logic, under a minute on this machine.
+#: Modules of the full tier only: multi-process ROS tests, subprocess CLIs, training runs, exports.
+#: The quick tier (`make test-fast`, `pytest -m "not slow"`) runs every other test: the pure core,
+#: message layer, sample data, dataset and sync logic, under a minute on this machine.
 SLOW_MODULES = {
-    'test_bad_input_files', 'test_bags_reader', 'test_c34_resume', 'test_core_inference', 'test_core_overfit',
+    'test_bad_input_files',
+    'test_bags_reader',
+    'test_c34_resume',
+    'test_core_inference',
+    'test_core_overfit',
     'test_diagnostics',
-    'test_core_purity', 'test_cutoff_recordings', 'test_demo', 'test_eval_cli', 'test_extract',
-    'test_no_leaks', 'test_node', 'test_node_backend', 'test_node_camera_info', 'test_node_latency',
-    'test_node_params', 'test_node_snapshot', 'test_onnx_export', 'test_packaging', 'test_params',
-    'test_replay', 'test_ros_pip_stack', 'test_shipped_model', 'test_synth', 'test_train_cli',
-    'test_train_ddp', 'test_train_resume',
+    'test_core_purity',
+    'test_cutoff_recordings',
+    'test_demo',
+    'test_eval_cli',
+    'test_extract',
+    'test_no_leaks',
+    'test_node',
+    'test_node_backend',
+    'test_node_camera_info',
+    'test_node_latency',
+    'test_node_params',
+    'test_node_snapshot',
+    'test_onnx_export',
+    'test_packaging',
+    'test_params',
+    'test_replay',
+    'test_ros_pip_stack',
+    'test_shipped_model',
+    'test_synth',
+    'test_train_cli',
+    'test_train_ddp',
+    'test_train_resume',
 }
 
 
 def pytest_configure(config) -> None:
-    config.addinivalue_line('markers', 'slow: full tier only (multi-process, subprocess CLIs, training)')
+    config.addinivalue_line(
+        'markers', 'slow: full tier only (multi-process, subprocess CLIs, training)'
+    )
 
 
 #: The one node test module that runs no node (the pure per-frame rules).
@@ -60,7 +88,9 @@ FAST_NODE_MODULES = {'test_node_frame'}
 
 def _slow(module: str) -> bool:
     """Full tier only: SLOW_MODULES, and every test_node* module that starts or spins a node."""
-    return module in SLOW_MODULES or (module.startswith('test_node') and module not in FAST_NODE_MODULES)
+    return module in SLOW_MODULES or (
+        module.startswith('test_node') and module not in FAST_NODE_MODULES
+    )
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -1,17 +1,20 @@
 """pytest plugin: no process a test starts outlives the test run, however the run ends.
 
-* SIGTERM (and SIGHUP) to the test runner becomes KeyboardInterrupt, so pytest stops as on Ctrl-C: fixtures
-  tear down, ``subprocess.run`` kills its child on the exception, ``finally`` blocks stop theirs.
-* The runner is made a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``): a grandchild whose parent
-  died (a node started by a killed demo, a double-forked helper) is re-parented to the runner instead of
-  to init, so it can still be found.
-* At the end of the session every remaining descendant gets SIGTERM, then SIGKILL 2 s later (an idle
-  process that ignores SIGTERM, case C45, still goes).
-* A SIGKILLed runner cannot clean up: the package's ``procutil.popen_tied`` children then get SIGTERM
-  from the kernel (PR_SET_PDEATHSIG).
+* SIGTERM (and SIGHUP) to the test runner becomes KeyboardInterrupt, so pytest stops as on Ctrl-C:
+  fixtures tear down, ``subprocess.run`` kills its child on the exception, ``finally`` blocks stop
+  theirs.
+* The runner is made a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``): a grandchild whose
+  parent died (a node started by a killed demo, a double-forked helper) is re-parented to the
+  runner instead of to init, so it can still be found.
+* At the end of the session every remaining descendant gets SIGTERM, then SIGKILL 2 s later (an
+  idle process that ignores SIGTERM, case C45, still goes).
+* A SIGKILLed runner cannot clean up: the package's ``procutil.popen_tied`` children then get
+  SIGTERM from the kernel (PR_SET_PDEATHSIG).
 
-Loaded by ``conftest.py`` (``pytest_plugins``); ``test/test_no_leaks.py`` proves it with a real runner.
+Loaded by ``conftest.py`` (``pytest_plugins``); ``test/test_no_leaks.py`` proves it with a real
+runner.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -34,8 +37,8 @@ def _children_of() -> dict[int, list[int]]:
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rindex(b')') + 2:].split()
-        if fields[0] == b'Z':                  # a zombie is already dead; only its parent's wait is due
+        fields = stat[stat.rindex(b')') + 2 :].split()
+        if fields[0] == b'Z':  # a zombie is already dead; only its parent's wait is due
             continue
         out.setdefault(int(fields[1]), []).append(int(entry))
     return out
@@ -85,7 +88,8 @@ def _interrupt(signum, _frame):
 
 
 def pytest_configure(config) -> None:
-    """Install the signal handlers and become a subreaper (main process only, not xdist workers)."""
+    """Install the signal handlers and become a subreaper (main process only, not xdist
+    workers)."""
     if sys.platform.startswith('linux'):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGTERM, _interrupt)
@@ -97,4 +101,7 @@ def pytest_unconfigure(config) -> None:
     if sys.platform.startswith('linux'):
         left = kill_descendants()
         if left:
-            print(f'\nleakguard: killed {len(left)} process(es) the tests left running: {left}', file=sys.stderr)
+            print(
+                f'\nleakguard: killed {len(left)} process(es) the tests left running: {left}',
+                file=sys.stderr,
+            )

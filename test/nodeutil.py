@@ -1,9 +1,11 @@
-"""Helpers for the multi-process node tests: a tiny real model file, the node subprocess, a test harness node.
+"""Helpers for the multi-process node tests: a tiny real model file, the node subprocess, a test
+harness node.
 
-The model is a randomly initialised ``Depth3DSeg`` with a small width saved by ``core.modelfile``: a
-legitimate model (real weights file, real Segmenter), just untrained, so the tests check plumbing,
-not accuracy.
+The model is a randomly initialised ``Depth3DSeg`` with a small width saved by ``core.modelfile``:
+a legitimate model (real weights file, real Segmenter), just untrained, so the tests check
+plumbing, not accuracy.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,6 +33,7 @@ def make_tiny_model(path: Path, num_classes: int | None = None) -> Path:
     from depth3dseg_ros.core.classes import NYU13, ClassSet
     from depth3dseg_ros.core.model import Depth3DSeg
     from depth3dseg_ros.core.modelfile import save_model
+
     torch.manual_seed(0)
     classes = NYU13
     if num_classes is not None:
@@ -45,8 +48,15 @@ def make_tiny_model(path: Path, num_classes: int | None = None) -> Path:
 class NodeProcess:
     """``depth3dseg_node`` (or a wrapper script) in a subprocess, log in a file; always stopped."""
 
-    def __init__(self, log: Path, params: dict[str, Any], name: str = 'depth3dseg', script: list[str] | None = None,
-                 remaps: dict[str, str] | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        log: Path,
+        params: dict[str, Any],
+        name: str = 'depth3dseg',
+        script: list[str] | None = None,
+        remaps: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         cmd = script or [sys.executable, '-m', 'depth3dseg_ros.node.main']
         cmd = list(cmd) + ['--ros-args', '-r', f'__node:={name}']
         for k, v in (remaps or {}).items():
@@ -56,8 +66,13 @@ class NodeProcess:
             cmd += ['-p', f'{k}:={v}']
         self.log_path = log
         self._log = open(log, 'w')
-        self.proc = popen_tied(cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO,
-                                     env=dict(os.environ, **(env or {})))
+        self.proc = popen_tied(
+            cmd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env=dict(os.environ, **(env or {})),
+        )
 
     def log(self) -> str:
         """Everything the node printed so far."""
@@ -81,9 +96,12 @@ class NodeProcess:
         return self.proc.returncode
 
 
-def spin_until(node: Any, cond: Callable[[], bool], timeout: float, proc: NodeProcess | None = None) -> bool:
+def spin_until(
+    node: Any, cond: Callable[[], bool], timeout: float, proc: NodeProcess | None = None
+) -> bool:
     """Spin ``node`` until ``cond()`` (True) or ``timeout`` s / the node process died (False)."""
     import rclpy
+
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if cond():
@@ -96,6 +114,7 @@ def spin_until(node: Any, cond: Callable[[], bool], timeout: float, proc: NodePr
 
 def stamp_msg(t_ns: int) -> Any:
     from builtin_interfaces.msg import Time
+
     return Time(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000)
 
 
@@ -107,14 +126,20 @@ def camera_image(w: int, h: int, t_ns: int, frame_id: str = 'cam_optical', seed:
     """rgb8 Image w×h with a smooth pattern (so the tiny model's output varies over the image)."""
     from depth3dseg_ros.ros.image import cv2_to_imgmsg
     from std_msgs.msg import Header
+
     rng = np.random.default_rng(seed)
     yy, xx = np.mgrid[0:h, 0:w]
-    img = np.stack([xx * 255 // max(w - 1, 1), yy * 255 // max(h - 1, 1),
-                    rng.integers(0, 255, (h, w))], axis=-1).astype(np.uint8)
+    img = np.stack(
+        [xx * 255 // max(w - 1, 1), yy * 255 // max(h - 1, 1), rng.integers(0, 255, (h, w))],
+        axis=-1,
+    ).astype(np.uint8)
     return cv2_to_imgmsg(img, 'rgb8', Header(stamp=stamp_msg(t_ns), frame_id=frame_id))
 
 
-def camera_info_msg(K: np.ndarray, w: int, h: int, t_ns: int, frame_id: str = 'cam_optical') -> Any:
+def camera_info_msg(
+    K: np.ndarray, w: int, h: int, t_ns: int, frame_id: str = 'cam_optical'
+) -> Any:
     from depth3dseg_ros.ros.camera_info import make_camera_info
     from std_msgs.msg import Header
+
     return make_camera_info(K, w, h, Header(stamp=stamp_msg(t_ns), frame_id=frame_id))

@@ -3,6 +3,7 @@
 Usage: python test/slow_node.py DELAY_S --ros-args ...   (the sleep is added here, in the test, not
 through a node parameter: the node itself has no slow-down switch).
 """
+
 import sys
 import time
 
@@ -27,4 +28,9 @@ class SlowedSegmenter:
 
 if __name__ == '__main__':
     delay = float(sys.argv.pop(1))
-    sys.exit(main(sys.argv, segmenter_factory=lambda p, f: SlowedSegmenter(default_segmenter(p, f), delay)))
+    sys.exit(
+        main(
+            sys.argv,
+            segmenter_factory=lambda p, f: SlowedSegmenter(default_segmenter(p, f), delay),
+        )
+    )

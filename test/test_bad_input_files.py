@@ -1,6 +1,7 @@
-"""Bad model files, checkpoints and --set values: one error line naming the file or value, exit 2, no
-traceback, never torch's advice to retry with weights_only=False (depth3dseg-train --resume,
+"""Bad model files, checkpoints and --set values: one error line naming the file or value, exit 2,
+no traceback, never torch's advice to retry with weights_only=False (depth3dseg-train --resume,
 depth3dseg-eval, core.modelfile as the node loads it, training.config --set)."""
+
 from __future__ import annotations
 
 import os
@@ -28,10 +29,12 @@ class _Payload:
 
 
 def _write(kind: str, path: Path, target: Path) -> Path:
-    """A bad .pt file: 'malicious' (pickle payload), 'truncated' (first 100 bytes of a real checkpoint),
-    'empty' (0 bytes), 'garbage' (text)."""
+    """A bad .pt file: 'malicious' (pickle payload), 'truncated' (first 100 bytes of a real
+    checkpoint), 'empty' (0 bytes), 'garbage' (text)."""
     if kind == 'malicious':
-        torch.save({'model': {'w': torch.zeros(3)}, 'epoch': 1, 'config': {'x': _Payload(target)}}, path)
+        torch.save(
+            {'model': {'w': torch.zeros(3)}, 'epoch': 1, 'config': {'x': _Payload(target)}}, path
+        )
     elif kind == 'truncated':
         torch.save({'model': {'w': torch.zeros(1000)}, 'epoch': 1, 'config': {}}, path)
         path.write_bytes(path.read_bytes()[:100])
@@ -42,9 +45,13 @@ def _write(kind: str, path: Path, target: Path) -> Path:
     return path
 
 
-WHY = {'malicious': r'object other than tensors and plain containers \((io|builtins)\.open\).*never run',
-       'truncated': r'truncated or corrupt', 'empty': r'empty file, 0 bytes',
-       'garbage': r'not a depth3dseg'}
+WHY = {
+    'malicious': r'object other than tensors and plain containers \((io|builtins)\.open\).*never '
+    r'run',
+    'truncated': r'truncated or corrupt',
+    'empty': r'empty file, 0 bytes',
+    'garbage': r'not a depth3dseg',
+}
 
 
 def _check_line(err: str, prog: str, path: Path, why: str) -> None:
@@ -66,15 +73,20 @@ def test_resume_bad_last_pt_is_one_line_exit_2(kind, tmp_path, capsys):
 
 
 def test_resume_malicious_last_pt_console_script(tmp_path):
-    """The installed console script: exit 2, one stderr line (was a 21-line traceback ending in torch's
-    advice to retry with weights_only=False)."""
+    """The installed console script: exit 2, one stderr line (was a 21-line traceback ending in
+    torch's advice to retry with weights_only=False)."""
     run = tmp_path / 'run'
     run.mkdir()
     target = tmp_path / 'pwned.txt'
     last = _write('malicious', run / 'last.pt', target)
     env = dict(os.environ, PYTHONWARNINGS='ignore')
-    p = subprocess.run([str(BIN / 'depth3dseg-train'), '--out', str(run), '--resume'], capture_output=True,
-                       text=True, timeout=300, env=env)
+    p = subprocess.run(
+        [str(BIN / 'depth3dseg-train'), '--out', str(run), '--resume'],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert p.returncode == 2, p.stderr
     _check_line(p.stderr, 'depth3dseg-train', last, WHY['malicious'])
     assert not target.exists()
@@ -84,7 +96,9 @@ def test_resume_malicious_last_pt_console_script(tmp_path):
 def test_eval_bad_model_file_is_one_line_exit_2(kind, tmp_path, capsys):
     target = tmp_path / 'pwned.txt'
     model = _write(kind, tmp_path / 'model.pt', target)
-    rc = evaluate.main(['--model', str(model), '--data', str(tmp_path / 'ds'), '--out', str(tmp_path / 'ev')])
+    rc = evaluate.main(
+        ['--model', str(model), '--data', str(tmp_path / 'ds'), '--out', str(tmp_path / 'ev')]
+    )
     assert rc == 2
     _check_line(capsys.readouterr().err, 'depth3dseg-eval', model, WHY[kind])
     assert not target.exists() and not (tmp_path / 'ev').exists()
@@ -93,19 +107,35 @@ def test_eval_bad_model_file_is_one_line_exit_2(kind, tmp_path, capsys):
 def test_eval_empty_model_file_console_script(tmp_path):
     """Was an IndexError traceback (an exception with an empty message)."""
     model = _write('empty', tmp_path / 'model.pt', tmp_path / 'x')
-    p = subprocess.run([str(BIN / 'depth3dseg-eval'), '--model', str(model), '--data', str(tmp_path),
-                        '--out', str(tmp_path / 'ev')], capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, PYTHONWARNINGS='ignore'))
+    p = subprocess.run(
+        [
+            str(BIN / 'depth3dseg-eval'),
+            '--model',
+            str(model),
+            '--data',
+            str(tmp_path),
+            '--out',
+            str(tmp_path / 'ev'),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONWARNINGS='ignore'),
+    )
     assert p.returncode == 2, p.stderr
-    assert p.stderr == f'depth3dseg-eval: error: {model}: not a depth3dseg model file (the model.pt that ' \
-                       'depth3dseg-train exports) (empty file, 0 bytes)\n'
+    assert (
+        p.stderr
+        == f'depth3dseg-eval: error: {model}: not a depth3dseg model file (the model.pt that '
+        'depth3dseg-train exports) (empty file, 0 bytes)\n'
+    )
 
 
 @pytest.mark.parametrize('kind', ['empty', 'truncated', 'malicious'])
 def test_node_model_loading_names_the_file(kind, tmp_path):
-    """core.modelfile as the node's Segmenter loads it: one-line ModelFileError (was 'list index out of
-    range' for an empty file)."""
+    """core.modelfile as the node's Segmenter loads it: one-line ModelFileError (was 'list index
+    out of range' for an empty file)."""
     from depth3dseg_ros.core.inference import Segmenter
+
     model = _write(kind, tmp_path / 'm.pt', tmp_path / 'pwned.txt')
     with pytest.raises(ModelFileError) as err:
         Segmenter(str(model), device='cpu')
@@ -116,11 +146,17 @@ def test_node_model_loading_names_the_file(kind, tmp_path):
         load_model(model)
 
 
-@pytest.mark.parametrize('value,want', [
-    ('train.epochs=[1,', r"--set 'train.epochs=\[1,': the value '\[1,' is not valid YAML \(.* at column \d+\)"),
-    ('optim.lr={a: 1', r"--set 'optim.lr=\{a: 1': the value '\{a: 1' is not valid YAML"),
-    ('=3', r"--set '=3' has no key"),
-])
+@pytest.mark.parametrize(
+    'value,want',
+    [
+        (
+            'train.epochs=[1,',
+            r"--set 'train.epochs=\[1,': the value '\[1,' is not valid YAML \(.* at column \d+\)",
+        ),
+        ('optim.lr={a: 1', r"--set 'optim.lr=\{a: 1': the value '\{a: 1' is not valid YAML"),
+        ('=3', r"--set '=3' has no key"),
+    ],
+)
 def test_set_yaml_error_is_one_line_exit_2(value, want, tmp_path, capsys):
     assert train.main(['--set', value, '--out', str(tmp_path / 'run')]) == 2
     err = capsys.readouterr().err
@@ -130,7 +166,16 @@ def test_set_yaml_error_is_one_line_exit_2(value, want, tmp_path, capsys):
 
 
 def test_set_yaml_error_console_script(tmp_path):
-    p = subprocess.run([str(BIN / 'depth3dseg-train'), '--set', 'train.epochs=[1,', '--out', str(tmp_path / 'r')],
-                       capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONWARNINGS='ignore'))
-    assert p.returncode == 2 and p.stderr.count('\n') == 1 and 'Traceback' not in p.stderr, p.stderr
-    assert p.stderr.startswith("depth3dseg-train: error: --set 'train.epochs=[1,': the value '[1,' is not valid YAML")
+    p = subprocess.run(
+        [str(BIN / 'depth3dseg-train'), '--set', 'train.epochs=[1,', '--out', str(tmp_path / 'r')],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONWARNINGS='ignore'),
+    )
+    assert p.returncode == 2 and p.stderr.count('\n') == 1 and 'Traceback' not in p.stderr, (
+        p.stderr
+    )
+    assert p.stderr.startswith(
+        "depth3dseg-train: error: --set 'train.epochs=[1,': the value '[1,' is not valid YAML"
+    )

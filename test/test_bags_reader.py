@@ -2,6 +2,7 @@
 
 Bags are built with rosbags writers from real NYU/TUM frames (test/bagutil.py).
 """
+
 import logging
 import shutil
 import tracemalloc
@@ -9,17 +10,40 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from bagutil import (DETECTIONS_TYPE, TOPICS, ExtraTopic, bag_typestore, frame_messages, make_frames,
-                     set_metadata_compression, write_bag, write_messages)
-from depth3dseg_ros.bags.reader import (BagReader, UnsupportedCompression, detect_format,
-                                        raw_header_stamp_ns, resolve_typestore)
+from bagutil import (
+    DETECTIONS_TYPE,
+    TOPICS,
+    ExtraTopic,
+    bag_typestore,
+    frame_messages,
+    make_frames,
+    set_metadata_compression,
+    write_bag,
+    write_messages,
+)
+from depth3dseg_ros.bags.reader import (
+    BagReader,
+    UnsupportedCompression,
+    detect_format,
+    raw_header_stamp_ns,
+    resolve_typestore,
+)
 
 IMAGE = 'sensor_msgs/msg/Image'
 
 #: C29 variants: (storage, compression) -> name
-VARIANTS = [('sqlite3', 'none'), ('sqlite3', 'file'), ('sqlite3', 'message'), ('mcap', 'zstd-chunks'),
-            ('mcap', 'lz4-chunks'), ('mcap', 'file'), ('mcap', 'message'), ('ros1', 'bz2'),
-            ('ros1', 'lz4'), ('ros1', 'none')]
+VARIANTS = [
+    ('sqlite3', 'none'),
+    ('sqlite3', 'file'),
+    ('sqlite3', 'message'),
+    ('mcap', 'zstd-chunks'),
+    ('mcap', 'lz4-chunks'),
+    ('mcap', 'file'),
+    ('mcap', 'message'),
+    ('ros1', 'bz2'),
+    ('ros1', 'lz4'),
+    ('ros1', 'none'),
+]
 
 
 def _bag(tmp_path, frames, storage, compression, **kw):
@@ -40,12 +64,15 @@ def _rgb_messages(path):
 
 
 def test_c29_every_compression_variant_yields_identical_messages(tmp_path, real_dir):
-    """C29: plain .db3, FILE zstd (*.db3.zstd), MESSAGE zstd, MCAP zstd/lz4 chunks, MCAP file/message,
-    ROS 1 bz2/lz4/plain -> the same 3 Image messages, byte-identical data, same stamps."""
+    """C29: plain .db3, FILE zstd (*.db3.zstd), MESSAGE zstd, MCAP zstd/lz4 chunks, MCAP
+    file/message, ROS 1 bz2/lz4/plain -> the same 3 Image messages, byte-identical data, same
+    stamps."""
     frames = make_frames(real_dir, 3)
     ref = None
     for storage, comp in VARIANTS:
-        path = _bag(tmp_path, frames, storage, comp, with_depth=False, with_labels=False, with_info=False)
+        path = _bag(
+            tmp_path, frames, storage, comp, with_depth=False, with_labels=False, with_info=False
+        )
         fmt = detect_format(path)
         if comp in ('file', 'message'):
             assert (fmt.compression_mode, fmt.compression_format) == (comp, 'zstd')
@@ -85,16 +112,17 @@ def test_c29_unsupported_mcap_chunk_codec_fails_up_front(tmp_path, real_dir):
     with pytest.raises(UnsupportedCompression, match='unsupported compression: chunk/brotli'):
         BagReader(path).open()
     ts1 = bag_typestore('ros1')
-    path = write_messages(tmp_path / 'z.bag', ts1, frame_messages(ts1, frames), storage='ros1',
-                          chunk_codec='zstd')
+    path = write_messages(
+        tmp_path / 'z.bag', ts1, frame_messages(ts1, frames), storage='ros1', chunk_codec='zstd'
+    )
     with pytest.raises(UnsupportedCompression, match='unsupported compression: chunk/zstd'):
         BagReader(path).open()
 
 
 def test_c29_file_mode_decompression_streams(tmp_path, real_dir):
-    """C29: file-mode decompression streams to a temporary file: the Python heap peak while opening a
-    ~20 MB zstd-compressed bag stays far below the bag size. Covers rosbags' native FILE mode and our
-    own whole-file path (a bare '*.db3.zstd' without metadata.yaml)."""
+    """C29: file-mode decompression streams to a temporary file: the Python heap peak while opening
+    a ~20 MB zstd-compressed bag stays far below the bag size. Covers rosbags' native FILE mode and
+    our own whole-file path (a bare '*.db3.zstd' without metadata.yaml)."""
     frames = make_frames(real_dir, 24, size=(640, 480))
     path = _bag(tmp_path, frames, 'sqlite3', 'file', with_labels=False, with_info=False)
     (stored,) = list(path.glob('*.zstd'))
@@ -159,7 +187,9 @@ def test_c28_no_definitions_custom_type_skipped_with_one_warning(tmp_path, real_
         np.testing.assert_allclose(np.stack(infos), np.stack([f.K for f in frames]))
     warnings = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.WARNING]
     assert len(warnings) == 1
-    assert '/det' in warnings[0] and DETECTIONS_TYPE in warnings[0] and 'ros2_kilted' in warnings[0]
+    assert (
+        '/det' in warnings[0] and DETECTIONS_TYPE in warnings[0] and 'ros2_kilted' in warnings[0]
+    )
 
 
 def test_c28_definitions_in_bag_are_registered_and_take_precedence(tmp_path, real_dir):
@@ -195,21 +225,27 @@ def test_header_stamp_from_bytes_matches_deserialized(real_dir):
     frames = make_frames(real_dir, 1)
     for storage in ('sqlite3', 'ros1'):
         ts = bag_typestore(storage)
-        (_, _, mt, msg) = frame_messages(ts, frames, with_depth=False, with_labels=False, with_info=False)[0]
+        (_, _, mt, msg) = frame_messages(
+            ts, frames, with_depth=False, with_labels=False, with_info=False
+        )[0]
         raw = ts.serialize_ros1(msg, mt) if storage == 'ros1' else ts.serialize_cdr(msg, mt)
         assert raw_header_stamp_ns(raw, storage == 'ros1') == frames[0].stamp_ns
     ts = bag_typestore('sqlite3')
-    (_, _, mt, msg) = frame_messages(ts, frames, with_depth=False, with_labels=False, with_info=False)[0]
+    (_, _, mt, msg) = frame_messages(
+        ts, frames, with_depth=False, with_labels=False, with_info=False
+    )[0]
     raw_be = ts.serialize_cdr(msg, mt, little_endian=False)
     assert raw_header_stamp_ns(raw_be, False) == frames[0].stamp_ns
     with pytest.raises(ValueError, match='too short'):
         raw_header_stamp_ns(b'\x00\x01\x00\x00', False)
 
 
-# ---------------------------------------------------------------- storage from the files' own bytes
+# --------------------------------------------------------------- storage from the files' own bytes
 def _set_storage_id(bag_dir, storage, rename=None):
-    """Rewrite metadata.yaml's storage_identifier (and optionally rename its storage file: old -> new)."""
+    """Rewrite metadata.yaml's storage_identifier (and optionally rename its storage file: old ->
+    new)."""
     import yaml
+
     meta = yaml.safe_load((bag_dir / 'metadata.yaml').read_text())
     info = meta['rosbag2_bagfile_information']
     info['storage_identifier'] = storage
@@ -224,11 +260,20 @@ def _set_storage_id(bag_dir, storage, rename=None):
     return bag_dir
 
 
-@pytest.mark.parametrize('storage,compression,claimed', [('sqlite3', 'none', 'mcap'), ('mcap', 'none', 'sqlite3'),
-                                                         ('sqlite3', 'file', 'mcap'), ('mcap', 'message', 'sqlite3')])
-def test_rosbag2_dir_storage_from_file_contents_metadata_is_a_hint(tmp_path, real_dir, caplog, storage,
-                                                                   compression, claimed):
-    """metadata.yaml naming another storage plugin than the files hold: one warning, read by contents."""
+@pytest.mark.parametrize(
+    'storage,compression,claimed',
+    [
+        ('sqlite3', 'none', 'mcap'),
+        ('mcap', 'none', 'sqlite3'),
+        ('sqlite3', 'file', 'mcap'),
+        ('mcap', 'message', 'sqlite3'),
+    ],
+)
+def test_rosbag2_dir_storage_from_file_contents_metadata_is_a_hint(
+    tmp_path, real_dir, caplog, storage, compression, claimed
+):
+    """metadata.yaml naming another storage plugin than the files hold: one warning, read by
+    contents."""
     frames = make_frames(real_dir, 3)
     bag = _bag(tmp_path, frames, storage, compression, with_depth=False, with_labels=False)
     ref = _rgb_messages(bag)
@@ -236,7 +281,9 @@ def test_rosbag2_dir_storage_from_file_contents_metadata_is_a_hint(tmp_path, rea
     _set_storage_id(bag, claimed)
     fmt = detect_format(bag)
     assert (fmt.kind, fmt.storage, fmt.metadata_storage) == ('rosbag2', storage, claimed)
-    assert fmt.describe() == f'rosbag2/{storage}' + ('' if compression == 'none' else f' ({compression}/zstd)')
+    assert fmt.describe() == f'rosbag2/{storage}' + (
+        '' if compression == 'none' else f' ({compression}/zstd)'
+    )
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger='depth3dseg_ros.bags.reader'):
         assert _rgb_messages(bag) == ref
@@ -244,13 +291,16 @@ def test_rosbag2_dir_storage_from_file_contents_metadata_is_a_hint(tmp_path, rea
     assert len(warnings) == 1, warnings
     assert f"metadata.yaml names storage '{claimed}' but its file(s)" in warnings[0]
     assert f'are {storage}: reading them as {storage}' in warnings[0]
-    assert (bag / 'metadata.yaml').read_text().count(f'storage_identifier: {claimed}') == 1  # bag untouched
+    assert (bag / 'metadata.yaml').read_text().count(
+        f'storage_identifier: {claimed}'
+    ) == 1  # bag untouched
 
 
 def test_rosbag2_dir_file_with_misleading_extension_and_ros1_inside(tmp_path, real_dir, caplog):
-    """An MCAP file named .db3 under metadata 'sqlite3', and a ROS 1 bag listed in a rosbag2 directory,
-    both read by their contents; the extraction report names the real storage."""
+    """An MCAP file named .db3 under metadata 'sqlite3', and a ROS 1 bag listed in a rosbag2
+    directory, both read by their contents; the extraction report names the real storage."""
     from depth3dseg_ros.bags.extract import ExtractConfig, extract
+
     frames = make_frames(real_dir, 3)
     mcap = _bag(tmp_path, frames, 'mcap', 'none', with_depth=False, with_labels=False)
     ref = _rgb_messages(mcap)
@@ -265,6 +315,7 @@ def test_rosbag2_dir_file_with_misleading_extension_and_ros1_inside(tmp_path, re
     shutil.copy(ros1, d / 'rec_0.db3')
     _set_storage_id(d, 'sqlite3')
     import yaml
+
     meta = yaml.safe_load((d / 'metadata.yaml').read_text())
     meta['rosbag2_bagfile_information']['relative_file_paths'] = ['rec_0.db3']
     (d / 'metadata.yaml').write_text(yaml.safe_dump(meta))
@@ -280,8 +331,10 @@ def test_unrecognised_storage_file_error_shows_first_16_bytes_in_hex(tmp_path, r
     junk.write_bytes(b'not a bag at all, really')
     with pytest.raises(ValueError) as err:
         detect_format(junk)
-    assert f"bag file '{junk}': unknown format (first 16 bytes " \
-           '6E 6F 74 20 61 20 62 61 67 20 61 74 20 61 6C 6C; expected SQLite' in str(err.value)
+    assert (
+        f"bag file '{junk}': unknown format (first 16 bytes "
+        '6E 6F 74 20 61 20 62 61 67 20 61 74 20 61 6C 6C; expected SQLite' in str(err.value)
+    )
     short = tmp_path / 'short.db3'
     short.write_bytes(b'\x00\x01\xff')
     with pytest.raises(ValueError, match=r'unknown format \(first 16 bytes 00 01 FF; '):
@@ -290,8 +343,12 @@ def test_unrecognised_storage_file_error_shows_first_16_bytes_in_hex(tmp_path, r
     empty.write_bytes(b'')
     with pytest.raises(ValueError, match=r'unknown format \(empty file \(0 bytes\)'):
         BagReader(empty).open()
-    bag = _bag(tmp_path, make_frames(real_dir, 1), 'sqlite3', 'none', with_depth=False, with_labels=False)
+    bag = _bag(
+        tmp_path, make_frames(real_dir, 1), 'sqlite3', 'none', with_depth=False, with_labels=False
+    )
     db3 = next(bag.glob('*.db3'))
     db3.write_bytes(b'PK\x03\x04' + bytes(20))  # a zip where the SQLite file should be
-    with pytest.raises(ValueError, match=rf"bag file '{db3}': unknown format \(first 16 bytes 50 4B 03 04 00 00"):
+    with pytest.raises(
+        ValueError, match=rf"bag file '{db3}': unknown format \(first 16 bytes 50 4B 03 04 00 00"
+    ):
         detect_format(bag)

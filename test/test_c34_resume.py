@@ -1,5 +1,7 @@
-"""C34: a mid-epoch resume after the batch size or the number of processes changed trains every sample of
-the interrupted epoch exactly once across both chunks (training.sampling, train.resume_position)."""
+"""C34: a mid-epoch resume after the batch size or the number of processes changed trains every
+sample of the interrupted epoch exactly once across both chunks (training.sampling,
+train.resume_position)."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -14,23 +16,24 @@ from trainutil import make_dataset_dir, tiny_train_args
 
 
 def _epoch(n, bs, world, start=0, steps=None, seed=3, epoch=1):
-    """Indices each step takes over all ranks, first ``steps`` steps; and the position after them."""
+    """Indices each step takes over all ranks, first ``steps`` steps; and the position after
+    them."""
     ranks = [EpochBatchSampler(n, bs, world, r, seed, epoch, start) for r in range(world)]
     batches = [list(s) for s in ranks]
     steps = len(ranks[0]) if steps is None else steps
     taken = [i for k in range(steps) for b in batches for i in b[k]]
-    assert len({len(b) for b in batches}) == 1                 # every rank takes the same number of steps
+    assert len({len(b) for b in batches}) == 1  # every rank takes the same number of steps
     return taken, ranks[0].positions_after(steps)
 
 
 def test_c34_world_size_2_to_1_and_batch_2_to_5_trains_each_sample_once():
     n = 23
-    first, pos = _epoch(n, bs=2, world=2, steps=3)               # 3 steps of 2 x 2 processes, then stopped
+    first, pos = _epoch(n, bs=2, world=2, steps=3)  # 3 steps of 2 x 2 processes, then stopped
     assert pos == 12 and len(first) == 12
-    rest, end = _epoch(n, bs=5, world=1, start=pos)               # resumed: 1 process, batch 5 -> 5 + 5 + 1
+    rest, end = _epoch(n, bs=5, world=1, start=pos)  # resumed: 1 process, batch 5 -> 5 + 5 + 1
     assert end == n and step_sizes(n, 5, 1, pos) == [5, 5, 1]
-    assert Counter(first + rest) == Counter(range(n))             # every sample exactly once
-    assert first + rest == epoch_order(n, 3, 1).tolist()          # in the epoch's one global order
+    assert Counter(first + rest) == Counter(range(n))  # every sample exactly once
+    assert first + rest == epoch_order(n, 3, 1).tolist()  # in the epoch's one global order
 
 
 def test_c34_order_is_independent_of_the_batch_shape():
@@ -40,11 +43,11 @@ def test_c34_order_is_independent_of_the_batch_shape():
 
 
 def test_c34_last_partial_step_is_shared_out_and_only_less_than_world_is_left():
-    assert step_sizes(8, 2, 3) == [6]                             # 2 left < 3 processes: left out of the epoch
-    assert step_sizes(10, 2, 3) == [6, 4]                          # 4 left: slices of 2, 1, 1
+    assert step_sizes(8, 2, 3) == [6]  # 2 left < 3 processes: left out of the epoch
+    assert step_sizes(10, 2, 3) == [6, 4]  # 4 left: slices of 2, 1, 1
     taken, _ = _epoch(10, bs=2, world=3)
     assert Counter(taken) == Counter(range(10))
-    assert step_sizes(7, 3, 1, max_steps=2) == [3, 3]             # --max-steps-per-epoch caps the epoch
+    assert step_sizes(7, 3, 1, max_steps=2) == [3, 3]  # --max-steps-per-epoch caps the epoch
     with pytest.raises(ValueError, match='samples_in_epoch=9 outside 0..7'):
         step_sizes(7, 3, 1, start=9)
 
@@ -61,32 +64,54 @@ def test_c34_resume_with_batch_size_2_then_5_end_to_end(ds_dir, tmp_path, monkey
     def spy(model, batch, *a, **k):
         seen.append(batch['index'].tolist())
         return real(model, batch, *a, **k)
+
     monkeypatch.setattr(train, 'compute_losses', spy)
     out = tmp_path / 'run'
-    args = tiny_train_args(ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=1)
-    assert train.main(args) == 0                                  # stops after its first step (time limit)
+    args = tiny_train_args(
+        ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=1
+    )
+    assert train.main(args) == 0  # stops after its first step (time limit)
     ck = load_checkpoint(out / 'last.pt')
     assert (ck['samples_in_epoch'], ck['batch_size'], ck['world_size']) == (2, 2, 1)
     assert seen == [seen[0]] and len(seen[0]) == 2
-    assert train.main(['--out', str(out), '--resume', '--set', 'train.time_limit_min=null',
-                       '--set', 'train.batch_size=5']) == 0
+    assert (
+        train.main(
+            [
+                '--out',
+                str(out),
+                '--resume',
+                '--set',
+                'train.time_limit_min=null',
+                '--set',
+                'train.batch_size=5',
+            ]
+        )
+        == 0
+    )
     assert 'batch size 2 x 1 process(es) then, 5 x 1 now' in capsys.readouterr().out
-    assert [len(b) for b in seen] == [2, 5]                       # 7 training frames: 2, then the other 5
+    assert [len(b) for b in seen] == [2, 5]  # 7 training frames: 2, then the other 5
     assert Counter(i for b in seen for i in b) == Counter(range(7))
 
 
 def test_c34_old_mid_epoch_checkpoint_is_refused_naming_it(ds_dir, tmp_path, capsys):
     out = tmp_path / 'run'
-    args = tiny_train_args(ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=1)
+    args = tiny_train_args(
+        ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=1
+    )
     assert train.main(args) == 0
     ck = load_checkpoint(out / 'last.pt')
     for key in ('samples_in_epoch', 'batch_size', 'world_size', 'sampler_seed'):
-        del ck[key]                                               # as written before positions were recorded
+        del ck[key]  # as written before positions were recorded
     save_checkpoint(out / 'last.pt', ck)
     capsys.readouterr()
     assert train.main(['--out', str(out), '--resume']) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and 'stops mid-epoch (epoch 0, step 1)' in err and 'samples' in err
+    assert (
+        len(err.splitlines()) == 1
+        and 'stops mid-epoch (epoch 0, step 1)' in err
+        and 'samples' in err
+    )
     after = load_checkpoint(out / 'last.pt')
-    assert 'samples_in_epoch' not in after and all(torch.equal(after['model'][k], v)
-                                                   for k, v in ck['model'].items())  # nothing overwritten
+    assert 'samples_in_epoch' not in after and all(
+        torch.equal(after['model'][k], v) for k, v in ck['model'].items()
+    )  # nothing overwritten

@@ -1,9 +1,11 @@
-"""training.camera_aug: camera-true photometric / depth-sensor augmentation (issue: perceive real rooms).
+"""training.camera_aug: camera-true photometric / depth-sensor augmentation (issue: perceive real
+rooms).
 
-Labels and K exactly as without it (photometric ops never touch them, the geometric draw is unchanged),
-same seed -> same bytes, each op changes the image within its stated bounds, uint8 RGB / float32 depth
-kept, default off (no draw, byte-identical items), config checked.
+Labels and K exactly as without it (photometric ops never touch them, the geometric draw is
+unchanged), same seed -> same bytes, each op changes the image within its stated bounds, uint8 RGB
+/ float32 depth kept, default off (no draw, byte-identical items), config checked.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,25 +47,42 @@ def test_default_off_and_preset_all_on():
     t2 = ca.resolve_camera({'preset': 'real_camera', 'jpeg': {'p': 0.0, 'quality': [50, 60]}})
     assert t2['jpeg'] == {'p': 0.0, 'quality': [50, 60]} and t2['noise'] == t['noise']
     assert ca.resolve_camera({'jpeg': {'p': 0.5}}) == dict(
-        {op: dict(f) for op, f in ca.OP_DEFAULTS.items()}, jpeg={'p': 0.5, 'quality': [30, 90]})
+        {op: dict(f) for op, f in ca.OP_DEFAULTS.items()}, jpeg={'p': 0.5, 'quality': [30, 90]}
+    )
     cfg = load_config(None, ['augment.camera=real_camera'])
     assert cfg['augment']['camera'] == 'real_camera'
 
 
-@pytest.mark.parametrize('spec, match', [
-    ('bogus', r"augment.camera.preset='bogus' is unknown"),
-    ({'blur': {'p': 1}}, r'augment.camera.blur is unknown'),
-    ({'jpeg': {'q': 1}}, r'augment.camera.jpeg.q is unknown'),
-    ({'jpeg': {'p': 1.5}}, r'augment.camera.jpeg.p=1.5 must be a number in \[0.0, 1.0\]'),
-    ({'jpeg': {'quality': [90, 30]}}, r'augment.camera.jpeg.quality=\[90, 30\] must be \[min, max\]'),
-    ({'motion_blur': {'max_len': 2}}, r'augment.camera.motion_blur.max_len=2 must be an integer'),
-    (3, r'augment.camera=3 must be null'),
-])
+@pytest.mark.parametrize(
+    'spec, match',
+    [
+        ('bogus', r"augment.camera.preset='bogus' is unknown"),
+        ({'blur': {'p': 1}}, r'augment.camera.blur is unknown'),
+        ({'jpeg': {'q': 1}}, r'augment.camera.jpeg.q is unknown'),
+        ({'jpeg': {'p': 1.5}}, r'augment.camera.jpeg.p=1.5 must be a number in \[0.0, 1.0\]'),
+        (
+            {'jpeg': {'quality': [90, 30]}},
+            r'augment.camera.jpeg.quality=\[90, 30\] must be \[min, max\]',
+        ),
+        (
+            {'motion_blur': {'max_len': 2}},
+            r'augment.camera.motion_blur.max_len=2 must be an integer',
+        ),
+        (3, r'augment.camera=3 must be null'),
+    ],
+)
 def test_bad_config_refused(spec, match):
     with pytest.raises(ValueError, match=match):
         ca.resolve_camera(spec)
     with pytest.raises(ValueError, match=match):
-        load_config(None, [f'augment.camera={spec!r}' if not isinstance(spec, str) else f'augment.camera={spec}'])
+        load_config(
+            None,
+            [
+                f'augment.camera={spec!r}'
+                if not isinstance(spec, str)
+                else f'augment.camera={spec}'
+            ],
+        )
 
 
 # ----------------------------------------------------------------------------- the pipeline
@@ -97,7 +116,7 @@ def test_identity_parameters_are_exact(img):
     assert np.array_equal(ca.encode(ca.sensor_noise(lin, 0.0, 0.0, np.ones_like(lin))), img)
 
 
-# ----------------------------------------------------------------------------- each op, within bounds
+# -------------------------------------------------------------------------- each op, within bounds
 def test_white_balance_gains_within_bounds(img):
     out = ca.augment_rgb(img, np.random.default_rng(2), _only('white_balance', gain=0.2))
     assert not np.array_equal(out, img)
@@ -141,10 +160,12 @@ def test_sensor_noise_in_linear_light_scales_with_signal():
     flat[:, :100] = 40
     flat[:, 100:] = 220
     lin = ca.decode(flat)
-    noisy = ca.sensor_noise(lin, 0.004, 0.002, np.random.default_rng(0).standard_normal(lin.shape, dtype=np.float32))
+    noisy = ca.sensor_noise(
+        lin, 0.004, 0.002, np.random.default_rng(0).standard_normal(lin.shape, dtype=np.float32)
+    )
     for sl, x in ((np.s_[:, :100], lin[0, 0, 0]), (np.s_[:, 100:], lin[0, 150, 0])):
         sd = (noisy[sl] - lin[sl]).std()
-        assert abs(sd - np.sqrt(0.004 * x + 0.002 ** 2)) < 0.05 * sd  # shot + read in linear light
+        assert abs(sd - np.sqrt(0.004 * x + 0.002**2)) < 0.05 * sd  # shot + read in linear light
     out = ca.augment_rgb(flat, np.random.default_rng(4), _only('noise', shot=0.004, read=0.004))
     diff = out.astype(int) - flat
     assert diff.std() > 0.5 and abs(diff.mean()) < 1.5 and np.abs(diff).max() < 60
@@ -157,9 +178,13 @@ def test_motion_blur_is_a_convex_line_kernel(img):
     assert abs(float(out.mean()) - float(img.mean())) < 3
     step = np.zeros((40, 40), np.float32)
     step[:, 20:] = 1
-    b = ca.motion_blur(step[..., None].repeat(3, -1), 7, 0.0)[..., 0]  # horizontal: edge spread ±3 px
+    b = ca.motion_blur(step[..., None].repeat(3, -1), 7, 0.0)[
+        ..., 0
+    ]  # horizontal: edge spread ±3 px
     assert np.allclose(b[:, :16], 0) and np.allclose(b[:, 24:], 1) and 0 < b[20, 20] < 1
-    assert np.allclose(ca.motion_blur(step[..., None].repeat(3, -1), 7, 90.0)[..., 0], step, atol=1e-6)
+    assert np.allclose(
+        ca.motion_blur(step[..., None].repeat(3, -1), 7, 90.0)[..., 0], step, atol=1e-6
+    )
 
 
 def test_jpeg_quality_bounds(img):
@@ -176,7 +201,9 @@ def test_colour_cast_gains_within_bounds(img):
     r = out / np.maximum(lin, 1e-6)
     assert np.allclose(r[:, 0], 1) and np.allclose(r[:, -1], [1.15, 0.85, 1.0], atol=1e-5)
     assert (r >= 0.85 - 1e-5).all() and (r <= 1.15 + 1e-5).all()
-    assert not np.array_equal(ca.augment_rgb(img, np.random.default_rng(7), _only('colour_cast')), img)
+    assert not np.array_equal(
+        ca.augment_rgb(img, np.random.default_rng(7), _only('colour_cast')), img
+    )
 
 
 def test_depth_noise_and_holes_bounded():
@@ -190,7 +217,9 @@ def test_depth_noise_and_holes_bounded():
     assert 0 < holes.mean() < 0.12
     assert holes[:, 76:84].mean() > holes[:, :60].mean()  # the band at the depth jump
     rel = np.abs(out[ok] - d[ok]) / d[ok]
-    assert rel.max() < 6 * 0.01 * 4.0 and rel.mean() > 0  # sigma k*z <= 0.04 at 4 m, Gaussian tails
+    assert (
+        rel.max() < 6 * 0.01 * 4.0 and rel.mean() > 0
+    )  # sigma k*z <= 0.04 at 4 m, Gaussian tails
     assert ca.augment_depth(None, np.random.default_rng(8), _only('depth')) is None
 
 
@@ -211,10 +240,20 @@ def test_dataset_labels_K_and_geometry_unchanged(ds_dir):
                 assert torch.equal(a[k], b[k]), k  # photometric: labels and K exactly as without
                 assert torch.equal(a[k], c[k]), k
             assert torch.equal(a['rgb'], c['rgb'])  # off: byte-identical, no extra draw
-            assert torch.equal(a['depth'].isnan() & ~b['depth'].isnan(), torch.zeros_like(a['depth'], dtype=torch.bool))
+            assert torch.equal(
+                a['depth'].isnan() & ~b['depth'].isnan(),
+                torch.zeros_like(a['depth'], dtype=torch.bool),
+            )
             assert b['rgb'].dtype == torch.float32 and b['rgb'].shape == a['rgb'].shape
             changed += not torch.equal(a['rgb'], b['rgb'])
     assert changed == 2 * len(plain)
     b1, b2 = cam[0], cam[0]
-    assert all(torch.equal(b1[k], b2[k], ) if k != 'depth' else torch.equal(b1[k].nan_to_num(-1), b2[k].nan_to_num(-1))
-               for k in b1)  # same seed, epoch, index -> same bytes
+    assert all(
+        torch.equal(
+            b1[k],
+            b2[k],
+        )
+        if k != 'depth'
+        else torch.equal(b1[k].nan_to_num(-1), b2[k].nan_to_num(-1))
+        for k in b1
+    )  # same seed, epoch, index -> same bytes

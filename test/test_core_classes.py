@@ -1,4 +1,5 @@
 """ClassSet and the NYU13 default (core/classes.py, config/classes_nyu13.yaml)."""
+
 from pathlib import Path
 
 import numpy as np
@@ -10,14 +11,28 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_nyu13_default_ids_and_palette():
-    assert NYU13.names == ['void', 'bed', 'books', 'ceiling', 'chair', 'floor', 'furniture', 'objects',
-                           'picture', 'sofa', 'table', 'tv', 'wall', 'window']
+    assert NYU13.names == [
+        'void',
+        'bed',
+        'books',
+        'ceiling',
+        'chair',
+        'floor',
+        'furniture',
+        'objects',
+        'picture',
+        'sofa',
+        'table',
+        'tv',
+        'wall',
+        'window',
+    ]
     assert len(NYU13) == 14 and NYU13.void_id == 0 and NYU13.index('wall') == 12
     assert NYU13.colors.dtype == np.uint8 and NYU13.colors.shape == (14, 3)
     assert NYU13.colors[0].tolist() == [0, 0, 0]
     c = NYU13.colors.astype(float)
     dist = np.sqrt(((c[:, None] - c[None]) ** 2).sum(-1)) + np.eye(14) * 1e9
-    assert dist.min() >= 60          # distinct, readable palette
+    assert dist.min() >= 60  # distinct, readable palette
     assert NYU13.label_dtype is np.uint8
 
 
@@ -42,14 +57,17 @@ def test_label_dtype_switches_above_256():
     assert ClassSet(names, np.zeros((257, 3))).label_dtype is np.uint16
 
 
-@pytest.mark.parametrize('kwargs,match', [
-    (dict(names=['a'], colors=[[0, 0, 0]]), 'at least 2'),
-    (dict(names=['a', 'a'], colors=[[0, 0, 0]] * 2), 'duplicates'),
-    (dict(names=['a', ''], colors=[[0, 0, 0]] * 2), r'names\[1\]'),
-    (dict(names=['a', 'b'], colors=[[0, 0, 0]]), 'shape'),
-    (dict(names=['a', 'b'], colors=[[0, 0, 0], [0, 0, 256]]), '0..255'),
-    (dict(names=['a', 'b'], colors=[[0, 0, 0]] * 2, void_id=2), 'void_id=2'),
-])
+@pytest.mark.parametrize(
+    'kwargs,match',
+    [
+        (dict(names=['a'], colors=[[0, 0, 0]]), 'at least 2'),
+        (dict(names=['a', 'a'], colors=[[0, 0, 0]] * 2), 'duplicates'),
+        (dict(names=['a', ''], colors=[[0, 0, 0]] * 2), r'names\[1\]'),
+        (dict(names=['a', 'b'], colors=[[0, 0, 0]]), 'shape'),
+        (dict(names=['a', 'b'], colors=[[0, 0, 0], [0, 0, 256]]), '0..255'),
+        (dict(names=['a', 'b'], colors=[[0, 0, 0]] * 2, void_id=2), 'void_id=2'),
+    ],
+)
 def test_bad_class_sets_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ClassSet(**kwargs)

@@ -2,14 +2,29 @@
 
 Cases C08, C10, C22 (docs/cases.md); the C09 resize rule; C20's separate-scale resample.
 """
+
 import cv2
 import numpy as np
 import pytest
 
-from depth3dseg_ros.core.depth import convert_depth, depth_to_meters, meters_to_16uc1, meters_to_32fc1
-from depth3dseg_ros.core.imageops import (check_same_hw, colorize_depth, colorize_labels, colormap_lut,
-                                          depth_to_u8, label_image, overlay, resize_depth, resize_labels,
-                                          resize_nearest)
+from depth3dseg_ros.core.depth import (
+    convert_depth,
+    depth_to_meters,
+    meters_to_16uc1,
+    meters_to_32fc1,
+)
+from depth3dseg_ros.core.imageops import (
+    check_same_hw,
+    colorize_depth,
+    colorize_labels,
+    colormap_lut,
+    depth_to_u8,
+    label_image,
+    overlay,
+    resize_depth,
+    resize_labels,
+    resize_nearest,
+)
 
 
 # ---------------------------------------------------------------- C08 units and uint16 overflow
@@ -135,7 +150,9 @@ def test_resize_nearest_convention_matches_opencv_inter_nearest():
     rng = np.random.default_rng(0)
     img = rng.integers(0, 255, (37, 53, 3), dtype=np.uint8)
     for size in [(106, 74), (20, 11), (53, 90), (7, 37)]:
-        assert np.array_equal(resize_nearest(img, size), cv2.resize(img, size, interpolation=cv2.INTER_NEAREST))
+        assert np.array_equal(
+            resize_nearest(img, size), cv2.resize(img, size, interpolation=cv2.INTER_NEAREST)
+        )
 
 
 def test_c20_separate_scale_resample_and_size_check():
@@ -146,7 +163,10 @@ def test_c20_separate_scale_resample_and_size_check():
     with pytest.raises(ValueError) as err:
         check_same_hw(depth=np.zeros((480, 640), np.float32), rgb=rgb)
     assert '640x480' in str(err.value) and '1280x720' in str(err.value)
-    assert check_same_hw(depth=np.zeros((480, 640)), labels=np.zeros((480, 640)), rgb=None) == (480, 640)
+    assert check_same_hw(depth=np.zeros((480, 640)), labels=np.zeros((480, 640)), rgb=None) == (
+        480,
+        640,
+    )
 
 
 def test_overlay_alpha_blend_and_skip_id():

@@ -1,6 +1,7 @@
-"""M7 label fusion (core/fusion.py) and the int32 sort keys behind it (core/keys.py): one rule for the
-node (Segmenter.infer) and for evaluation (SegDepthEvaluator, depth3dseg-eval) — a parity test on the
-fused labels of a model with holes in its depth."""
+"""M7 label fusion (core/fusion.py) and the int32 sort keys behind it (core/keys.py): one rule for
+the node (Segmenter.infer) and for evaluation (SegDepthEvaluator, depth3dseg-eval) — a parity test
+on the fused labels of a model with holes in its depth."""
+
 import numpy as np
 import pytest
 import torch
@@ -15,12 +16,14 @@ from test_core_inference import SMALL, _HoleyModel, nyu0001  # noqa: F401 (fixtu
 
 def test_float_keys_order_like_the_floats_and_carry_the_position():
     g = torch.Generator().manual_seed(0)
-    x = torch.rand(5, 25, 40, generator=g) * torch.logspace(-6, 3, 40)   # spans many exponents
+    x = torch.rand(5, 25, 40, generator=g) * torch.logspace(-6, 3, 40)  # spans many exponents
     x[0, 3, 0] = float('inf')
     keys = float_keys(x.clone(), 1)
     kmin = keys.amin(1)
-    assert torch.equal(kmin & 31, x.argmin(1).int())                    # position of the minimum
-    assert torch.equal(keys.argsort(1), x.argsort(dim=1, stable=True))      # same order (no near-ties here)
+    assert torch.equal(kmin & 31, x.argmin(1).int())  # position of the minimum
+    assert torch.equal(
+        keys.argsort(1), x.argsort(dim=1, stable=True)
+    )  # same order (no near-ties here)
     assert ((keys >= INF_KEY) == torch.isinf(x)).all()
     kd = float_keys(x.clone(), 1, descending=True).amax(1)
     assert torch.equal(24 - (kd & 31), x.argmax(1).int())
@@ -36,11 +39,14 @@ def test_class_probs_exclude_void_and_leave_the_input_alone():
     logits = torch.tensor([[9.0, 0.0, 1.0]]).view(1, 3, 1, 1)
     keep = logits.clone()
     p = class_probs(logits, void_id=0)
-    assert torch.equal(logits, keep)                                     # not in place by default
+    assert torch.equal(logits, keep)  # not in place by default
     e = np.exp([0.0, 1.0])
     np.testing.assert_allclose(p.flatten().numpy(), [0.0, *(e / e.sum())], rtol=1e-6)
-    np.testing.assert_allclose(class_probs(logits, None).flatten().numpy(),
-                               np.exp([9.0, 0, 1]) / np.exp([9.0, 0, 1]).sum(), rtol=1e-6)
+    np.testing.assert_allclose(
+        class_probs(logits, None).flatten().numpy(),
+        np.exp([9.0, 0, 1]) / np.exp([9.0, 0, 1]).sum(),
+        rtol=1e-6,
+    )
     # channels-last input (the Segmenter's 2D head): same values, contiguous NCHW output
     cl = torch.randn(2, 5, 4, 6).contiguous(memory_format=torch.channels_last)
     out = class_probs(cl, 2)
@@ -49,20 +55,27 @@ def test_class_probs_exclude_void_and_leave_the_input_alone():
 
 
 def test_sources_and_the_2d_fallback_where_no_3d_point():
-    """Hand-computed 2-class example (void 0 + classes 1, 2) at two pixels, the second without a 3D point."""
-    s2 = torch.tensor([[0.0, 2.0, 0.0], [0.0, 2.0, 0.0]]).T.reshape(1, 3, 1, 2)    # 2D prefers class 1
-    s3 = torch.tensor([[0.0, 0.0, 3.0], [0.0, 0.0, 3.0]]).T.reshape(1, 3, 1, 2)    # 3D prefers class 2
+    """Hand-computed 2-class example (void 0 + classes 1, 2) at two pixels, the second without a 3D
+    point."""
+    s2 = torch.tensor([[0.0, 2.0, 0.0], [0.0, 2.0, 0.0]]).T.reshape(
+        1, 3, 1, 2
+    )  # 2D prefers class 1
+    s3 = torch.tensor([[0.0, 0.0, 3.0], [0.0, 0.0, 3.0]]).T.reshape(
+        1, 3, 1, 2
+    )  # 3D prefers class 2
     valid = torch.tensor([[[[True, False]]]])
-    a, b = 1 / (1 + np.exp(-2)), 1 / (1 + np.exp(-3))                                # P(1) in 2D, P(2) in 3D
+    a, b = 1 / (1 + np.exp(-2)), 1 / (1 + np.exp(-3))  # P(1) in 2D, P(2) in 3D
     fused = source_probs(s2, s3, valid, 'fused')
-    np.testing.assert_allclose(fused[0, :, 0, 0].numpy(), [0, (a + 1 - b) / 2, (1 - a + b) / 2], rtol=1e-6)
+    np.testing.assert_allclose(
+        fused[0, :, 0, 0].numpy(), [0, (a + 1 - b) / 2, (1 - a + b) / 2], rtol=1e-6
+    )
     np.testing.assert_allclose(fused[0, :, 0, 1].numpy(), [0, a, 1 - a], rtol=1e-6)
     lab, conf = labels_confidence(fused)
-    assert lab.tolist() == [[[2, 1]]]                                                 # (1-a+b)/2 > 1/2
+    assert lab.tolist() == [[[2, 1]]]  # (1-a+b)/2 > 1/2
     np.testing.assert_allclose(conf.flatten().numpy(), [(1 - a + b) / 2, a], rtol=1e-6)
     assert source_labels(s2, s3, valid, '2d').tolist() == [[[1, 1]]]
     assert source_labels(s2, s3, valid, '3d').tolist() == [[[2, 1]]]
-    assert source_labels(s2, None, None, 'fused').tolist() == [[[1, 1]]]              # no S3D: S2D
+    assert source_labels(s2, None, None, 'fused').tolist() == [[[1, 1]]]  # no S3D: S2D
     with pytest.raises(ValueError, match='label source'):
         source_probs(s2, s3, valid, 'both')
     with pytest.raises(ValueError, match='logits3d shape'):
@@ -72,7 +85,7 @@ def test_sources_and_the_2d_fallback_where_no_3d_point():
 def test_labels_confidence_matches_argmax_and_never_picks_void():
     g = torch.Generator().manual_seed(1)
     logits = torch.randn(3, 14, 30, 40, generator=g) * 4
-    logits[:, 0] += 50.0                                                  # void logit dominates
+    logits[:, 0] += 50.0  # void logit dominates
     p = class_probs(logits, 0)
     lab, conf = labels_confidence(p)
     conf_ref, lab_ref = p.max(1)
@@ -82,8 +95,8 @@ def test_labels_confidence_matches_argmax_and_never_picks_void():
 
 @pytest.mark.parametrize('source', ['2d', '3d', 'fused'])
 def test_node_and_evaluation_labels_are_the_same(nyu0001, source):  # noqa: F811
-    """Parity: Segmenter.infer (the node's labels) == SegDepthEvaluator's labels for the same outputs,
-    on a model whose depth has a hole (no 3D point there: the 2D fallback)."""
+    """Parity: Segmenter.infer (the node's labels) == SegDepthEvaluator's labels for the same
+    outputs, on a model whose depth has a hole (no 3D point there: the 2D fallback)."""
     rgb, K = nyu0001
     torch.manual_seed(0)
     model = _HoleyModel(len(NYU13), **SMALL).eval()
@@ -92,15 +105,19 @@ def test_node_and_evaluation_labels_are_the_same(nyu0001, source):  # noqa: F811
     x = seg._preprocess(rgb, K)[2]
     Kt = torch.as_tensor(res.K, dtype=torch.float32)[None]
     with torch.no_grad():
-        out = seg.model(x, Kt)                                           # the Segmenter's own network
+        out = seg.model(x, Kt)  # the Segmenter's own network
     assert not out['valid'].all()
-    ev_labels = source_labels(out['seg2d'], out['seg3d'], out['valid'], source, NYU13.void_id)[0].numpy()
+    ev_labels = source_labels(out['seg2d'], out['seg3d'], out['valid'], source, NYU13.void_id)[
+        0
+    ].numpy()
     assert np.array_equal(res.labels, ev_labels)
-    conf = labels_confidence(source_probs(out['seg2d'], out['seg3d'], out['valid'], source))[1][0].numpy()
+    conf = labels_confidence(source_probs(out['seg2d'], out['seg3d'], out['valid'], source))[1][
+        0
+    ].numpy()
     np.testing.assert_array_equal(res.confidence, conf)
     hole = ~out['valid'][0, 0].numpy()
     ref2d = source_labels(out['seg2d'], None, None, '2d', NYU13.void_id)[0].numpy()
-    assert np.array_equal(res.labels[hole], ref2d[hole])                 # 2D fallback without a 3D point
+    assert np.array_equal(res.labels[hole], ref2d[hole])  # 2D fallback without a 3D point
     # and the evaluator scores exactly those labels
     ev = SegDepthEvaluator(len(NYU13), NYU13.void_id)
     ev.update(out, torch.from_numpy(res.labels.astype(np.int64))[None])

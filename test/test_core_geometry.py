@@ -1,4 +1,5 @@
 """M2 back-projection and intrinsics bookkeeping (core/geometry.py); cases C09, C17, C18."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -6,8 +7,14 @@ from hypothesis import strategies as st
 import torch
 
 from depth3dseg_ros.core.depth import depth_to_meters
-from depth3dseg_ros.core.geometry import (backproject, backproject_np, crop_intrinsics, pixel_grid,
-                                          resize_intrinsics, scale_intrinsics)
+from depth3dseg_ros.core.geometry import (
+    backproject,
+    backproject_np,
+    crop_intrinsics,
+    pixel_grid,
+    resize_intrinsics,
+    scale_intrinsics,
+)
 
 
 def K3(fx, fy, cx, cy, s=0.0):
@@ -19,7 +26,7 @@ def test_c09_zero_float_depth_is_invalid_not_origin():
     K = K3(500, 500, 0, 0)
     pts = backproject_np(np.array([[0.0, 2.0]], np.float32), K)
     assert pts.dtype == np.float32 and pts.shape == (1, 2, 3)
-    assert np.all(np.isnan(pts[0, 0]))            # never (0, 0, 0)
+    assert np.all(np.isnan(pts[0, 0]))  # never (0, 0, 0)
     np.testing.assert_allclose(pts[0, 1], [0.004, 0.0, 2.0], rtol=1e-6)
     # torch: same numbers, invalid pixel flagged (xyz there is 0 only as a gradient-safe filler)
     xyz, valid = backproject(torch.tensor([[[[0.0, 2.0]]]]), torch.tensor(K, dtype=torch.float32))
@@ -81,7 +88,7 @@ def test_c18_resize_intrinsics_and_point():
 
 def test_c18_P_scales_translation_column():
     P = np.array([[900, 0, 640, -45.0], [0, 900, 360, 9.0], [0, 0, 1, 0]])
-    P2 = resize_intrinsics(P, (1280, 720), (640, 180))      # sx = 0.5, sy = 0.25
+    P2 = resize_intrinsics(P, (1280, 720), (640, 180))  # sx = 0.5, sy = 0.25
     np.testing.assert_allclose(P2, [[450, 0, 320, -22.5], [0, 225, 90, 2.25], [0, 0, 1, 0]])
 
 
@@ -114,9 +121,11 @@ def test_intrinsics_torch_batched_matches_numpy():
         np.testing.assert_allclose(out[i].numpy(), scale_intrinsics(Ks[i], sx, sy))
     outc = crop_intrinsics(Kt, 4, 6)
     np.testing.assert_allclose(outc.numpy(), np.stack([crop_intrinsics(k, 4, 6) for k in Ks]))
-    np.testing.assert_allclose(resize_intrinsics(Kt, (640, 480), (320, 240)).numpy(),
-                               np.stack([scale_intrinsics(k, 0.5, 0.5) for k in Ks]))
-    assert torch.equal(Kt, torch.tensor(Ks))     # input untouched
+    np.testing.assert_allclose(
+        resize_intrinsics(Kt, (640, 480), (320, 240)).numpy(),
+        np.stack([scale_intrinsics(k, 0.5, 0.5) for k in Ks]),
+    )
+    assert torch.equal(Kt, torch.tensor(Ks))  # input untouched
 
 
 @pytest.mark.parametrize('bad', [(0, 480), (640.5, 480), (640,)])
@@ -147,12 +156,16 @@ def test_torch_matches_numpy_per_sample_K():
     d[2, 0, 5, 5] = np.inf
     Ks = np.stack([K3(25, 24, 14.5, 9.5), K3(40, 41, 15, 10, s=0.5), K3(18, 18, 3, 17)])
     xyz, valid = backproject(torch.from_numpy(d), torch.tensor(Ks, dtype=torch.float32))
-    assert xyz.shape == (3, 3, 20, 30) and valid.shape == (3, 1, 20, 30) and valid.dtype == torch.bool
+    assert (
+        xyz.shape == (3, 3, 20, 30) and valid.shape == (3, 1, 20, 30) and valid.dtype == torch.bool
+    )
     for i in range(3):
         ref = backproject_np(d[i, 0], Ks[i])
         vi = valid[i, 0].numpy()
         np.testing.assert_array_equal(vi, np.isfinite(ref[..., 2]))
-        np.testing.assert_allclose(xyz[i].permute(1, 2, 0).numpy()[vi], ref[vi], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            xyz[i].permute(1, 2, 0).numpy()[vi], ref[vi], rtol=1e-5, atol=1e-6
+        )
         assert np.all(xyz[i].permute(1, 2, 0).numpy()[~vi] == 0)
 
 
@@ -173,12 +186,18 @@ def test_pixel_grid_cached_per_size_device_dtype():
     a = pixel_grid(4, 5)
     assert pixel_grid(4, 5) is a
     assert pixel_grid(4, 5, dtype=torch.float64) is not a
-    assert a[0][0, 0, 2, 3].item() == 3 and a[1][0, 0, 2, 3].item() == 2   # (u, v) = (col, row)
+    assert a[0][0, 0, 2, 3].item() == 3 and a[1][0, 0, 2, 3].item() == 2  # (u, v) = (col, row)
 
 
 @settings(max_examples=40, deadline=None)
-@given(fx=st.floats(50, 2000), fy=st.floats(50, 2000), cx=st.floats(-50, 700), cy=st.floats(-50, 500),
-       s=st.floats(-5, 5), z=st.floats(0.05, 60))
+@given(
+    fx=st.floats(50, 2000),
+    fy=st.floats(50, 2000),
+    cx=st.floats(-50, 700),
+    cy=st.floats(-50, 500),
+    s=st.floats(-5, 5),
+    z=st.floats(0.05, 60),
+)
 def test_backprojected_points_reproject_to_their_pixels(fx, fy, cx, cy, s, z):
     K = K3(fx, fy, cx, cy, s)
     pts = backproject_np(np.full((5, 7), z, np.float32), K).astype(np.float64)

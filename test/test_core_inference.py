@@ -1,5 +1,6 @@
-"""M7–M9 Segmenter (core/inference.py) on a real NYU frame: shapes, dtypes, K scaling, depth/points,
-label sources, void exclusion, errors."""
+"""M7–M9 Segmenter (core/inference.py) on a real NYU frame: shapes, dtypes, K scaling,
+depth/points, label sources, void exclusion, errors."""
+
 import cv2
 import numpy as np
 import pytest
@@ -27,15 +28,20 @@ def nyu0001(real_dir):
 def seg(tmp_path_factory):
     torch.manual_seed(0)
     model = Depth3DSeg(len(NYU13), **SMALL)
-    path = save_model(tmp_path_factory.mktemp('m') / 'model.pt', model,
-                      {'classes': NYU13.to_dict(), 'input_size': [80, 60], 'mean': MEAN, 'std': STD})
+    path = save_model(
+        tmp_path_factory.mktemp('m') / 'model.pt',
+        model,
+        {'classes': NYU13.to_dict(), 'input_size': [80, 60], 'mean': MEAN, 'std': STD},
+    )
     return Segmenter(path, device='auto')
 
 
 def test_shapes_dtypes_and_k_scaling(seg, nyu0001):
     rgb, K = nyu0001
     res = seg.infer(rgb, K, 'fused')
-    assert seg.input_size == (80, 60) and seg.device.type == ('cuda' if torch.cuda.is_available() else 'cpu')
+    assert seg.input_size == (80, 60) and seg.device.type == (
+        'cuda' if torch.cuda.is_available() else 'cpu'
+    )
     assert res.labels.shape == (60, 80) and res.labels.dtype == np.uint8
     assert res.confidence.shape == (60, 80) and res.confidence.dtype == np.float32
     assert ((res.confidence > 0) & (res.confidence <= 1)).all()
@@ -45,8 +51,11 @@ def test_shapes_dtypes_and_k_scaling(seg, nyu0001):
     assert set(res.timings) == {'preprocess', 'inference', 'postprocess'}
     assert res.label_source == 'fused'
     # C18: K at the network size, 640x480 -> 80x60 is a factor 1/8 in both directions
-    np.testing.assert_allclose(res.K, [[518.8579 / 8, 0, 325.5824 / 8], [0, 519.4696 / 8, 253.7362 / 8],
-                                       [0, 0, 1]], rtol=1e-6)
+    np.testing.assert_allclose(
+        res.K,
+        [[518.8579 / 8, 0, 325.5824 / 8], [0, 519.4696 / 8, 253.7362 / 8], [0, 0, 1]],
+        rtol=1e-6,
+    )
     assert ((res.labels >= 1) & (res.labels <= 13)).all()  # void (0) never predicted
 
 
@@ -73,6 +82,7 @@ class _HoleyModel(Depth3DSeg):
 
     def forward(self, rgb_norm, K):
         from depth3dseg_ros.core.geometry import backproject
+
         out = self._holey(rgb_norm)
         out['xyz'], out['valid'] = backproject(out['depth'], K)
         out['seg3d'] = self.pointnet(out['xyz'], out['valid'], rgb_norm)
@@ -83,7 +93,9 @@ class _HoleyModel(Depth3DSeg):
 def test_invalid_depth_gives_nan_depth_and_points_exactly_there(nyu0001, with_k):
     rgb, K = nyu0001
     torch.manual_seed(0)
-    seg = Segmenter.from_model(_HoleyModel(len(NYU13), **SMALL), {'classes': NYU13, 'input_size': [64, 48]})
+    seg = Segmenter.from_model(
+        _HoleyModel(len(NYU13), **SMALL), {'classes': NYU13, 'input_size': [64, 48]}
+    )
     res = seg.infer(rgb, K if with_k else None, 'fused')
     hole = np.zeros((48, 64), bool)
     hole[:10, :12] = True
@@ -91,7 +103,9 @@ def test_invalid_depth_gives_nan_depth_and_points_exactly_there(nyu0001, with_k)
     if with_k:
         assert np.array_equal(np.isnan(res.points).all(-1), hole)
         assert not np.isnan(res.points[~hole]).any()
-        np.testing.assert_allclose(res.points, backproject_np(res.depth, res.K), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            res.points, backproject_np(res.depth, res.K), rtol=1e-5, atol=1e-6
+        )
         # no 3D point there: the fused labels fall back to the 2D head in the hole
         ref2d = seg.infer(rgb, K, '2d')
         assert np.array_equal(res.labels[hole], ref2d.labels[hole])
@@ -102,8 +116,9 @@ def test_matches_direct_model_forward(seg, nyu0001):
     """Preprocessing = INTER_AREA resize + (x/255 - mean)/std; labels = argmax without void."""
     rgb, K = nyu0001
     small = cv2.resize(rgb, (80, 60), interpolation=cv2.INTER_AREA)
-    x = (torch.from_numpy(small).permute(2, 0, 1).float() / 255 - torch.tensor(MEAN).view(3, 1, 1)) \
-        / torch.tensor(STD).view(3, 1, 1)
+    x = (
+        torch.from_numpy(small).permute(2, 0, 1).float() / 255 - torch.tensor(MEAN).view(3, 1, 1)
+    ) / torch.tensor(STD).view(3, 1, 1)
     Kn = torch.tensor(K, dtype=torch.float32).clone()
     Kn[:2] /= 8
     with torch.no_grad():
@@ -147,7 +162,9 @@ def test_many_classes_give_uint16_labels(nyu0001):
     n = 300
     classes = ClassSet(['void'] + [f'c{i}' for i in range(1, n)], np.zeros((n, 3), np.uint8))
     model = Depth3DSeg(n, width=0.35, dec_ch=16, head_ch=8, p_channels=[8], p_head=8)
-    res = Segmenter.from_model(model, {'classes': classes.to_dict(), 'input_size': [32, 24]}).infer(rgb, K)
+    res = Segmenter.from_model(
+        model, {'classes': classes.to_dict(), 'input_size': [32, 24]}
+    ).infer(rgb, K)
     assert res.labels.dtype == np.uint16 and res.labels.shape == (24, 32)
 
 
@@ -192,8 +209,9 @@ def test_labels_map_back_to_class_ids_for_any_void_id(nyu0001, void_id):
     model = Depth3DSeg(5, **SMALL).eval()
     seg = Segmenter.from_model(model, {'classes': classes.to_dict(), 'input_size': [32, 24]})
     small = cv2.resize(rgb, (32, 24), interpolation=cv2.INTER_AREA)
-    x = (torch.from_numpy(small).permute(2, 0, 1).float() / 255 - torch.tensor(MEAN).view(3, 1, 1)) \
-        / torch.tensor(STD).view(3, 1, 1)
+    x = (
+        torch.from_numpy(small).permute(2, 0, 1).float() / 255 - torch.tensor(MEAN).view(3, 1, 1)
+    ) / torch.tensor(STD).view(3, 1, 1)
     with torch.no_grad():
         logits = model.forward_2d(x.unsqueeze(0))['seg2d'][0]
     logits[void_id] = float('-inf')
@@ -208,11 +226,14 @@ def test_from_model_leaves_the_callers_model_untouched():
     model = Depth3DSeg(len(NYU13), **SMALL).train()
     seg = Segmenter.from_model(model, {'classes': NYU13, 'input_size': [32, 24]})
     assert model.training and any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
-    assert not seg.model.training and not any(isinstance(m, torch.nn.BatchNorm2d) for m in seg.model.modules())
+    assert not seg.model.training and not any(
+        isinstance(m, torch.nn.BatchNorm2d) for m in seg.model.modules()
+    )
 
 
 def test_cpu_thread_setting():
     from depth3dseg_ros.core.inference import default_num_threads
+
     before = torch.get_num_threads()
     model = Depth3DSeg(len(NYU13), **SMALL).eval()
     try:
@@ -234,10 +255,13 @@ def test_warmup_without_k_neither_logs_nor_uses_up_the_no_k_warning(nyu0001, cap
     warning nor spend it: the first real frame without K warns, exactly once."""
     rgb, K = nyu0001
     model = Depth3DSeg(len(NYU13), **SMALL).eval()
-    seg = Segmenter.from_model(model, {'classes': NYU13, 'input_size': [32, 24]}, device='cpu', num_threads=0)
+    seg = Segmenter.from_model(
+        model, {'classes': NYU13, 'input_size': [32, 24]}, device='cpu', num_threads=0
+    )
 
     def no_k():
         return [r for r in caplog.records if 'no K given' in r.getMessage()]
+
     with caplog.at_level('WARNING', logger='depth3dseg_ros.core.inference'):
         seg.warmup(runs=1, with_k=False)
         seg.warmup(runs=1, with_k=False, label_source='3d', image_size=(64, 48))
@@ -245,26 +269,36 @@ def test_warmup_without_k_neither_logs_nor_uses_up_the_no_k_warning(nyu0001, cap
         assert no_k() == []
         assert seg.infer(rgb, None, 'fused').label_source == '2d'
         assert len(no_k()) == 1 and "label_source 'fused' -> '2d'" in no_k()[0].getMessage()
-        seg.warmup(runs=1, with_k=False)   # after the real warning: still warned, nothing new
+        seg.warmup(runs=1, with_k=False)  # after the real warning: still warned, nothing new
         seg.infer(rgb, None, '3d')
         assert len(no_k()) == 1
 
 
 def test_measured_depth_builds_the_cloud_where_valid_and_prediction_fills_holes(seg, real_dir):
-    name, rgb, depth, labels, K = next(iter(real_frames(real_dir)))      # NYU 0001, filled depth (m)
+    name, rgb, depth, labels, K = next(iter(real_frames(real_dir)))  # NYU 0001, filled depth (m)
     meas = depth.copy()
-    meas[:, :320] = np.nan                                              # left half: a hole
+    meas[:, :320] = np.nan  # left half: a hole
     base = seg.infer(rgb, K, 'fused')
     res = seg.infer(rgb, K, 'fused', depth=meas)
-    np.testing.assert_array_equal(res.depth, base.depth)               # the published depth: predicted
-    assert res.measured.shape == (60, 80) and res.measured[:, 40:].all() and not res.measured[:, :40].any()
+    np.testing.assert_array_equal(res.depth, base.depth)  # the published depth: predicted
+    assert (
+        res.measured.shape == (60, 80)
+        and res.measured[:, 40:].all()
+        and not res.measured[:, :40].any()
+    )
     net_meas = cv2.resize(meas, (80, 60), interpolation=cv2.INTER_NEAREST)
     z = res.points[..., 2]
-    np.testing.assert_allclose(z[:, 40:], net_meas[:, 40:], rtol=1e-6)   # measured where valid
-    np.testing.assert_allclose(z[:, :40], base.points[:, :40, 2], rtol=1e-6)  # prediction in the hole
-    np.testing.assert_allclose(res.points, backproject_np(np.where(res.measured, net_meas, res.depth), res.K),
-                               rtol=1e-5, atol=1e-6)
-    assert seg.infer(rgb, None, '2d', depth=meas).measured is None      # no K: no cloud, depth ignored
+    np.testing.assert_allclose(z[:, 40:], net_meas[:, 40:], rtol=1e-6)  # measured where valid
+    np.testing.assert_allclose(
+        z[:, :40], base.points[:, :40, 2], rtol=1e-6
+    )  # prediction in the hole
+    np.testing.assert_allclose(
+        res.points,
+        backproject_np(np.where(res.measured, net_meas, res.depth), res.K),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    assert seg.infer(rgb, None, '2d', depth=meas).measured is None  # no K: no cloud, depth ignored
     assert base.measured is None
 
 

@@ -1,4 +1,5 @@
 """Dataset-accumulated segmentation and depth metrics (core/metrics.py)."""
+
 import json
 import math
 
@@ -6,11 +7,16 @@ import numpy as np
 import pytest
 import torch
 
-from depth3dseg_ros.core.metrics import (ConfusionMatrix, DepthMetrics, SegDepthEvaluator, fuse_probs,
-                                         predict_labels)
+from depth3dseg_ros.core.metrics import (
+    ConfusionMatrix,
+    DepthMetrics,
+    SegDepthEvaluator,
+    fuse_probs,
+    predict_labels,
+)
 
 GT = np.array([1, 1, 2, 2, 0, 3])
-PRED = np.array([1, 2, 2, 2, 1, 1])     # the void-GT pixel (index 4) is not counted
+PRED = np.array([1, 2, 2, 2, 1, 1])  # the void-GT pixel (index 4) is not counted
 
 
 def test_confusion_matrix_hand_computed():
@@ -20,15 +26,15 @@ def test_confusion_matrix_hand_computed():
     expected[1, 1], expected[1, 2], expected[2, 2], expected[3, 1] = 1, 1, 2, 1
     np.testing.assert_array_equal(cm.mat, expected)
     iou = cm.iou()
-    assert np.isnan(iou[0])                                    # void
-    np.testing.assert_allclose(iou[1:], [1 / 3, 2 / 3, 0.0])   # TP/(TP+FP+FN)
+    assert np.isnan(iou[0])  # void
+    np.testing.assert_allclose(iou[1:], [1 / 3, 2 / 3, 0.0])  # TP/(TP+FP+FN)
     assert cm.miou() == pytest.approx(1 / 3)
     assert cm.pixel_accuracy() == pytest.approx(3 / 5)
     assert cm.total == 5
 
 
 def test_miou_excludes_classes_in_neither_but_counts_pred_only():
-    cm = ConfusionMatrix(6, void_id=0)       # classes 4, 5 never appear
+    cm = ConfusionMatrix(6, void_id=0)  # classes 4, 5 never appear
     cm.update(PRED, GT)
     assert cm.miou() == pytest.approx(1 / 3)
     s = cm.summary(['void', 'a', 'b', 'c', 'd', 'e'])
@@ -50,7 +56,7 @@ def test_torch_and_numpy_counts_agree_and_valid_mask():
     assert a.total == int(((g != 0) & v).sum())
     v_before = v.copy()
     ConfusionMatrix(5).update(p, g, v)
-    np.testing.assert_array_equal(v, v_before)                 # caller's mask not modified
+    np.testing.assert_array_equal(v, v_before)  # caller's mask not modified
 
 
 def test_confusion_matrix_errors():
@@ -59,13 +65,15 @@ def test_confusion_matrix_errors():
         cm.update(np.array([3]), np.array([1]))
     with pytest.raises(ValueError, match='shape'):
         cm.update(np.array([1, 2]), np.array([1]))
-    cm.update(np.array([7]), np.array([0]))                     # void GT: not checked, not counted
+    cm.update(np.array([7]), np.array([0]))  # void GT: not checked, not counted
     assert cm.total == 0 and math.isnan(cm.miou())
 
 
 def test_accumulated_differs_from_mean_of_frames():
-    frames = [(np.array([1, 1, 1, 1]), np.array([1, 1, 1, 1])),   # frame mIoU 1 (class 2 absent)
-              (np.array([1]), np.array([2]))]                     # frame mIoU 0
+    frames = [
+        (np.array([1, 1, 1, 1]), np.array([1, 1, 1, 1])),  # frame mIoU 1 (class 2 absent)
+        (np.array([1]), np.array([2])),
+    ]  # frame mIoU 0
     per_frame = []
     acc = ConfusionMatrix(3)
     for p, g in frames:
@@ -93,7 +101,7 @@ def test_accumulated_differs_from_mean_of_frames():
 def test_depth_metrics_hand_values():
     dm = DepthMetrics()
     pred = torch.tensor([1.0, 1.2, 3.0, 5.0, 7.0])
-    gt = torch.tensor([1.0, 1.0, 2.0, float('nan'), 0.0])      # last two: no ground truth
+    gt = torch.tensor([1.0, 1.0, 2.0, float('nan'), 0.0])  # last two: no ground truth
     dm.update(pred, gt)
     s = dm.summary()
     assert s['pixels'] == 3
@@ -118,14 +126,16 @@ def test_fused_labels_and_void_excluded():
     fused = fuse_probs(s2, s3)
     # void excluded before averaging (as at inference): (0, 6/9, 3/9) and (0, 1/9, 8/9) -> mean
     torch.testing.assert_close(fused[0, :, 0, 0], torch.tensor([0.0, 7 / 18, 11 / 18]))
-    torch.testing.assert_close(fuse_probs(s2, s3, void_id=None)[0, :, 0, 0],
-                               torch.tensor([0.1, 0.35, 0.55]))
+    torch.testing.assert_close(
+        fuse_probs(s2, s3, void_id=None)[0, :, 0, 0], torch.tensor([0.1, 0.35, 0.55])
+    )
     # where void dominates one head, renormalising decides: 2D (0.8, 0.15, 0.05) says class 1 with
-    # 0.75 of the non-void mass; 3D (0.02, 0.40, 0.58) says 2 -> fused over non-void: (0.5791, 0.4209)
+    # 0.75 of the non-void mass; 3D (0.02, 0.40, 0.58) says 2 -> fused over non-void: (0.5791,
+    # 0.4209)
     a, b = logits((0.8, 0.15, 0.05)), logits((0.02, 0.40, 0.58))
     assert predict_labels(fuse_probs(a, b)).item() == 1
     assert predict_labels(fuse_probs(a, b, void_id=None)).item() == 2
-    assert predict_labels(s2).tolist() == [[[1, 1]]]              # void (0) never predicted
+    assert predict_labels(s2).tolist() == [[[1, 1]]]  # void (0) never predicted
     assert predict_labels(s3).tolist() == [[[2, 2]]]
     assert predict_labels(fused).tolist() == [[[2, 2]]]
     # without a 3D point the fused distribution is the 2D one
@@ -135,13 +145,16 @@ def test_fused_labels_and_void_excluded():
 
 def test_evaluator_summary_json_and_3d_valid_only():
     ev = SegDepthEvaluator(3, 0, names=['void', 'a', 'b'])
-    out = {'seg2d': logits((0.1, 0.6, 0.3), (0.1, 0.6, 0.3)), 'seg3d': logits((0.1, 0.1, 0.8),
-                                                                              (0.1, 0.1, 0.8)),
-           'depth': torch.tensor([[[[2.0, 1.0]]]]), 'valid': torch.tensor([[[[True, False]]]])}
+    out = {
+        'seg2d': logits((0.1, 0.6, 0.3), (0.1, 0.6, 0.3)),
+        'seg3d': logits((0.1, 0.1, 0.8), (0.1, 0.1, 0.8)),
+        'depth': torch.tensor([[[[2.0, 1.0]]]]),
+        'valid': torch.tensor([[[[True, False]]]]),
+    }
     ev.update(out, torch.tensor([[[2, 2]]]), torch.tensor([[[[2.0, float('nan')]]]]))
     s = ev.summary()
     json.dumps(s, allow_nan=False)
     assert s['seg2d']['pixels'] == 2 and s['seg3d']['pixels'] == 1 and s['fused']['pixels'] == 2
     assert s['miou_2d'] == 0.0 and s['miou_3d'] == 1.0
-    assert s['fused']['pixel_acc'] == pytest.approx(0.5)          # pixel 1 has no point: 2D label
+    assert s['fused']['pixel_acc'] == pytest.approx(0.5)  # pixel 1 has no point: 2D label
     assert s['absrel'] == 0.0 and s['delta1'] == 1.0 and s['depth']['pixels'] == 1

@@ -1,12 +1,20 @@
-"""M1 DepthSegNet + combined Depth3DSeg (core/model.py): shapes, depth range, FLOPs, M3 coupling."""
+"""M1 DepthSegNet + combined Depth3DSeg (core/model.py): shapes, depth range, FLOPs, M3
+coupling."""
+
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from depth3dseg_ros.core.model import (DEFAULT_ARCH, Depth3DSeg, DepthSegNet, check_arch,
-                                       count_flops, count_params)
+from depth3dseg_ros.core.model import (
+    DEFAULT_ARCH,
+    Depth3DSeg,
+    DepthSegNet,
+    check_arch,
+    count_flops,
+    count_params,
+)
 
 SMALL = dict(width=0.35, dec_ch=16, head_ch=8, p_channels=[16, 16], p_head=16)
 
@@ -108,6 +116,7 @@ def test_default_arch_is_mobilenet_sized():
 def test_fold_batchnorm_keeps_outputs():
     import copy
     from depth3dseg_ros.core.model import fold_batchnorm
+
     torch.manual_seed(4)
     model = Depth3DSeg(6, **SMALL).eval()
     for m in model.modules():

@@ -1,4 +1,6 @@
-"""Model files (core/modelfile.py): round trip, atomic save, clear errors, crafted pickles refused."""
+"""Model files (core/modelfile.py): round trip, atomic save, clear errors, crafted pickles
+refused."""
+
 import os
 import pickle
 
@@ -7,8 +9,13 @@ import torch
 
 from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.core.model import Depth3DSeg
-from depth3dseg_ros.core.modelfile import (FORMAT, ModelFileError, load_model, read_model_file,
-                                           save_model)
+from depth3dseg_ros.core.modelfile import (
+    FORMAT,
+    ModelFileError,
+    load_model,
+    read_model_file,
+    save_model,
+)
 
 SMALL = dict(width=0.35, dec_ch=16, head_ch=8, p_channels=[16, 16], p_head=16, max_depth=8.0)
 
@@ -24,8 +31,13 @@ def _K(w, h):
 
 def test_round_trip_same_outputs_and_meta(tmp_path):
     model = _model()
-    meta = {'classes': NYU13.to_dict(), 'input_size': [64, 48], 'mean': [0.5, 0.5, 0.5],
-            'std': [0.25, 0.25, 0.25], 'training': {'epochs': 3, 'best': {'miou': 0.5}}}
+    meta = {
+        'classes': NYU13.to_dict(),
+        'input_size': [64, 48],
+        'mean': [0.5, 0.5, 0.5],
+        'std': [0.25, 0.25, 0.25],
+        'training': {'epochs': 3, 'best': {'miou': 0.5}},
+    }
     path = save_model(tmp_path / 'm.pt', model, meta)
     assert sorted(os.listdir(tmp_path)) == ['m.pt']  # no temporary left behind
     loaded, meta2 = load_model(path)
@@ -55,13 +67,19 @@ def test_bad_meta_is_refused_before_writing(tmp_path):
     with pytest.raises(ValueError, match='classes'):
         save_model(tmp_path / 'a.pt', model, {})
     with pytest.raises(ValueError, match='num_classes=14'):
-        save_model(tmp_path / 'a.pt', model, {'classes': ClassSet(['void', 'x'], [[0, 0, 0], [1, 2, 3]]).to_dict()})
+        save_model(
+            tmp_path / 'a.pt',
+            model,
+            {'classes': ClassSet(['void', 'x'], [[0, 0, 0], [1, 2, 3]]).to_dict()},
+        )
     with pytest.raises(ValueError, match='input_size'):
         save_model(tmp_path / 'a.pt', model, {'classes': NYU13.to_dict(), 'input_size': [64]})
     with pytest.raises(ValueError, match='std'):
         save_model(tmp_path / 'a.pt', model, {'classes': NYU13.to_dict(), 'std': [0, 1, 1]})
     with pytest.raises(ValueError, match='plain'):
-        save_model(tmp_path / 'a.pt', model, {'classes': NYU13.to_dict(), 'training': {'x': object()}})
+        save_model(
+            tmp_path / 'a.pt', model, {'classes': NYU13.to_dict(), 'training': {'x': object()}}
+        )
     with pytest.raises(ValueError, match='arch'):
         save_model(tmp_path / 'a.pt', model, {'classes': NYU13.to_dict(), 'arch': {'width': 1.0}})
     assert not any(tmp_path.iterdir())
@@ -88,7 +106,7 @@ def test_wrong_format_version_and_missing_keys(tmp_path):
     (tmp_path / 'junk.pt').write_bytes(b'not a model at all')
     with pytest.raises(ModelFileError, match='not a depth3dseg model file') as err:
         load_model(tmp_path / 'junk.pt')
-    assert 'weights_only=False' not in str(err.value)       # never advise unpickling arbitrary code
+    assert 'weights_only=False' not in str(err.value)  # never advise unpickling arbitrary code
     # a training checkpoint (what --resume reads) is named as such, with the file to use instead
     torch.save({'model': good['state_dict'], 'optimizer': {}, 'config': {}}, tmp_path / 'last.pt')
     with pytest.raises(ModelFileError, match=r"training checkpoint .*use the run's model.pt"):

@@ -1,4 +1,6 @@
-"""M3 PointSegNet (core/pointnet.py): neighbours by 3D distance, invalid points masked, gradients to xyz."""
+"""M3 PointSegNet (core/pointnet.py): neighbours by 3D distance, invalid points masked, gradients
+to xyz."""
+
 import numpy as np
 import pytest
 import torch
@@ -8,11 +10,12 @@ from depth3dseg_ros.core.pointnet import EdgeConv, PointSegNet, knn_window, subs
 
 def _cloud(h, w, seed=0, invalid_frac=0.0):
     g = torch.Generator().manual_seed(seed)
-    v, u = torch.meshgrid(torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32),
-                          indexing='ij')
+    v, u = torch.meshgrid(
+        torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32), indexing='ij'
+    )
     z = 1.0 + 2.0 * torch.rand(h, w, generator=g)
     xyz = torch.stack([(u - w / 2) * z / 50, (v - h / 2) * z / 50, z]).unsqueeze(0)
-    valid = (torch.rand(1, 1, h, w, generator=g) >= invalid_frac)
+    valid = torch.rand(1, 1, h, w, generator=g) >= invalid_frac
     return xyz, valid
 
 
@@ -33,20 +36,26 @@ def test_knn_matches_brute_force_3d_distance(k, win):
             if not V[i]:
                 assert not mask[0, :, i].any()
                 continue
-            cands = [yy * w + xx for yy in range(max(0, y - r), min(h, y + r + 1))
-                     for xx in range(max(0, x - r), min(w, x + r + 1)) if V[yy * w + xx]]
+            cands = [
+                yy * w + xx
+                for yy in range(max(0, y - r), min(h, y + r + 1))
+                for xx in range(max(0, x - r), min(w, x + r + 1))
+                if V[yy * w + xx]
+            ]
             d = np.linalg.norm(P[cands] - P[i], axis=1)
             expect = [cands[j] for j in np.argsort(d, kind='stable')[:k]]
             got = idx[0, :, i][mask[0, :, i]].tolist()
-            assert got == expect[:len(got)] and len(got) == min(k, len(cands))
+            assert got == expect[: len(got)] and len(got) == min(k, len(cands))
             assert got[0] == i  # the point itself, distance 0
 
 
 def test_pixel_adjacent_but_3d_far_points_are_not_neighbours():
-    """Interleaved columns on two planes 4 m apart: pixel neighbours across planes are never chosen."""
+    """Interleaved columns on two planes 4 m apart: pixel neighbours across planes are never
+    chosen."""
     h, w = 8, 10
-    v, u = torch.meshgrid(torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32),
-                          indexing='ij')
+    v, u = torch.meshgrid(
+        torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32), indexing='ij'
+    )
     z = torch.where(u.long() % 2 == 0, torch.tensor(1.0), torch.tensor(5.0))
     xyz = torch.stack([u * 0.01 * z, v * 0.01 * z, z]).unsqueeze(0)
     valid = torch.ones(1, 1, h, w, dtype=torch.bool)
@@ -62,7 +71,9 @@ def test_pixel_adjacent_but_3d_far_points_are_not_neighbours():
 @pytest.mark.parametrize('stride', [1, 2, 4])
 def test_invalid_points_never_influence_valid_outputs(stride):
     torch.manual_seed(0)
-    net = PointSegNet(5, in_feats=3, k=6, window=5, stride=stride, channels=(16, 16), head=16).train()
+    net = PointSegNet(
+        5, in_feats=3, k=6, window=5, stride=stride, channels=(16, 16), head=16
+    ).train()
     xyz, valid = _cloud(24, 32, seed=1, invalid_frac=0.3)
     feats = torch.randn(1, 3, 24, 32)
     out1 = net(xyz, valid, feats)
@@ -84,8 +95,9 @@ def test_invalid_points_never_influence_valid_outputs(stride):
 
 @pytest.mark.parametrize('masked', [False, True])
 def test_edgeconv_equals_the_dgcnn_formula(masked):
-    """EdgeConv (M3) = post(max over valid j of ReLU(W_n f_j + W_c f_i + W_g g_ij)), 0 when no neighbour is
-    valid, computed edge by edge (the layer computes ReLU once after the max, and masked edges as -inf)."""
+    """EdgeConv (M3) = post(max over valid j of ReLU(W_n f_j + W_c f_i + W_g g_ij)), 0 when no
+    neighbour is valid, computed edge by edge (the layer computes ReLU once after the max, and
+    masked edges as -inf)."""
     torch.manual_seed(0)
     b, n, k, cin, cg, cout = 2, 30, 4, 5, 7, 6
     layer = EdgeConv(cin, cg, cout)
@@ -101,7 +113,11 @@ def test_edgeconv_equals_the_dgcnn_formula(masked):
             h = torch.zeros(cout)  # max over an empty set of ReLU outputs: 0
             for j in range(k):
                 if mask is None or mask[bi, j, i]:
-                    e = layer.wn(f[bi, idx[bi, j, i]]) + layer.wc(f[bi, i]) + layer.wg(geo[bi, j, i])
+                    e = (
+                        layer.wn(f[bi, idx[bi, j, i]])
+                        + layer.wc(f[bi, i])
+                        + layer.wg(geo[bi, j, i])
+                    )
                     h = torch.maximum(h, e.relu())
             ref[bi, i] = layer.post(h).relu()
     assert torch.allclose(out, ref, atol=1e-5)
@@ -135,17 +151,19 @@ def test_gradients_flow_into_xyz_of_valid_points_only():
 
 def test_upsampling_keeps_depth_edges():
     """Stride-4 logits back to full resolution take the 3D-nearest subsampled point: every pixel on
-    the near plane gets the near plane's logits, also where its own block centre lies on the far one."""
+    the near plane gets the near plane's logits, also where its own block centre lies on the far
+    one."""
     h, w, s = 16, 24, 4
-    v, u = torch.meshgrid(torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32),
-                          indexing='ij')
+    v, u = torch.meshgrid(
+        torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32), indexing='ij'
+    )
     z = torch.where(u < 9, torch.tensor(1.0), torch.tensor(3.0))  # edge not on a block boundary
     xyz = torch.stack([(u - w / 2) * z / 100, (v - h / 2) * z / 100, z]).unsqueeze(0)
     valid = torch.ones(1, 1, h, w, dtype=torch.bool)
     net = PointSegNet(2, stride=s)
     p, vv = subsample(xyz, s), subsample(valid, s)
     near = (p[:, 2] < 2).reshape(1, -1, 1).float()
-    logits = torch.cat([near, 1 - near], -1)                   # B×N×C: class 0 = near plane
+    logits = torch.cat([near, 1 - near], -1)  # B×N×C: class 0 = near plane
     full = net._upsample(logits, p, vv, xyz, valid)
     assert full.shape == (1, 2, h, w)
     assert torch.equal(full.argmax(1)[0], (z >= 2).long())

@@ -1,5 +1,6 @@
 """M6 training step (core/train_step.py): loss dict, missing labels, and the M3 gradient coupling
 (3D losses reach the depth head through the back-projection of the predicted depth)."""
+
 import math
 
 import pytest
@@ -7,8 +8,13 @@ import torch
 
 from depth3dseg_ros.core.losses import UncertaintyWeighting
 from depth3dseg_ros.core.model import Depth3DSeg
-from depth3dseg_ros.core.train_step import (TERMS, LossConfig, compute_losses, forward_model,
-                                            make_weighting)
+from depth3dseg_ros.core.train_step import (
+    TERMS,
+    LossConfig,
+    compute_losses,
+    forward_model,
+    make_weighting,
+)
 
 C, H, W = 4, 16, 20
 
@@ -24,9 +30,14 @@ def make_batch(b=2, h=H, w=W, seed=0):
     K = torch.tensor([[20.0, 0, w / 2], [0, 20.0, h / 2], [0, 0, 1]]).repeat(b, 1, 1)
     depth = torch.rand(b, 1, h, w, generator=g) * 3 + 0.5
     depth[:, :, 0, :] = float('nan')
-    return {'rgb': torch.randn(b, 3, h, w, generator=g), 'K': K, 'depth': depth,
-            'labels': torch.randint(0, C, (b, h, w), generator=g),
-            'has_labels': torch.ones(b, dtype=torch.bool), 'has_depth': torch.ones(b, dtype=torch.bool)}
+    return {
+        'rgb': torch.randn(b, 3, h, w, generator=g),
+        'K': K,
+        'depth': depth,
+        'labels': torch.randint(0, C, (b, h, w), generator=g),
+        'has_labels': torch.ones(b, dtype=torch.bool),
+        'has_depth': torch.ones(b, dtype=torch.bool),
+    }
 
 
 def only(term, **kw):
@@ -47,29 +58,38 @@ def test_keys_finite_and_total_is_weighted_sum():
     assert all(torch.isfinite(out[k]) and out[k].item() > 0 for k in TERMS)
     expected = sum(cfg.weights()[t] * out[t] for t in TERMS)
     assert out['total'].item() == pytest.approx(expected.item(), rel=1e-6)
-    assert out['n_depth'].item() == 2 * (H - 1) * W          # the NaN row is not counted
+    assert out['n_depth'].item() == 2 * (H - 1) * W  # the NaN row is not counted
     out['total'].backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
-@pytest.mark.parametrize('term,kw', [('seg3d', {}), ('consistency', {}),
-                                     ('consistency', {'consistency': 'kl'}),
-                                     ('consistency', {'consistency': 'js'})])
+@pytest.mark.parametrize(
+    'term,kw',
+    [
+        ('seg3d', {}),
+        ('consistency', {}),
+        ('consistency', {'consistency': 'kl'}),
+        ('consistency', {'consistency': 'js'}),
+    ],
+)
 def test_3d_terms_reach_depth_head_unless_detached(term, kw):
     model = small_model(1)
     batch = make_batch()
     compute_losses(model, batch, only(term, **kw))['total'].backward()
-    assert grad_norm(model.net.depth_head.parameters()) > 0       # through backproject (M2/M3 coupling)
+    assert grad_norm(model.net.depth_head.parameters()) > 0  # through backproject (M2/M3 coupling)
     model.zero_grad(set_to_none=True)
     compute_losses(model, batch, only(term, detach_depth_for_3d=True, **kw))['total'].backward()
     assert grad_norm(model.net.depth_head.parameters()) == 0
-    assert grad_norm(model.pointnet.parameters()) > 0         # the 3D net still trains
+    assert grad_norm(model.pointnet.parameters()) > 0  # the 3D net still trains
 
 
 def test_seg2d_alone_does_not_reach_depth_head():
     model = small_model()
     compute_losses(model, make_batch(), only('seg2d'))['total'].backward()
-    assert grad_norm(model.net.depth_head.parameters()) == 0 and grad_norm(model.net.seg_head.parameters()) > 0
+    assert (
+        grad_norm(model.net.depth_head.parameters()) == 0
+        and grad_norm(model.net.seg_head.parameters()) > 0
+    )
 
 
 def test_detached_path_gives_same_outputs():
@@ -88,8 +108,9 @@ def test_unlabelled_frames_train_on_depth_and_consistency():
     out = compute_losses(model, b, LossConfig())
     assert out['seg2d'].item() == 0 and out['seg3d'].item() == 0
     assert out['n_seg2d'].item() == 0 and out['n_seg3d'].item() == 0
-    assert out['total'].item() == pytest.approx(out['depth'].item() + 0.1 * out['consistency'].item(),
-                                                rel=1e-6)
+    assert out['total'].item() == pytest.approx(
+        out['depth'].item() + 0.1 * out['consistency'].item(), rel=1e-6
+    )
     # keys missing entirely: only consistency remains, no NaN
     out = compute_losses(model, {'rgb': b['rgb'], 'K': b['K']}, LossConfig())
     assert out['n_depth'].item() == 0 and out['n_seg2d'].item() == 0
@@ -133,8 +154,11 @@ def test_uncertainty_weighting_needs_module_and_learns():
     out['total'].backward()
     assert torch.all(uw.log_vars.grad != 0)
     assert make_weighting(LossConfig()) is None
-    assert make_weighting(LossConfig(uncertainty_weighting=True, w_seg3d=0)).names == \
-        ['seg2d', 'depth', 'consistency']
+    assert make_weighting(LossConfig(uncertainty_weighting=True, w_seg3d=0)).names == [
+        'seg2d',
+        'depth',
+        'consistency',
+    ]
 
 
 def test_loss_config_plain_data_and_errors():
@@ -163,7 +187,9 @@ def test_losses_in_float32_under_bf16_autocast():
     b = make_batch()
     with torch.autocast('cpu', dtype=torch.bfloat16):
         out = compute_losses(model, b, LossConfig())
-    assert all(out[k].dtype == torch.float32 and torch.isfinite(out[k]) for k in TERMS + ('total',))
+    assert all(
+        out[k].dtype == torch.float32 and torch.isfinite(out[k]) for k in TERMS + ('total',)
+    )
     out['total'].backward()
     assert grad_norm(model.net.depth_head.parameters()) > 0
 
@@ -175,9 +201,9 @@ def test_measured_depth_builds_the_training_cloud_where_valid(detach):
     out = forward_model(model, batch['rgb'], batch['K'], detach, batch['depth'])
     z = out['xyz'][:, 2:3]
     ok = torch.isfinite(batch['depth'])
-    assert torch.allclose(z[ok], batch['depth'][ok])                       # the sensor depth where valid
+    assert torch.allclose(z[ok], batch['depth'][ok])  # the sensor depth where valid
     pred = out['depth'].detach()
-    assert torch.allclose(z[~ok], pred[~ok])                               # the prediction in its holes
+    assert torch.allclose(z[~ok], pred[~ok])  # the prediction in its holes
 
 
 def test_measured_depth_for_3d_probability_switches_the_cloud_and_is_checked():
@@ -189,6 +215,6 @@ def test_measured_depth_for_3d_probability_switches_the_cloud_and_is_checked():
     a = compute_losses(small_model(3), batch, only('seg3d', measured_depth_for_3d=0.5))
     torch.manual_seed(5)
     b = compute_losses(small_model(3), batch, only('seg3d', measured_depth_for_3d=0.5))
-    assert a['seg3d'].item() == b['seg3d'].item()                          # drawn from torch's RNG
+    assert a['seg3d'].item() == b['seg3d'].item()  # drawn from torch's RNG
     with pytest.raises(ValueError, match='measured_depth_for_3d=1.5'):
         LossConfig(measured_depth_for_3d=1.5)

@@ -1,9 +1,10 @@
 """C38 (cut-off recordings) and issue 15 (requested topics a bag lacks) through depth3dseg-extract.
 
-Bags are built from the real NYU/TUM frames (test/bagutil.py), then cut the way a killed recorder leaves
-them: metadata.yaml missing, MCAP bytes truncated at a chunk boundary or inside a chunk, ROS 1 bag
-header without index. Frame counts and values are exact.
+Bags are built from the real NYU/TUM frames (test/bagutil.py), then cut the way a killed recorder
+leaves them: metadata.yaml missing, MCAP bytes truncated at a chunk boundary or inside a chunk, ROS
+1 bag header without index. Frame counts and values are exact.
 """
+
 import json
 import logging
 import shutil
@@ -22,7 +23,8 @@ N = 30  # 160x120 frames: the rosbags writer closes a chunk at 1 MiB, so 30 fram
 
 
 def _same_frames(out, frames, n):
-    """The dataset holds exactly frames 0..n-1 of ``frames``, values exact (rgb, depth mm, labels, K)."""
+    """The dataset holds exactly frames 0..n-1 of ``frames``, values exact (rgb, depth mm, labels,
+    K)."""
     entries = read_index(out)
     assert [int(e['id'][-6:]) for e in entries] == list(range(n))
     for e in entries:
@@ -46,18 +48,25 @@ def _chunks(mcap):
         r.close()
 
 
-# (compression, where) -> (frames, with depth, with labels, rgb messages read): where = 'boundary' cuts at
-# the start of the second chunk, 'mid' in the middle of its record.
-EXPECTED = {('none', 'boundary'): (10, 10, 4, 11), ('none', 'mid'): (16, 15, 5, 16),
-            ('zstd-chunks', 'boundary'): (10, 10, 4, 11), ('zstd-chunks', 'mid'): (13, 13, 4, 13)}
+# (compression, where) -> (frames, with depth, with labels, rgb messages read): where = 'boundary'
+# cuts at the start of the second chunk, 'mid' in the middle of its record.
+EXPECTED = {
+    ('none', 'boundary'): (10, 10, 4, 11),
+    ('none', 'mid'): (16, 15, 5, 16),
+    ('zstd-chunks', 'boundary'): (10, 10, 4, 11),
+    ('zstd-chunks', 'mid'): (13, 13, 4, 13),
+}
 
 
 @pytest.mark.parametrize('compression', ['none', 'zstd-chunks'])
 @pytest.mark.parametrize('where', ['boundary', 'mid'])
-def test_c38_truncated_mcap_extracts_every_complete_frame(tmp_path, real_dir, caplog, compression, where):
-    """An MCAP without summary/footer, cut at a chunk boundary or inside a chunk: read in file order, every
-    frame whose rgb + CameraInfo are complete is extracted with exact values, a warning names the byte
-    where the recording ends; an uncut copy of the same bag still reads through its index."""
+def test_c38_truncated_mcap_extracts_every_complete_frame(
+    tmp_path, real_dir, caplog, compression, where
+):
+    """An MCAP without summary/footer, cut at a chunk boundary or inside a chunk: read in file
+    order, every frame whose rgb + CameraInfo are complete is extracted with exact values, a
+    warning names the byte where the recording ends; an uncut copy of the same bag still reads
+    through its index."""
     frames = make_frames(real_dir, N)
     bag = write_bag(tmp_path / 'full', frames, storage='mcap', compression=compression)
     full = next(bag.glob('*.mcap'))
@@ -77,13 +86,18 @@ def test_c38_truncated_mcap_extracts_every_complete_frame(tmp_path, real_dir, ca
     assert sum(bool(e['labels']) for e in entries) == n_labels
     rgb = next(t for t in report['rec_0']['topics'] if t['topic'] == TOPICS['rgb'])
     assert (rgb['read'], rgb['used']) == (n_rgb, n)
-    warning = [r.getMessage() for r in caplog.records if 'not closed / truncated' in r.getMessage()]
+    warning = [
+        r.getMessage() for r in caplog.records if 'not closed / truncated' in r.getMessage()
+    ]
     assert len(warning) == 1 and str(cut_file) in warning[0]
     if where == 'boundary':
         assert f'the recording ends at byte {cut} of {cut} (end of file)' in warning[0]
         assert report['rec_0']['format'] == f'mcap [not closed: ends at byte {cut} of {cut}]'
     else:
-        assert f'intact up to byte {start1} of {cut}' in warning[0] and f'cut off at byte {cut}' in warning[0]
+        assert (
+            f'intact up to byte {start1} of {cut}' in warning[0]
+            and f'cut off at byte {cut}' in warning[0]
+        )
     scan = scan_mcap(cut_file)
     assert scan.intact_end == start1 and scan.file_size == cut
     assert (scan.cut_chunk_messages > 0) == (where == 'mid')
@@ -94,9 +108,9 @@ def test_c38_truncated_mcap_extracts_every_complete_frame(tmp_path, real_dir, ca
 
 @pytest.mark.parametrize('storage', ['sqlite3', 'mcap'])
 def test_c38_directory_without_metadata_yaml(tmp_path, real_dir, caplog, storage):
-    """A rosbag2 directory whose metadata.yaml is missing (recorder killed): its two split storage files
-    are read directly (topics, types and counts from the files); the 6 frames come out exact, numbered
-    in time order across the files."""
+    """A rosbag2 directory whose metadata.yaml is missing (recorder killed): its two split storage
+    files are read directly (topics, types and counts from the files); the 6 frames come out exact,
+    numbered in time order across the files."""
     frames = make_frames(real_dir, 6)
     suffix = '.db3' if storage == 'sqlite3' else '.mcap'
     rec = tmp_path / 'rec'
@@ -105,10 +119,19 @@ def test_c38_directory_without_metadata_yaml(tmp_path, real_dir, caplog, storage
         b = write_bag(tmp_path / f'part{k}', part, storage=storage)
         shutil.move(next(b.glob(f'*{suffix}')), rec / f'rec_{k}{suffix}')
     fmt = detect_format(rec)
-    assert (fmt.kind, fmt.storage, fmt.metadata_storage, fmt.recovery) == ('rosbag2', storage, '', 'no metadata.yaml')
+    assert (fmt.kind, fmt.storage, fmt.metadata_storage, fmt.recovery) == (
+        'rosbag2',
+        storage,
+        '',
+        'no metadata.yaml',
+    )
     with BagReader(rec) as r:
         assert {t: e.count for t, e in r.topics().items()} == {
-            TOPICS['rgb']: 6, TOPICS['camera_info']: 6, TOPICS['depth']: 6, TOPICS['labels']: 2}
+            TOPICS['rgb']: 6,
+            TOPICS['camera_info']: 6,
+            TOPICS['depth']: 6,
+            TOPICS['labels']: 2,
+        }
     out = tmp_path / 'ds'
     caplog.clear()
     with caplog.at_level(logging.WARNING):
@@ -123,38 +146,45 @@ def test_c38_directory_without_metadata_yaml(tmp_path, real_dir, caplog, storage
 
 
 def test_c38_truncated_mcap_in_directory_without_metadata(tmp_path, real_dir):
-    """Both at once, as a killed `ros2 bag record -s mcap` leaves it: no metadata.yaml and the MCAP cut
-    inside its second chunk (zstd): the frames of the first chunk and the complete part of the second."""
+    """Both at once, as a killed `ros2 bag record -s mcap` leaves it: no metadata.yaml and the MCAP
+    cut inside its second chunk (zstd): the frames of the first chunk and the complete part of the
+    second."""
     frames = make_frames(real_dir, N)
     bag = write_bag(tmp_path / 'full', frames, storage='mcap', compression='zstd-chunks')
     full = next(bag.glob('*.mcap'))
     start1, len1 = _chunks(full)[1]
     rec = tmp_path / 'killed'
     rec.mkdir()
-    (rec / 'killed_0.mcap').write_bytes(full.read_bytes()[:start1 + len1 // 2])
+    (rec / 'killed_0.mcap').write_bytes(full.read_bytes()[: start1 + len1 // 2])
     report = extract([rec], tmp_path / 'ds', ExtractConfig(workers=1))
     _same_frames(tmp_path / 'ds', frames, 13)
-    assert report['killed']['format'].startswith('rosbag2/mcap [no metadata.yaml, not closed: ends at byte ')
+    assert report['killed']['format'].startswith(
+        'rosbag2/mcap [no metadata.yaml, not closed: ends at byte '
+    )
 
 
 @pytest.mark.parametrize('compression', ['file', 'message'])
 def test_c38_compressed_directory_without_metadata_yaml(tmp_path, real_dir, compression):
-    """No metadata.yaml to say how the files are compressed: file mode is seen by the file's zstd magic,
-    message mode by each message's zstd magic (CDR starts 00 01 00 00); 4 frames exact."""
+    """No metadata.yaml to say how the files are compressed: file mode is seen by the file's zstd
+    magic, message mode by each message's zstd magic (CDR starts 00 01 00 00); 4 frames exact."""
     frames = make_frames(real_dir, 4)
     bag = write_bag(tmp_path / f'z_{compression}', frames, compression=compression)
     (bag / 'metadata.yaml').unlink()
     report = extract([bag], tmp_path / 'ds', ExtractConfig(workers=1))
     _same_frames(tmp_path / 'ds', frames, 4)
-    assert report[bag.name]['format'] == ('rosbag2/sqlite3 (file/zstd) [no metadata.yaml]' if compression == 'file'
-                                          else 'rosbag2/sqlite3 [no metadata.yaml]')
+    assert report[bag.name]['format'] == (
+        'rosbag2/sqlite3 (file/zstd) [no metadata.yaml]'
+        if compression == 'file'
+        else 'rosbag2/sqlite3 [no metadata.yaml]'
+    )
 
 
 def test_c38_sqlite_write_ahead_log_is_replayed(tmp_path, real_dir, caplog):
-    """A recorder using SQLite WAL (rosbag2's resilient preset) killed before its last checkpoint: frames
-    3..5 exist only in rec_0.db3-wal. They are read from a checkpointed copy (the bag is not written),
-    with a warning; all 6 frames exact. Without the log, 3."""
+    """A recorder using SQLite WAL (rosbag2's resilient preset) killed before its last checkpoint:
+    frames 3..5 exist only in rec_0.db3-wal. They are read from a checkpointed copy (the bag is not
+    written), with a warning; all 6 frames exact. Without the log, 3."""
     import sqlite3
+
     frames = make_frames(real_dir, 6)
     first = write_bag(tmp_path / 'first', frames[:3])
     second = write_bag(tmp_path / 'second', frames[3:])
@@ -166,10 +196,12 @@ def test_c38_sqlite_write_ahead_log_is_replayed(tmp_path, real_dir, caplog):
         assert con.execute('PRAGMA journal_mode=WAL').fetchone() == ('wal',)
         con.execute('PRAGMA wal_autocheckpoint=0')
         con.execute('ATTACH DATABASE ? AS other', (str(db2),))
-        con.execute('INSERT INTO messages(topic_id, timestamp, data) '
-                    'SELECT topic_id, timestamp, data FROM other.messages ORDER BY id')
+        con.execute(
+            'INSERT INTO messages(topic_id, timestamp, data) '
+            'SELECT topic_id, timestamp, data FROM other.messages ORDER BY id'
+        )
         con.commit()
-        shutil.copyfile(db, rec / 'rec_0.db3')            # what the disk holds at the kill
+        shutil.copyfile(db, rec / 'rec_0.db3')  # what the disk holds at the kill
         shutil.copyfile(f'{db}-wal', rec / 'rec_0.db3-wal')
     finally:
         con.close()
@@ -178,8 +210,13 @@ def test_c38_sqlite_write_ahead_log_is_replayed(tmp_path, real_dir, caplog):
     with caplog.at_level(logging.WARNING):
         extract([rec], tmp_path / 'ds', ExtractConfig(workers=1))
     _same_frames(tmp_path / 'ds', frames, 6)
-    assert (rec / 'rec_0.db3').read_bytes() == before and (rec / 'rec_0.db3-wal').stat().st_size > 0
-    assert any('rec_0.db3-wal holds' in r.getMessage() and 'log replayed' in r.getMessage() for r in caplog.records)
+    assert (rec / 'rec_0.db3').read_bytes() == before and (
+        rec / 'rec_0.db3-wal'
+    ).stat().st_size > 0
+    assert any(
+        'rec_0.db3-wal holds' in r.getMessage() and 'log replayed' in r.getMessage()
+        for r in caplog.records
+    )
     (rec / 'rec_0.db3-wal').unlink()
     extract([rec], tmp_path / 'ds3', ExtractConfig(workers=1))
     _same_frames(tmp_path / 'ds3', frames, 3)
@@ -188,34 +225,40 @@ def test_c38_sqlite_write_ahead_log_is_replayed(tmp_path, real_dir, caplog):
 def _unindex_ros1(path, index_pos=0):
     data = bytearray(path.read_bytes())
     k = data.index(b'index_pos=') + len(b'index_pos=')
-    data[k:k + 8] = int(index_pos).to_bytes(8, 'little')
+    data[k : k + 8] = int(index_pos).to_bytes(8, 'little')
     path.write_bytes(bytes(data))
 
 
 def test_c38_unindexed_ros1_bag_is_a_one_line_error(tmp_path, real_dir, capsys):
-    """A ROS 1 bag whose header has index_pos 0 (.bag.active of a killed rosbag record), or points past
-    the end of a truncated file: one error line saying to reindex, exit 1, no output directory."""
+    """A ROS 1 bag whose header has index_pos 0 (.bag.active of a killed rosbag record), or points
+    past the end of a truncated file: one error line saying to reindex, exit 1, no output
+    directory."""
     frames = make_frames(real_dir, 3)
     bag = write_bag(tmp_path / 'active.bag', frames, storage='ros1')
     cut = tmp_path / 'cut.bag'
-    cut.write_bytes(bag.read_bytes()[:bag.stat().st_size // 2])
+    cut.write_bytes(bag.read_bytes()[: bag.stat().st_size // 2])
     _unindex_ros1(bag)
     out = tmp_path / 'ds'
     assert main([str(bag), '-o', str(out)]) == 1
     err = capsys.readouterr().err
     assert err.count('\n') == 1 and 'Traceback' not in err
-    assert err == (f"depth3dseg-extract: error: ROS 1 bag '{bag}' cannot be read: it has no index (index_pos 0: "
-                   'the recording was not closed); run `rosbag reindex active.bag` (ROS 1 tools) to rebuild the '
-                   'index, then extract again\n')
+    assert err == (
+        f"depth3dseg-extract: error: ROS 1 bag '{bag}' cannot be read: it has no index (index_pos "
+        '0: the recording was not closed); run `rosbag reindex active.bag` (ROS 1 tools) to '
+        'rebuild the index, then extract again\n'
+    )
     assert main([str(cut), '-o', str(out)]) == 1
     err = capsys.readouterr().err
-    assert err.count('\n') == 1 and 'its index is missing (index_pos ' in err and 'truncated' in err
+    assert (
+        err.count('\n') == 1 and 'its index is missing (index_pos ' in err and 'truncated' in err
+    )
     assert not out.exists()
 
 
 def test_c38_failed_open_leaves_no_output_directory(tmp_path, real_dir, capsys):
-    """A bag that fails only when it is opened (an MCAP cut inside its Header record, in a directory
-    without metadata.yaml): exit 1 with one line, and the output directory the run created is gone."""
+    """A bag that fails only when it is opened (an MCAP cut inside its Header record, in a
+    directory without metadata.yaml): exit 1 with one line, and the output directory the run
+    created is gone."""
     rec = tmp_path / 'rec'
     rec.mkdir()
     (rec / 'rec_0.mcap').write_bytes(b'\x89MCAP0\r\n\x01\x40\x00\x00')
@@ -227,50 +270,103 @@ def test_c38_failed_open_leaves_no_output_directory(tmp_path, real_dir, capsys):
     empty = tmp_path / 'empty_dir'
     empty.mkdir()
     (empty / '.hidden').write_bytes(b'x')
-    with pytest.raises(ValueError, match=r"has no metadata.yaml and no storage file \(found: \['.hidden'\]\)"):
+    with pytest.raises(
+        ValueError, match=r"has no metadata.yaml and no storage file \(found: \['.hidden'\]\)"
+    ):
         detect_format(empty)
 
 
-# -- issue 15: a requested topic the bag lacks --------------------------------------------------------
-OTHER = {'rgb': TOPICS['rgb'], 'camera_info': TOPICS['camera_info'], 'depth': '/cam/depth', 'labels': '/seg/labels'}
+# -- issue 15: a requested topic the bag lacks
+# --------------------------------------------------------
+OTHER = {
+    'rgb': TOPICS['rgb'],
+    'camera_info': TOPICS['camera_info'],
+    'depth': '/cam/depth',
+    'labels': '/seg/labels',
+}
 
 
 def test_missing_requested_topic_is_an_error_naming_the_candidates(tmp_path, real_dir, capsys):
-    """--preset realsense on a bag whose depth and labels live on other topics: exit 2, one line naming
-    the bag's Image topics; nothing written. Selecting them extracts every role; an unselected image
-    topic is warned about; --allow-missing writes an RGB-only dataset on purpose."""
+    """--preset realsense on a bag whose depth and labels live on other topics: exit 2, one line
+    naming the bag's Image topics; nothing written. Selecting them extracts every role; an
+    unselected image topic is warned about; --allow-missing writes an RGB-only dataset on
+    purpose."""
     frames = make_frames(real_dir, 6)
     bag = write_bag(tmp_path / 'other', frames, topics=OTHER)
     out = tmp_path / 'ds'
     assert main([str(bag), '-o', str(out), '--preset', 'realsense', '-q']) == 2
     err = capsys.readouterr().err
-    assert err == (f"depth3dseg-extract: error: bag '{bag}': no depth topic '/camera/aligned_depth_to_color/image_raw' "
-                   '(sensor_msgs/msg/Image or sensor_msgs/msg/CompressedImage topics in this bag: '
-                   "['/cam/depth (sensor_msgs/msg/Image)', '/seg/labels (sensor_msgs/msg/Image)']); pass "
-                   '--depth-topic TOPIC, or --allow-missing depth to write its frames without depth\n')
+    assert err == (
+        f"depth3dseg-extract: error: bag '{bag}': no depth topic "
+        "'/camera/aligned_depth_to_color/image_raw' "
+        '(sensor_msgs/msg/Image or sensor_msgs/msg/CompressedImage topics in this bag: '
+        "['/cam/depth (sensor_msgs/msg/Image)', '/seg/labels (sensor_msgs/msg/Image)']); pass "
+        '--depth-topic TOPIC, or --allow-missing depth to write its frames without depth\n'
+    )
     assert not out.exists()
-    assert main([str(bag), '-o', str(out), '--preset', 'realsense', '-q', '--depth-topic', '/cam/depth']) == 0
+    assert (
+        main(
+            [
+                str(bag),
+                '-o',
+                str(out),
+                '--preset',
+                'realsense',
+                '-q',
+                '--depth-topic',
+                '/cam/depth',
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
-    assert err == (f"depth3dseg-extract: warning: bag '{bag}': image topics not extracted: "
-                   "['/seg/labels (sensor_msgs/msg/Image)'] (select them with --depth-topic / --labels-topic)\n")
-    assert json.loads((out / 'manifest.json').read_text())['counts'] == {'frames': 6, 'with_depth': 6,
-                                                                         'with_labels': 0}
+    assert err == (
+        f"depth3dseg-extract: warning: bag '{bag}': image topics not extracted: "
+        "['/seg/labels (sensor_msgs/msg/Image)'] (select them with --depth-topic / "
+        "--labels-topic)\n"
+    )
+    assert json.loads((out / 'manifest.json').read_text())['counts'] == {
+        'frames': 6,
+        'with_depth': 6,
+        'with_labels': 0,
+    }
     full = tmp_path / 'full'
-    assert main([str(bag), '-o', str(full), '-q', '--depth-topic', '/cam/depth', '--labels-topic', '/seg/labels']) == 0
+    assert (
+        main(
+            [
+                str(bag),
+                '-o',
+                str(full),
+                '-q',
+                '--depth-topic',
+                '/cam/depth',
+                '--labels-topic',
+                '/seg/labels',
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().err == ''
-    assert json.loads((full / 'manifest.json').read_text())['counts'] == {'frames': 6, 'with_depth': 6,
-                                                                          'with_labels': 2}
+    assert json.loads((full / 'manifest.json').read_text())['counts'] == {
+        'frames': 6,
+        'with_depth': 6,
+        'with_labels': 2,
+    }
     rgb_only = tmp_path / 'rgb_only'
     assert main([str(bag), '-o', str(rgb_only), '-q', '--allow-missing', 'depth,labels']) == 0
     err = capsys.readouterr().err
     assert "has no depth topic '/camera/depth/image_raw'" in err and "has no labels topic" in err
-    assert json.loads((rgb_only / 'manifest.json').read_text())['counts'] == {'frames': 6, 'with_depth': 0,
-                                                                              'with_labels': 0}
+    assert json.loads((rgb_only / 'manifest.json').read_text())['counts'] == {
+        'frames': 6,
+        'with_depth': 0,
+        'with_labels': 0,
+    }
 
 
 def test_missing_labels_and_camera_info(tmp_path, real_dir, capsys):
-    """The default topics on an unlabelled bag: labels are asked for, so exit 2 unless allowed; a bag
-    without CameraInfo cannot be allowed (no K, no frame); a bad --allow-missing role is named."""
+    """The default topics on an unlabelled bag: labels are asked for, so exit 2 unless allowed; a
+    bag without CameraInfo cannot be allowed (no K, no frame); a bad --allow-missing role is
+    named."""
     frames = make_frames(real_dir, 3)
     rgbd = write_bag(tmp_path / 'rgbd', frames, with_labels=False)
     assert main([str(rgbd), '-o', str(tmp_path / 'a'), '-q']) == 2
@@ -279,11 +375,25 @@ def test_missing_labels_and_camera_info(tmp_path, real_dir, capsys):
     assert main([str(rgbd), '-o', str(tmp_path / 'a'), '-q', '--allow-missing', 'labels']) == 0
     capsys.readouterr()
     assert json.loads((tmp_path / 'a' / 'manifest.json').read_text())['counts'] == {
-        'frames': 3, 'with_depth': 3, 'with_labels': 0}
+        'frames': 3,
+        'with_depth': 3,
+        'with_labels': 0,
+    }
     no_info = write_bag(tmp_path / 'noinfo', frames, with_info=False)
-    assert main([str(no_info), '-o', str(tmp_path / 'b'), '-q', '--allow-missing', 'depth,labels']) == 2
+    assert (
+        main([str(no_info), '-o', str(tmp_path / 'b'), '-q', '--allow-missing', 'depth,labels'])
+        == 2
+    )
     err = capsys.readouterr().err
-    assert "no camera_info topic '/camera/color/camera_info' (sensor_msgs/msg/CameraInfo topics in this bag: [])" in err
-    assert 'pass --camera-info-topic TOPIC (frames need K)' in err and not (tmp_path / 'b').exists()
+    assert (
+        "no camera_info topic '/camera/color/camera_info' (sensor_msgs/msg/CameraInfo topics in "
+        "this bag: [])" in err
+    )
+    assert (
+        'pass --camera-info-topic TOPIC (frames need K)' in err and not (tmp_path / 'b').exists()
+    )
     assert main([str(rgbd), '-o', str(tmp_path / 'c'), '--allow-missing', 'camera_info']) == 1
-    assert "allow_missing=['camera_info'] is not a subset of ['depth', 'labels']" in capsys.readouterr().err
+    assert (
+        "allow_missing=['camera_info'] is not a subset of ['depth', 'labels']"
+        in capsys.readouterr().err
+    )

@@ -1,5 +1,6 @@
-"""The demo (`make demo`): node + replay subprocesses on the real-camera sample bag, report folder; offline
-without the sample files it renders a synthetic bag instead and says so."""
+"""The demo (`make demo`): node + replay subprocesses on the real-camera sample bag, report folder;
+offline without the sample files it renders a synthetic bag instead and says so."""
+
 import json
 import os
 import subprocess
@@ -12,8 +13,14 @@ from nodeutil import REPO, make_tiny_model
 
 
 def _demo(args, timeout=240, env=None):
-    return subprocess.run([sys.executable, '-m', 'depth3dseg_ros.node.demo', *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO, env=env)
+    return subprocess.run(
+        [sys.executable, '-m', 'depth3dseg_ros.node.demo', *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=env,
+    )
 
 
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
@@ -21,11 +28,23 @@ def _demo(args, timeout=240, env=None):
 def test_demo_on_real_sample_bag_writes_report(tmp_path, real_bag):
     model = make_tiny_model(tmp_path / 'tiny.pt')
     out = tmp_path / 'demo_out'
-    r = _demo(['--out', str(out), '--model', str(model), '--device', 'cpu', '--startup-timeout', '90',
-               '--timeout', '120'])   # the demo gives up (and stops its children) before _demo's timeout
+    r = _demo(
+        [
+            '--out',
+            str(out),
+            '--model',
+            str(model),
+            '--device',
+            'cpu',
+            '--startup-timeout',
+            '90',
+            '--timeout',
+            '120',
+        ]
+    )  # the demo gives up (and stops its children) before _demo's timeout
     assert r.returncode == 0, r.stdout + r.stderr
     rep = json.loads((out / 'report.json').read_text())
-    assert rep['frames_in'] == 22                                 # every replayed image reached the recorder
+    assert rep['frames_in'] == 22  # every replayed image reached the recorder
     assert rep['bag'] == str(real_bag)
     assert 1 <= rep['frames_out'] <= 22
     assert rep['frame_ids'] == ['camera_color_optical_frame']
@@ -44,7 +63,7 @@ def test_demo_on_real_sample_bag_writes_report(tmp_path, real_bag):
     assert f"element vertex {rep['cloud_ply_points']}" in head and rep['cloud_ply_points'] > 0
     assert 'property uint label' in head or 'label' in head
     gt = rep['ground_truth']
-    assert gt['depth_frames'] >= 1 and gt['absrel'] is not None       # 14 of the 22 frames carry depth
+    assert gt['depth_frames'] >= 1 and gt['absrel'] is not None  # 14 of the 22 frames carry depth
     assert rep['classes'][0] == 'void' and len(rep['classes']) == 14
     md = (out / 'report.md').read_text()
     assert 'latency p50 / p95' in md and 'mIoU' in md
@@ -53,24 +72,52 @@ def test_demo_on_real_sample_bag_writes_report(tmp_path, real_bag):
 
 def test_demo_missing_model_or_bag_fails_clearly(tmp_path):
     r = _demo(['--out', str(tmp_path / 'o'), '--model', str(tmp_path / 'none.pt')], timeout=60)
-    assert r.returncode == 2 and 'model file' in r.stderr and 'none.pt' in r.stderr and 'not found' in r.stderr
+    assert (
+        r.returncode == 2
+        and 'model file' in r.stderr
+        and 'none.pt' in r.stderr
+        and 'not found' in r.stderr
+    )
     model = make_tiny_model(tmp_path / 'tiny.pt')
-    r = _demo(['--out', str(tmp_path / 'o'), '--model', str(model), '--bag', str(tmp_path / 'nobag')], timeout=60)
+    r = _demo(
+        ['--out', str(tmp_path / 'o'), '--model', str(model), '--bag', str(tmp_path / 'nobag')],
+        timeout=60,
+    )
     assert r.returncode == 2 and 'bag' in r.stderr and 'not found' in r.stderr
 
 
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(300)
 def test_demo_offline_without_samples_renders_a_synthetic_bag_and_says_so(tmp_path):
-    env = dict(os.environ, DEPTH3DSEG_CACHE=str(tmp_path / 'empty_cache'),
-               DEPTH3DSEG_SAMPLE_URL='http://127.0.0.1:9')            # nothing listens: offline
+    env = dict(
+        os.environ,
+        DEPTH3DSEG_CACHE=str(tmp_path / 'empty_cache'),
+        DEPTH3DSEG_SAMPLE_URL='http://127.0.0.1:9',
+    )  # nothing listens: offline
     env.pop('DEPTH3DSEG_SAMPLE_DATA', None)
     model = make_tiny_model(tmp_path / 'tiny.pt')
     out = tmp_path / 'demo_out'
-    r = _demo(['--out', str(out), '--model', str(model), '--device', 'cpu', '--startup-timeout', '90',
-               '--timeout', '120'], env=env)
+    r = _demo(
+        [
+            '--out',
+            str(out),
+            '--model',
+            str(model),
+            '--device',
+            'cpu',
+            '--startup-timeout',
+            '90',
+            '--timeout',
+            '120',
+        ],
+        env=env,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert 'real sample frames unavailable' in r.stderr and 'synthetic bag' in r.stderr
     rep = json.loads((out / 'report.json').read_text())
-    assert rep['bag'] == str(out / 'synthetic_bag') and rep['frames_in'] == 18 and rep['frames_out'] >= 1
-    assert rep['ground_truth']['labelled_frames'] >= 1                # rendered frames carry labels
+    assert (
+        rep['bag'] == str(out / 'synthetic_bag')
+        and rep['frames_in'] == 18
+        and rep['frames_out'] >= 1
+    )
+    assert rep['ground_truth']['labelled_frames'] >= 1  # rendered frames carry labels

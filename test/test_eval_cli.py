@@ -1,5 +1,7 @@
-"""depth3dseg-eval: metrics over a dataset directory at network resolution against nearest-resized ground
-truth (M7/M8; C22 labels, NaN-safe depth), the JSON report and table, PNG grids, and a bag as input."""
+"""depth3dseg-eval: metrics over a dataset directory at network resolution against nearest-resized
+ground truth (M7/M8; C22 labels, NaN-safe depth), the JSON report and table, PNG grids, and a bag
+as input."""
+
 from __future__ import annotations
 
 import json
@@ -32,27 +34,39 @@ def ds_dir(real_dir, tmp_path_factory):
 def model_file(tmp_path_factory):
     torch.manual_seed(0)
     model = Depth3DSeg(num_classes=len(NYU13), **yaml.safe_load(TINY_ARCH))
-    with torch.no_grad():  # the untrained depth head is constant (zero weights): make depth depend on the image
+    with (
+        torch.no_grad()
+    ):  # the untrained depth head is constant (zero weights): make depth depend on the image
         torch.nn.init.normal_(model.net.depth_head[-1].weight, std=20.0)
     path = tmp_path_factory.mktemp('m') / 'model.pt'
     return save_model(path, model, {'classes': NYU13.to_dict(), 'input_size': list(SIZE)})
 
 
 def _run(model_file, out, *src):
-    assert evaluate.main(['--model', str(model_file), *src, '--out', str(out), '--batch-size', '3']) == 0
+    assert (
+        evaluate.main(['--model', str(model_file), *src, '--out', str(out), '--batch-size', '3'])
+        == 0
+    )
     return json.loads((out / 'report.json').read_text())
 
 
 def test_report_keys_and_ground_truth_at_network_size(ds_dir, model_file, tmp_path, capsys):
     rep = _run(model_file, tmp_path / 'e', '--data', str(ds_dir), '--grids', '2')
-    for key in evaluate.FLAT_KEYS + ('frames', 'frames_per_s', 'wall_frames_per_s', 'batch_size', 'device',
-                                     'input_size'):
+    for key in evaluate.FLAT_KEYS + (
+        'frames',
+        'frames_per_s',
+        'wall_frames_per_s',
+        'batch_size',
+        'device',
+        'input_size',
+    ):
         assert key in rep, key
     for part in ('seg2d', 'seg3d', 'fused'):
         assert set(rep[part]) >= {'miou', 'pixel_acc', 'iou', 'pixels'}
         assert set(rep[part]['iou']) == set(NYU13.names[1:])  # per-class IoU, void excluded
     assert rep['frames'] == 10 and rep['frames_per_s'] > 0 and rep['input_size'] == list(SIZE)
-    # ground truth counted at the network size, resized with nearest neighbour (C22 / NaN-safe depth)
+    # ground truth counted at the network size, resized with nearest neighbour (C22 / NaN-safe
+    # depth)
     ds = FrameDataset([ds_dir], SIZE)
     n_lab = n_dep = 0
     for i in range(len(ds)):
@@ -81,11 +95,14 @@ def test_bag_input_is_extracted_and_evaluated(real_dir, model_file, tmp_path):
     bag = write_bag(tmp_path / 'bag', make_frames(real_dir, 4), storage='mcap')
     rep = _run(model_file, tmp_path / 'e', '--bag', str(bag))
     assert rep['frames'] == 4 and rep['data'] == [str(bag)]
-    assert rep['seg2d']['pixels'] > 0 and rep['depth']['pixels'] > 0  # nyu0001 is labelled, all have depth
+    assert (
+        rep['seg2d']['pixels'] > 0 and rep['depth']['pixels'] > 0
+    )  # nyu0001 is labelled, all have depth
 
 
 def test_a_preset_naming_absent_topics_is_warned_about(real_dir, model_file, tmp_path, capsys):
-    """--preset realsense on a bag recorded with other depth/labels topics: nothing to score, said so."""
+    """--preset realsense on a bag recorded with other depth/labels topics: nothing to score, said
+    so."""
     bag = write_bag(tmp_path / 'bag', make_frames(real_dir, 2))
     rep = _run(model_file, tmp_path / 'e', '--bag', str(bag), '--preset', 'realsense')
     err = capsys.readouterr().err
@@ -93,19 +110,32 @@ def test_a_preset_naming_absent_topics_is_warned_about(real_dir, model_file, tmp
     assert 'none of the 2 frames has depth' in err and 'none of the 2 frames has labels' in err
 
 
-@pytest.mark.parametrize('case', ['no index', 'batch size', 'no model file', 'not a model file', 'no bag'])
+@pytest.mark.parametrize(
+    'case', ['no index', 'batch size', 'no model file', 'not a model file', 'no bag']
+)
 def test_bad_inputs_are_one_line_errors(case, model_file, tmp_path, capsys):
-    """Ordinary mistakes: exit status 2 and one 'depth3dseg-eval: error: <message>' line, no traceback."""
+    """Ordinary mistakes: exit status 2 and one 'depth3dseg-eval: error: <message>' line, no
+    traceback."""
     junk = tmp_path / 'junk.pt'
     junk.write_bytes(b'not a model file')
     out = ['--out', str(tmp_path / 'e')]
     argv, want = {
-        'no index': (['--model', str(model_file), '--data', str(tmp_path)], r'index.jsonl not found'),
-        'batch size': (['--model', str(model_file), '--data', str(tmp_path), '--batch-size', '0'],
-                       r'--batch-size=0 must be >= 1'),
-        'no model file': (['--model', str(tmp_path / 'm.pt'), '--data', str(tmp_path)],
-                          r'model file not found: .*m.pt'),
-        'not a model file': (['--model', str(junk), '--data', str(tmp_path)], r'junk.pt: not a .*model file'),
+        'no index': (
+            ['--model', str(model_file), '--data', str(tmp_path)],
+            r'index.jsonl not found',
+        ),
+        'batch size': (
+            ['--model', str(model_file), '--data', str(tmp_path), '--batch-size', '0'],
+            r'--batch-size=0 must be >= 1',
+        ),
+        'no model file': (
+            ['--model', str(tmp_path / 'm.pt'), '--data', str(tmp_path)],
+            r'model file not found: .*m.pt',
+        ),
+        'not a model file': (
+            ['--model', str(junk), '--data', str(tmp_path)],
+            r'junk.pt: not a .*model file',
+        ),
         'no bag': (['--model', str(model_file), '--bag', str(tmp_path / 'nobag')], r'nobag'),
     }[case]
     assert evaluate.main(argv + out) == 2
@@ -117,18 +147,22 @@ def test_bad_inputs_are_one_line_errors(case, model_file, tmp_path, capsys):
 def test_unexpected_eval_errors_keep_their_traceback(ds_dir, model_file, tmp_path, monkeypatch):
     def broken(*a, **k):
         raise RuntimeError('a bug, not a user error')
+
     monkeypatch.setattr(evaluate, 'evaluate_model', broken)
     with pytest.raises(RuntimeError, match='a bug'):
-        evaluate.main(['--model', str(model_file), '--data', str(ds_dir), '--out', str(tmp_path / 'e')])
+        evaluate.main(
+            ['--model', str(model_file), '--data', str(ds_dir), '--out', str(tmp_path / 'e')]
+        )
 
 
 def test_eval_preprocessing_matches_the_node_segmenter(ds_dir, model_file):
-    """Train/serve parity: the frames depth3dseg-eval (and training validation) feed the model are the
-    ones core.inference.Segmenter (the node) makes from the stored RGB + K: same resize, normalisation
-    and scaled K, so the same depth and 2D/3D labels (M7/M8)."""
+    """Train/serve parity: the frames depth3dseg-eval (and training validation) feed the model are
+    the ones core.inference.Segmenter (the node) makes from the stored RGB + K: same resize,
+    normalisation and scaled K, so the same depth and 2D/3D labels (M7/M8)."""
     from depth3dseg_ros.core.inference import Segmenter
     from depth3dseg_ros.core.metrics import predict_labels
     from depth3dseg_ros.core.modelfile import load_model
+
     seg = Segmenter(model_file, device='cpu')
     model, meta = load_model(model_file)
     ds = FrameDataset([ds_dir], meta['input_size'], mean=meta['mean'], std=meta['std'])
@@ -140,7 +174,9 @@ def test_eval_preprocessing_matches_the_node_segmenter(ds_dir, model_file):
             out = model(b['rgb'][None], b['K'][None])
         r2d, r3d = seg.infer(rgb, K, label_source='2d'), seg.infer(rgb, K, label_source='3d')
         np.testing.assert_allclose(b['K'].numpy(), r2d.K, rtol=1e-6)
-        assert out['depth'].std() > 0.01  # an image-dependent depth, so the comparison means something
+        assert (
+            out['depth'].std() > 0.01
+        )  # an image-dependent depth, so the comparison means something
         np.testing.assert_allclose(out['depth'][0, 0].numpy(), r2d.depth, atol=1e-4)
         assert (predict_labels(out['seg2d'])[0].numpy() == r2d.labels).mean() > 0.999
         s3 = torch.where(out['valid'], out['seg3d'], out['seg2d'])
@@ -149,11 +185,17 @@ def test_eval_preprocessing_matches_the_node_segmenter(ds_dir, model_file):
 
 def test_measured_depth_and_only_with_depth(model_file, ds_dir, tmp_path):
     base = _run(model_file, tmp_path / 'a', '--data', str(ds_dir), '--only-with-depth')
-    meas = _run(model_file, tmp_path / 'b', '--data', str(ds_dir), '--only-with-depth', '--measured-depth')
-    assert base['frames'] == meas['frames'] == 5                 # NYU 0001, 1407 + 3 Metric3D frames
-    assert base['measured_depth'] is False and meas['measured_depth'] is True and meas['only_with_depth']
-    assert meas['absrel'] == pytest.approx(base['absrel'])       # depth metrics score the prediction
-    assert meas['miou_2d'] == pytest.approx(base['miou_2d'])     # the 2D head never sees the depth
+    meas = _run(
+        model_file, tmp_path / 'b', '--data', str(ds_dir), '--only-with-depth', '--measured-depth'
+    )
+    assert base['frames'] == meas['frames'] == 5  # NYU 0001, 1407 + 3 Metric3D frames
+    assert (
+        base['measured_depth'] is False
+        and meas['measured_depth'] is True
+        and meas['only_with_depth']
+    )
+    assert meas['absrel'] == pytest.approx(base['absrel'])  # depth metrics score the prediction
+    assert meas['miou_2d'] == pytest.approx(base['miou_2d'])  # the 2D head never sees the depth
     model, meta = load_model(model_file)
     seen = []
 
@@ -165,7 +207,10 @@ def test_measured_depth_and_only_with_depth(model_file, ds_dir, tmp_path):
         def forward(self, rgb, K, measured=None):
             seen.append(measured)
             return self.inner(rgb, K, measured)
+
     ds = FrameDataset([ds_dir], input_size=SIZE, classes=NYU13, augment=None)
     evaluate.evaluate_model(Spy(), ds, NYU13, measured_depth=True, batch_size=4)
     assert len(seen) == 3 and all(m is not None and m.shape[1:] == (1, 48, 64) for m in seen)
-    assert sum(int(torch.isfinite(m).sum()) for m in seen) > 0     # the frames' sensor depth reached it
+    assert (
+        sum(int(torch.isfinite(m).sum()) for m in seen) > 0
+    )  # the frames' sensor depth reached it

@@ -1,7 +1,8 @@
-"""Case C43, "ignore label 255 outside the class range in the label images": ids outside the class set
-are handled at extraction (map to void and count, or refuse the frame), the writer never stores them,
-and a training / evaluation run checks the label range before its first step (from the index's
-``label_max``; label PNGs decoded only for datasets written without it)."""
+"""Case C43, "ignore label 255 outside the class range in the label images": ids outside the class
+set are handled at extraction (map to void and count, or refuse the frame), the writer never stores
+them, and a training / evaluation run checks the label range before its first step (from the
+index's ``label_max``; label PNGs decoded only for datasets written without it)."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,9 @@ from trainutil import tiny_train_args
 
 
 def _frames_with_bad_ids(real_dir):
-    """4 frames (nyu0001 labelled, tum1, tum2, nyu0001 labelled); frame 0's labels get 255 in rows 0-9
-    (1600 px at 160x120) and 14 at (50, 50) and (60, 70): 1602 out-of-range pixels of NYU13 (0..13)."""
+    """4 frames (nyu0001 labelled, tum1, tum2, nyu0001 labelled); frame 0's labels get 255 in rows
+    0-9 (1600 px at 160x120) and 14 at (50, 50) and (60, 70): 1602 out-of-range pixels of NYU13
+    (0..13)."""
     frames = make_frames(real_dir, 4)
     lab = frames[0].labels.copy()
     lab[:10] = 255
@@ -42,20 +44,37 @@ def test_c43_out_of_range_label_ids_map_to_void_by_default(tmp_path, real_dir):
     bag = write_bag(tmp_path / 'b', frames)
     out = tmp_path / 'ds'
     report = extract([bag], out, ExtractConfig(workers=1))
-    assert report['b']['labels_out_of_range'] == {'policy': 'void', 'num_classes': 14, 'void_id': 0,
-                                                  'frames': 1, 'pixels': 1602, 'ids': [14, 255]}
+    assert report['b']['labels_out_of_range'] == {
+        'policy': 'void',
+        'num_classes': 14,
+        'void_id': 0,
+        'frames': 1,
+        'pixels': 1602,
+        'ids': [14, 255],
+    }
     entries = read_index(out)
-    assert len(entries) == 4 and [e['labels'] is not None for e in entries] == [True, False, False, True]
+    assert len(entries) == 4 and [e['labels'] is not None for e in entries] == [
+        True,
+        False,
+        False,
+        True,
+    ]
     got = read_png(out / entries[0]['labels'])
     want = frames[0].labels.copy()
     want[want >= 14] = 0
     np.testing.assert_array_equal(got, want)  # only the out-of-range pixels changed, to void 0
     assert got[:10].max() == 0 and got[50, 50] == 0 and got[60, 70] == 0
-    np.testing.assert_array_equal(read_png(out / entries[3]['labels']), frames[3].labels)  # untouched
+    np.testing.assert_array_equal(
+        read_png(out / entries[3]['labels']), frames[3].labels
+    )  # untouched
     assert entries[0]['label_max'] == int(want.max()) == entries[3]['label_max'] <= 13
     manifest = json.loads((out / 'manifest.json').read_text())
-    assert manifest['labels'] == {'max_id': int(want.max()), 'num_classes': 14, 'frames': 2,
-                                  'frames_without_max': 0}
+    assert manifest['labels'] == {
+        'max_id': int(want.max()),
+        'num_classes': 14,
+        'frames': 2,
+        'frames_without_max': 0,
+    }
     assert _topic(report, 'b', TOPICS['labels'])['used'] == 2
     assert manifest['report']['b']['labels_out_of_range']['pixels'] == 1602
 
@@ -63,7 +82,9 @@ def test_c43_out_of_range_label_ids_map_to_void_by_default(tmp_path, real_dir):
 def test_c43_refuse_policy_skips_the_frame_with_its_reason(tmp_path, real_dir, capsys):
     bag = write_bag(tmp_path / 'b', _frames_with_bad_ids(real_dir))
     out = tmp_path / 'ds'
-    assert main([str(bag), '-o', str(out), '--out-of-range-labels', 'refuse', '--workers', '1']) == 0
+    assert (
+        main([str(bag), '-o', str(out), '--out-of-range-labels', 'refuse', '--workers', '1']) == 0
+    )
     cap = capsys.readouterr()
     entries = read_index(out)
     assert [e['id'] for e in entries] == ['b_000001', 'b_000002', 'b_000003']
@@ -75,11 +96,23 @@ def test_c43_refuse_policy_skips_the_frame_with_its_reason(tmp_path, real_dir, c
     assert _topic(report, 'b', TOPICS['depth'])['reasons'] == {'frame not extracted': 1}
     info = _topic(report, 'b', TOPICS['camera_info'])
     assert (info['used'], info['reasons']) == (3, {'frame not extracted': 1})
-    assert report['b']['labels_out_of_range'] == {'policy': 'refuse', 'num_classes': 14, 'void_id': 0,
-                                                  'frames': 1, 'pixels': 1602, 'ids': [14, 255]}
+    assert report['b']['labels_out_of_range'] == {
+        'policy': 'refuse',
+        'num_classes': 14,
+        'void_id': 0,
+        'frames': 1,
+        'pixels': 1602,
+        'ids': [14, 255],
+    }
     assert f'{reason}: 1' in cap.out  # the per-topic table
-    assert 'ids [14, 255], 1602 px in 1 frames, frames refused (--out-of-range-labels refuse)' in cap.out
-    assert cap.err.count('\n') == 1 and "ids [14, 255] outside the class set 0..13: those frames refused" in cap.err
+    assert (
+        'ids [14, 255], 1602 px in 1 frames, frames refused (--out-of-range-labels refuse)'
+        in cap.out
+    )
+    assert (
+        cap.err.count('\n') == 1
+        and "ids [14, 255] outside the class set 0..13: those frames refused" in cap.err
+    )
 
 
 def test_c43_policy_flag_and_yaml_key_are_validated(tmp_path, capsys):
@@ -97,7 +130,9 @@ def test_c43_writer_refuses_out_of_range_ids(tmp_path):
     lab = np.zeros((4, 5), np.uint8)
     lab[1, 1] = 255
     with DatasetWriter(tmp_path / 'ds', NYU13) as w:
-        with pytest.raises(ValueError, match=r'frame f1: label ids \[255\] are outside the class set 0..13'):
+        with pytest.raises(
+            ValueError, match=r'frame f1: label ids \[255\] are outside the class set 0..13'
+        ):
             w.write_frame('f1', rgb, np.eye(3), 0, 'b', {}, labels=lab)
         lab[1, 1] = 13
         assert w.write_frame('f2', rgb, np.eye(3), 0, 'b', {}, labels=lab)['label_max'] == 13
@@ -105,19 +140,23 @@ def test_c43_writer_refuses_out_of_range_ids(tmp_path):
 
 
 def _dataset(real_dir, out: Path) -> Path:
-    """6 frames (nyu0001 with labels, tum1/tum2 without) written by DatasetWriter, with label_max."""
+    """6 frames (nyu0001 with labels, tum1/tum2 without) written by DatasetWriter, with
+    label_max."""
     with DatasetWriter(out, NYU13, workers=1) as w:
         for i, f in enumerate(make_frames(real_dir, 6)):
-            w.write_frame(f'f{i}', f.rgb, f.K, f.stamp_ns, 'b', {}, depth_mm=f.depth_mm, labels=f.labels)
+            w.write_frame(
+                f'f{i}', f.rgb, f.K, f.stamp_ns, 'b', {}, depth_mm=f.depth_mm, labels=f.labels
+            )
         w.write_manifest([], {})
     return out
 
 
 def _poison(ds: Path, *, keep_label_max: bool) -> Path:
-    """Another tool's dataset: frame f3's label PNG gets 255 in its first row. keep_label_max=False drops
-    label_max from the index (a dataset extracted before it was recorded: the check decodes the PNGs);
-    True records the true max 255 (the check reads only the index)."""
+    """Another tool's dataset: frame f3's label PNG gets 255 in its first row. keep_label_max=False
+    drops label_max from the index (a dataset extracted before it was recorded: the check decodes
+    the PNGs); True records the true max 255 (the check reads only the index)."""
     import cv2
+
     lines = [json.loads(x) for x in (ds / 'index.jsonl').read_text().splitlines()]
     for e in lines:
         if e['id'] == 'f3':
@@ -131,15 +170,27 @@ def _poison(ds: Path, *, keep_label_max: bool) -> Path:
     return ds
 
 
-def test_c43_label_range_check_reads_the_index_and_decodes_only_old_datasets(tmp_path, real_dir, monkeypatch):
+def test_c43_label_range_check_reads_the_index_and_decodes_only_old_datasets(
+    tmp_path, real_dir, monkeypatch
+):
     ds = _dataset(real_dir, tmp_path / 'ds')
-    assert check_label_range(read_records(ds), NYU13) == {'frames': 2, 'from_index': 2, 'decoded': 0,
-                                                          'max_id': read_index(ds)[0]['label_max']}
+    assert check_label_range(read_records(ds), NYU13) == {
+        'frames': 2,
+        'from_index': 2,
+        'decoded': 0,
+        'max_id': read_index(ds)[0]['label_max'],
+    }
     _poison(ds, keep_label_max=True)
     import cv2
-    monkeypatch.setattr(cv2, 'imread', lambda *a: pytest.fail('decoded a PNG although label_max is recorded'))
-    with pytest.raises(ValueError, match=r'^1 of 2 label images hold ids outside the class set 0..13 '
-                                         r'\(14 classes; largest id 255, first .*labels/f3.png\)'):
+
+    monkeypatch.setattr(
+        cv2, 'imread', lambda *a: pytest.fail('decoded a PNG although label_max is recorded')
+    )
+    with pytest.raises(
+        ValueError,
+        match=r'^1 of 2 label images hold ids outside the class set 0..13 '
+        r'\(14 classes; largest id 255, first .*labels/f3.png\)',
+    ):
         check_label_range(read_records(ds), NYU13)
     monkeypatch.undo()
     old = _poison(_dataset(real_dir, tmp_path / 'old'), keep_label_max=False)
@@ -148,16 +199,24 @@ def test_c43_label_range_check_reads_the_index_and_decodes_only_old_datasets(tmp
 
 
 @pytest.mark.parametrize('keep_label_max', [True, False])
-def test_c43_training_refuses_before_the_first_step(keep_label_max, tmp_path, real_dir, capsys, monkeypatch):
+def test_c43_training_refuses_before_the_first_step(
+    keep_label_max, tmp_path, real_dir, capsys, monkeypatch
+):
     ds = _poison(_dataset(real_dir, tmp_path / 'ds'), keep_label_max=keep_label_max)
-    monkeypatch.setattr(FrameDataset, '__getitem__', lambda *a: pytest.fail('a frame was loaded: mid-epoch'))
+    monkeypatch.setattr(
+        FrameDataset, '__getitem__', lambda *a: pytest.fail('a frame was loaded: mid-epoch')
+    )
     run = tmp_path / 'run'
     assert train.main(tiny_train_args(ds, run, epochs=1)) == 2
     err = capsys.readouterr().err
     assert err.count('\n') == 1 and 'Traceback' not in err, err
-    assert err.startswith('depth3dseg-train: error: 1 of 2 label images hold ids outside the class set 0..13 '
-                          '(14 classes; largest id 255, first ')
-    assert not run.exists()  # refused before the run directory (config.yaml, tb/) and the first step
+    assert err.startswith(
+        'depth3dseg-train: error: 1 of 2 label images hold ids outside the class set 0..13 '
+        '(14 classes; largest id 255, first '
+    )
+    assert (
+        not run.exists()
+    )  # refused before the run directory (config.yaml, tb/) and the first step
 
 
 def test_c43_eval_refuses_before_any_frame(tmp_path, real_dir, capsys):
@@ -165,10 +224,19 @@ def test_c43_eval_refuses_before_any_frame(tmp_path, real_dir, capsys):
 
     from depth3dseg_ros.core.model import Depth3DSeg
     from depth3dseg_ros.core.modelfile import save_model
+
     torch.manual_seed(0)
-    model = save_model(tmp_path / 'm.pt', Depth3DSeg(num_classes=14, width=0.25), {'classes': NYU13,
-                                                                                 'input_size': [64, 48]})
+    model = save_model(
+        tmp_path / 'm.pt',
+        Depth3DSeg(num_classes=14, width=0.25),
+        {'classes': NYU13, 'input_size': [64, 48]},
+    )
     ds = _poison(_dataset(real_dir, tmp_path / 'ds'), keep_label_max=True)
-    assert evaluate.main(['--model', str(model), '--data', str(ds), '--out', str(tmp_path / 'ev')]) == 2
+    assert (
+        evaluate.main(['--model', str(model), '--data', str(ds), '--out', str(tmp_path / 'ev')])
+        == 2
+    )
     err = capsys.readouterr().err
-    assert err.count('\n') == 1 and err.startswith('depth3dseg-eval: error: 1 of 2 label images hold ids')
+    assert err.count('\n') == 1 and err.startswith(
+        'depth3dseg-eval: error: 1 of 2 label images hold ids'
+    )

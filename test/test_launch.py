@@ -1,4 +1,6 @@
-"""launch/depth3dseg.launch.py (checked with ast: launch/launch_ros are not on pip) and the RViz config."""
+"""launch/depth3dseg.launch.py (checked with ast: launch/launch_ros are not on pip) and the RViz
+config."""
+
 import ast
 import importlib.util
 from pathlib import Path
@@ -10,8 +12,11 @@ LAUNCH = REPO / 'launch' / 'depth3dseg.launch.py'
 
 
 def _calls(tree, name):
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)
-            and getattr(n.func, 'id', getattr(n.func, 'attr', None)) == name]
+    return [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, 'id', getattr(n.func, 'attr', None)) == name
+    ]
 
 
 def _kw(call, key):
@@ -20,12 +25,20 @@ def _kw(call, key):
 
 def test_launch_file_declares_arguments_and_uses_real_launch_api():
     tree = ast.parse(LAUNCH.read_text())
-    imports = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    imports = {
+        (n.module, a.name)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom)
+        for a in n.names
+    }
     assert ('launch', 'LaunchDescription') in imports
     assert ('launch.actions', 'DeclareLaunchArgument') in imports
     assert ('launch.substitutions', 'LaunchConfiguration') in imports
     assert ('launch_ros.actions', 'Node') in imports
-    assert any(isinstance(n, ast.FunctionDef) and n.name == 'generate_launch_description' for n in tree.body)
+    assert any(
+        isinstance(n, ast.FunctionDef) and n.name == 'generate_launch_description'
+        for n in tree.body
+    )
     declared = {c.args[0].value for c in _calls(tree, 'DeclareLaunchArgument')}
     assert {'model_file', 'namespace', 'params_file', 'image', 'camera_info'} <= declared
     used = {c.args[0].value for c in _calls(tree, 'LaunchConfiguration')}
@@ -39,7 +52,9 @@ def test_launch_node_action_targets_console_script_with_params_and_remaps():
     assert ast.unparse(_kw(node, 'package')) == 'PACKAGE'
     assert "LaunchConfiguration('namespace')" in ast.unparse(_kw(node, 'namespace'))
     params = _kw(node, 'parameters')
-    assert isinstance(params, ast.List) and "LaunchConfiguration('params_file')" in ast.unparse(params.elts[0])
+    assert isinstance(params, ast.List) and "LaunchConfiguration('params_file')" in ast.unparse(
+        params.elts[0]
+    )
     remaps = _kw(node, 'remappings')
     froms = {e.elts[0].value for e in remaps.elts}
     assert {'image', 'camera_info'} <= froms
@@ -51,7 +66,7 @@ def test_launch_node_action_targets_console_script_with_params_and_remaps():
 def test_launch_file_builds_description_when_launch_is_importable():
     """Only on a ROS install (launch/launch_ros are not on PyPI): build the LaunchDescription."""
     if importlib.util.find_spec('launch_ros') is None:
-        compile(LAUNCH.read_text(), str(LAUNCH), 'exec')      # syntax at least, here
+        compile(LAUNCH.read_text(), str(LAUNCH), 'exec')  # syntax at least, here
         return
     spec = importlib.util.spec_from_file_location('d3s_launch', LAUNCH)
     mod = importlib.util.module_from_spec(spec)
@@ -82,6 +97,7 @@ def test_rviz_config_shows_overlay_depth_and_labelled_cloud():
 
 def test_rviz_fixed_frame_is_the_sample_bags_optical_frame(real_bag):
     from depth3dseg_ros.bags.reader import BagReader
+
     cfg = yaml.safe_load((REPO / 'config' / 'depth3dseg.rviz').read_text())
     with BagReader(real_bag) as bag:
         topic, msgtype, _, raw = next(bag.messages(['/camera/color/image_raw']))

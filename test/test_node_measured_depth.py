@@ -1,7 +1,8 @@
-"""Measured depth in the node (issue 12, RGB-D cameras): with ``use_measured_depth`` a depth image registered
-to the colour image, paired by stamp, builds the cloud where it is valid; the prediction fills its holes and
-``~/depth`` stays the prediction. Pure rules (node/frame.registered_depth, ros/sync.StampBuffer) and one
-node across processes."""
+"""Measured depth in the node (issue 12, RGB-D cameras): with ``use_measured_depth`` a depth image
+registered to the colour image, paired by stamp, builds the cloud where it is valid; the prediction
+fills its holes and ``~/depth`` stays the prediction. Pure rules (node/frame.registered_depth,
+ros/sync.StampBuffer) and one node across processes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,13 +28,18 @@ def _msg(t_ns):
 
 def test_stamp_buffer_nearest_within_slop():
     buf = StampBuffer(3)
-    for t in (1_000_000_000, 1_033_000_000, 1_066_000_000, 1_100_000_000):   # the first one falls out
+    for t in (
+        1_000_000_000,
+        1_033_000_000,
+        1_066_000_000,
+        1_100_000_000,
+    ):  # the first one falls out
         buf.add(_msg(t))
     got = buf.nearest(1_070_000_000, 0.01)
     assert got.header.stamp.nanosec == 66_000_000
-    assert buf.nearest(1_000_000_000, 0.01) is None                          # dropped (size 3)
-    assert buf.nearest(1_200_000_000, 0.05) is None                          # too far
-    assert buf.nearest(1_100_000_000, 0.0).header.stamp.nanosec == 100_000_000   # exact
+    assert buf.nearest(1_000_000_000, 0.01) is None  # dropped (size 3)
+    assert buf.nearest(1_200_000_000, 0.05) is None  # too far
+    assert buf.nearest(1_100_000_000, 0.0).header.stamp.nanosec == 100_000_000  # exact
 
 
 def _plan(D=None):
@@ -44,12 +50,17 @@ def _plan(D=None):
 
 def test_registered_depth_converts_checks_size_and_needs_geometry():
     mm = np.full((H, W), 1500, np.uint16)
-    mm[:, :10] = 0                                                          # a hole
+    mm[:, :10] = 0  # a hole
     depth, problem = registered_depth(mm, '16UC1', (W, H), _plan())
     assert problem is None and depth.dtype == np.float32 and depth[0, 20] == pytest.approx(1.5)
     assert np.isnan(depth[:, :10]).all()
     depth, problem = registered_depth(np.ones((30, 40), np.float32), '32FC1', (W, H), _plan())
-    assert depth is None and problem.key == 'depth_size' and '40x30' in problem.text and '80x60' in problem.text
+    assert (
+        depth is None
+        and problem.key == 'depth_size'
+        and '40x30' in problem.text
+        and '80x60' in problem.text
+    )
     depth, problem = registered_depth(mm, 'rgb8', (W, H), _plan())
     assert depth is None and problem.key == 'depth'
     no_geometry = plan_input(None, (W, H), 'rectify', Rectifier())
@@ -63,7 +74,7 @@ def test_registered_depth_is_rectified_with_the_colour_image_nearest():
     out, problem = registered_depth(depth, '32FC1', (W, H), plan)
     assert problem is None and out.shape == (H, W)
     vals = out[np.isfinite(out)]
-    assert vals.size > 0.5 * out.size and np.isin(vals, depth).all()        # copies of input pixels only
+    assert vals.size > 0.5 * out.size and np.isin(vals, depth).all()  # copies of input pixels only
 
 
 @pytest.fixture(scope='module')
@@ -77,13 +88,20 @@ def ros():
 def test_node_builds_the_cloud_from_the_measured_depth(ros, tmp_path):
     name = 'd3s_md'
     model = make_tiny_model(tmp_path / 'tiny.pt')
-    proc, h = _start(tmp_path, model, name, extra_remaps={'depth': f'/{name}_cam/depth'},
-                     use_measured_depth=True, input_reliability='reliable', input_depth=5)
+    proc, h = _start(
+        tmp_path,
+        model,
+        name,
+        extra_remaps={'depth': f'/{name}_cam/depth'},
+        use_measured_depth=True,
+        input_reliability='reliable',
+        input_depth=5,
+    )
     pub_depth = h.node.create_publisher(Image, f'/{name}_cam/depth', RELIABLE)
     try:
         assert h.wait(proc, lambda: pub_depth.get_subscription_count() > 0, 30), proc.log()
         measured = np.full((H, W), 2.5, np.float32)
-        measured[:, : W // 2] = np.nan                                        # left half: no measurement
+        measured[:, : W // 2] = np.nan  # left half: no measurement
         t = 2_050_000_000_000_000_000
         dmsg = cv2_to_imgmsg(measured, '32FC1')
         dmsg.header.stamp.sec, dmsg.header.stamp.nanosec = divmod(t, 10**9)
@@ -96,11 +114,11 @@ def test_node_builds_the_cloud_from_the_measured_depth(ros, tmp_path):
         z = xyz[..., 2]
         net = resize_depth(measured, (NW, NH))
         right = np.isfinite(net)
-        assert np.allclose(z[right], 2.5, atol=1e-5)                        # measured where valid
-        pred = imgmsg_to_cv2(h.got['depth'][t])                              # ~/depth: the prediction
+        assert np.allclose(z[right], 2.5, atol=1e-5)  # measured where valid
+        pred = imgmsg_to_cv2(h.got['depth'][t])  # ~/depth: the prediction
         assert not np.allclose(pred[right], 2.5)
         left = ~right & np.isfinite(pred)
-        assert np.allclose(z[left], pred[left], rtol=1e-5)                   # the prediction fills the hole
+        assert np.allclose(z[left], pred[left], rtol=1e-5)  # the prediction fills the hole
         assert 'Traceback' not in proc.log()
     finally:
         h.node.destroy_node()

@@ -1,8 +1,11 @@
-"""Issue 14 rules inside a real node, in-process (real rclpy node in its own Context, real Segmenter with the
-tiny model; the node's ``_publish`` records what each frame would publish, as test_node_snapshot does):
-a raw Image over ``max_image_pixels`` is refused and counted, the limit and ``distortion`` change at run
-time, and a rectified frame's cloud is the back-projection of its published depth with its published K.
+"""Issue 14 rules inside a real node, in-process (real rclpy node in its own Context, real
+Segmenter with the tiny model; the node's ``_publish`` records what each frame would publish, as
+test_node_snapshot does):
+a raw Image over ``max_image_pixels`` is refused and counted, the limit and ``distortion`` change
+at run time, and a rectified frame's cloud is the back-projection of its published depth with its
+published K.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,9 +30,14 @@ def node(tmp_path_factory):
     model = make_tiny_model(tmp_path_factory.mktemp('m') / 'tiny.pt')
     ctx = Context()
     rclpy.init(context=ctx)
-    overrides = [Parameter('model_file', value=str(model)), Parameter('device', value='cpu'),
-                 Parameter('input_width', value=64), Parameter('input_height', value=48),
-                 Parameter('torch_threads', value=1), Parameter('max_image_pixels', value=80 * 60 - 1)]
+    overrides = [
+        Parameter('model_file', value=str(model)),
+        Parameter('device', value='cpu'),
+        Parameter('input_width', value=64),
+        Parameter('input_height', value=48),
+        Parameter('torch_threads', value=1),
+        Parameter('max_image_pixels', value=80 * 60 - 1),
+    ]
     n = Depth3DSegNode(node_name='d3s_rules', context=ctx, parameter_overrides=overrides)
     n.published = []
     n._publish = lambda name, msg: n.published.append((name, msg))
@@ -59,7 +67,7 @@ def test_distortion_modes_at_run_time(node):
     node.set_parameters([Parameter('max_image_pixels', value=10**8)])
     info = camera_info_msg(K, 80, 60, 0)
     info.d = D5
-    got = run(node, info)                                             # rectify (default)
+    got = run(node, info)  # rectify (default)
     ci = got['depth/camera_info']
     assert list(ci.d) == [0.0] * 5 and node.rectifier.built == 1
     depth, Kout = imgmsg_to_cv2(got['depth']), np.reshape(ci.k, (3, 3))
@@ -67,7 +75,7 @@ def test_distortion_modes_at_run_time(node):
     xyz = np.stack([pts['x'], pts['y'], pts['z']], -1)
     assert np.allclose(xyz, backproject_np(depth, Kout), equal_nan=True, atol=1e-5)
     run(node, info)
-    assert node.rectifier.built == 1                                  # maps cached for this CameraInfo
+    assert node.rectifier.built == 1  # maps cached for this CameraInfo
     assert node.set_parameters([Parameter('distortion', value='refuse_cloud')])[0].successful
     got = run(node, info)
     assert 'points' not in got and list(got['depth/camera_info'].d) == D5 and 'labels' in got
@@ -76,4 +84,6 @@ def test_distortion_modes_at_run_time(node):
     assert 'points' in got and list(got['depth/camera_info'].d) == D5
     res = node.set_parameters([Parameter('distortion', value='undistort')])[0]
     assert not res.successful
-    assert "distortion='undistort' is not one of ['rectify', 'refuse_cloud', 'ignore']" in res.reason
+    assert (
+        "distortion='undistort' is not one of ['rectify', 'refuse_cloud', 'ignore']" in res.reason
+    )

@@ -1,11 +1,14 @@
-"""C44: one parameter snapshot per frame. A change that lands while a frame is being processed applies
-from the next frame, all of it at once (no torn update: never the new overlay_alpha with the old max_depth).
+"""C44: one parameter snapshot per frame. A change that lands while a frame is being processed
+applies from the next frame, all of it at once (no torn update: never the new overlay_alpha with
+the old max_depth).
 
-In-process, real rclpy node (its own Context) and the real Segmenter with the tiny model, wrapped so that
-``infer`` itself changes two parameters atomically mid-frame, the way a ``~/set_parameters`` call on the
-executor thread can at any moment while the worker thread is inside a frame. The node's ``_publish`` is
-replaced on the instance to record what each frame would publish.
+In-process, real rclpy node (its own Context) and the real Segmenter with the tiny model, wrapped
+so that ``infer`` itself changes two parameters atomically mid-frame, the way a
+``~/set_parameters`` call on the executor thread can at any moment while the worker thread is
+inside a frame. The node's ``_publish`` is replaced on the instance to record what each frame would
+publish.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,10 +27,17 @@ K = np.array([[70.0, 0, 39.5], [0, 72.0, 29.5], [0, 0, 1]])
 
 
 class ChangesMidFrame:
-    """The real Segmenter; ``infer`` applies ``change`` (a parameter list) to ``node`` once, before inferring."""
+    """The real Segmenter; ``infer`` applies ``change`` (a parameter list) to ``node`` once, before
+    inferring."""
 
     def __init__(self, seg):
-        self.seg, self.classes, self.node, self.change, self.results = seg, seg.classes, None, None, []
+        self.seg, self.classes, self.node, self.change, self.results = (
+            seg,
+            seg.classes,
+            None,
+            None,
+            [],
+        )
 
     def warmup(self, **kw):
         return self.seg.warmup(**kw)
@@ -45,14 +55,23 @@ def test_c44_change_during_a_frame_applies_whole_from_the_next_frame(tmp_path):
     ctx = Context()
     rclpy.init(context=ctx)
     wrapper = {}
-    overrides = [Parameter('model_file', value=str(model)), Parameter('device', value='cpu'),
-                 Parameter('input_width', value=64), Parameter('input_height', value=48),
-                 Parameter('torch_threads', value=1)]
+    overrides = [
+        Parameter('model_file', value=str(model)),
+        Parameter('device', value='cpu'),
+        Parameter('input_width', value=64),
+        Parameter('input_height', value=48),
+        Parameter('torch_threads', value=1),
+    ]
+
     def factory(p, model_file):
         return wrapper.setdefault('w', ChangesMidFrame(default_segmenter(p, model_file)))
 
-    node = Depth3DSegNode(segmenter_factory=factory, node_name='d3s_snapshot', context=ctx,
-                          parameter_overrides=overrides)
+    node = Depth3DSegNode(
+        segmenter_factory=factory,
+        node_name='d3s_snapshot',
+        context=ctx,
+        parameter_overrides=overrides,
+    )
     try:
         seg = wrapper['w']
         seg.node = node
@@ -68,13 +87,13 @@ def test_c44_change_during_a_frame_applies_whole_from_the_next_frame(tmp_path):
             return labels, ov, depth, got
 
         seg.change = [Parameter('overlay_alpha', value=1.0), Parameter('max_depth', value=0.5)]
-        labels, ov, depth, got = frame(10**18)                        # changed while inferring
+        labels, ov, depth, got = frame(10**18)  # changed while inferring
         assert [r.successful for r in seg.results] == [True]
         assert node.get_parameter('overlay_alpha').value == 1.0 and node.p.max_depth == 0.5
-        assert not np.array_equal(ov, palette[labels])                # still alpha 0.5 ...
-        assert np.nanmax(depth) > 0.5                                 # ... and still max_depth 10
+        assert not np.array_equal(ov, palette[labels])  # still alpha 0.5 ...
+        assert np.nanmax(depth) > 0.5  # ... and still max_depth 10
         assert 'points' in got
-        labels, ov, depth, got = frame(10**18 + 10**8)                # the next frame: both new values
+        labels, ov, depth, got = frame(10**18 + 10**8)  # the next frame: both new values
         assert np.array_equal(ov, palette[labels]) and np.isnan(depth).all()
     finally:
         node.destroy_node()

@@ -1,11 +1,14 @@
-"""ONNX export (core.onnx_graph, core.onnx_export, depth3dseg-export) and the ONNX Runtime backend of
-Segmenter (core.backends): round trips on a tiny model and on the shipped model, parity with the torch
-backend on the real frames, the refusal of .onnx files without depth3dseg metadata, the backend choice.
+"""ONNX export (core.onnx_graph, core.onnx_export, depth3dseg-export) and the ONNX Runtime backend
+of Segmenter (core.backends): round trips on a tiny model and on the shipped model, parity with the
+torch backend on the real frames, the refusal of .onnx files without depth3dseg metadata, the
+backend choice.
 
-Tolerances: depth and points (float32 metres) within 1e-4 m (measured: <= 1e-5); labels >= 99.9 % equal
-(the 3D net's neighbour choice and upsampling may differ on near-ties, core.onnx_graph); logits within
-1e-3 on >= 99.9 % of the pixels. No timing is asserted (bench/bench_core.py measures speed).
+Tolerances: depth and points (float32 metres) within 1e-4 m (measured: <= 1e-5); labels >= 99.9 %
+equal (the 3D net's neighbour choice and upsampling may differ on near-ties, core.onnx_graph);
+logits within 1e-3 on >= 99.9 % of the pixels. No timing is asserted (bench/bench_core.py measures
+speed).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,7 +29,11 @@ from depth3dseg_ros.core.classes import NYU13  # noqa: E402
 from depth3dseg_ros.core.inference import Segmenter  # noqa: E402
 from depth3dseg_ros.core.model import Depth3DSeg, fold_batchnorm  # noqa: E402
 from depth3dseg_ros.core.modelfile import ModelFileError, save_model  # noqa: E402
-from depth3dseg_ros.core.onnx_export import REQUIRED_KEYS, export_onnx, read_onnx_meta  # noqa: E402
+from depth3dseg_ros.core.onnx_export import (  # noqa: E402
+    REQUIRED_KEYS,
+    export_onnx,
+    read_onnx_meta,
+)
 from depth3dseg_ros.core.onnx_graph import InferenceGraph  # noqa: E402
 from depth3dseg_ros.export import main as export_main  # noqa: E402
 
@@ -41,7 +48,7 @@ TINY = dict(width=0.25, depth_mult=0.5, dec_ch=16, head_ch=8, p_channels=[8, 16]
 def _tiny_model() -> Depth3DSeg:
     torch.manual_seed(0)
     model = Depth3DSeg(len(NYU13), **TINY)
-    with torch.no_grad():   # non-trivial BatchNorm statistics, so folding matters
+    with torch.no_grad():  # non-trivial BatchNorm statistics, so folding matters
         for m in model.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
                 m.running_mean.uniform_(-0.2, 0.2)
@@ -91,14 +98,19 @@ def _ort(path: Path):
 
 
 def test_graph_module_equals_depth3dseg():
-    """InferenceGraph (exportable ops) computes Depth3DSeg.forward, with and without measured depth."""
+    """InferenceGraph (exportable ops) computes Depth3DSeg.forward, with and without measured
+    depth."""
     model = fold_batchnorm(_tiny_model())
     graph = InferenceGraph(model).eval()
     x, K = _inputs(96, 72)
     with torch.no_grad():
         ref = model(x, K)
-        got = dict(zip(('depth', 'seg2d', 'seg3d', 'xyz', 'valid', 'measured'),
-                       graph(x, K, torch.full((1, 1, 72, 96), float('nan')))))
+        got = dict(
+            zip(
+                ('depth', 'seg2d', 'seg3d', 'xyz', 'valid', 'measured'),
+                graph(x, K, torch.full((1, 1, 72, 96), float('nan'))),
+            )
+        )
         md = ref['depth'] * 1.2
         md[..., :20, :] = float('nan')
         md[..., 30:40, 10:30] = 0.0
@@ -136,19 +148,35 @@ def test_tiny_round_trip(tiny_pt, tmp_path, dynamic):
         x, K = _inputs(w, h, seed=w)
         with torch.no_grad():
             ref = model(x, K)
-        o = dict(zip([o.name for o in sess.get_outputs()],
-                     sess.run(None, {'rgb': x.numpy(), 'K': K.numpy(),
-                                     'measured_depth': np.full((1, 1, h, w), np.nan, np.float32)})))
+        o = dict(
+            zip(
+                [o.name for o in sess.get_outputs()],
+                sess.run(
+                    None,
+                    {
+                        'rgb': x.numpy(),
+                        'K': K.numpy(),
+                        'measured_depth': np.full((1, 1, h, w), np.nan, np.float32),
+                    },
+                ),
+            )
+        )
         assert o['depth'].shape == (1, 1, h, w)
         np.testing.assert_allclose(o['depth'], ref['depth'].numpy(), atol=1e-4)
         np.testing.assert_allclose(o['xyz'], ref['xyz'].numpy(), atol=1e-4)
         np.testing.assert_allclose(o['seg2d'], ref['seg2d'].numpy(), atol=1e-3)
         assert np.array_equal(o['valid'], ref['valid'].numpy())
         assert _close_frac(o['seg3d'], ref['seg3d'].numpy(), 1e-3) >= 0.999
-    if not dynamic:   # a fixed-size graph refuses another size
+    if not dynamic:  # a fixed-size graph refuses another size
         with pytest.raises(Exception):
-            sess.run(None, {'rgb': np.zeros((1, 3, 56, 88), np.float32), 'K': K.numpy(),
-                            'measured_depth': np.zeros((1, 1, 56, 88), np.float32)})
+            sess.run(
+                None,
+                {
+                    'rgb': np.zeros((1, 3, 56, 88), np.float32),
+                    'K': K.numpy(),
+                    'measured_depth': np.zeros((1, 1, 56, 88), np.float32),
+                },
+            )
 
 
 def test_cli_export_and_errors(tiny_pt, tmp_path, capsys):
@@ -191,7 +219,7 @@ def test_foreign_onnx_is_refused(tmp_path):
     lin = torch.nn.Linear(3, 2)
     path = tmp_path / 'foreign.onnx'
     with warnings.catch_warnings():
-        warnings.simplefilter('ignore')   # the TorchScript exporter's deprecation notice
+        warnings.simplefilter('ignore')  # the TorchScript exporter's deprecation notice
         torch.onnx.export(lin, (torch.zeros(1, 3),), str(path), dynamo=False, opset_version=17)
     with pytest.raises(ModelFileError, match="missing 'format'.*depth3dseg-export"):
         Segmenter(path, device='cpu', num_threads=1)
@@ -217,15 +245,15 @@ def test_dynamic_graph_serves_another_input_size(tiny_pt, tmp_path):
 def test_backend_choice(tiny_pt, tmp_path):
     pt = tmp_path / 'm.pt'
     shutil.copy(tiny_pt, pt)
-    assert choose_backend(pt, 'auto').kind == 'torch'                 # nothing beside it
+    assert choose_backend(pt, 'auto').kind == 'torch'  # nothing beside it
     with pytest.raises(ValueError, match='no exported m.onnx'):
         choose_backend(pt, 'onnxruntime')
     export_onnx(pt, pt.with_suffix('.onnx'))
     c = choose_backend(pt, 'auto')
     assert c.kind == 'onnxruntime' and c.path == pt.with_suffix('.onnx')
     assert choose_backend(pt, 'torch').kind == 'torch'
-    assert choose_backend(pt, 'auto', half=True).kind == 'torch'       # the graph is float32
-    assert choose_backend(pt, 'auto', input_size=(96, 72)).kind == 'torch'   # fixed 64×48 graph
+    assert choose_backend(pt, 'auto', half=True).kind == 'torch'  # the graph is float32
+    assert choose_backend(pt, 'auto', input_size=(96, 72)).kind == 'torch'  # fixed 64×48 graph
     with pytest.raises(ValueError, match='fixed'):
         choose_backend(pt, 'onnxruntime', input_size=(96, 72))
     with pytest.raises(ValueError, match="backend='torch' cannot run"):
@@ -236,7 +264,9 @@ def test_backend_choice(tiny_pt, tmp_path):
     assert seg.backend == 'onnxruntime' and seg.model is None and seg.input_size == (64, 48)
     assert seg.classes.names == NYU13.names
     # a retrained .pt beside a stale export: auto runs torch
-    save_model(pt, Depth3DSeg(len(NYU13), **TINY).eval(), {'classes': NYU13, 'input_size': [64, 48]})
+    save_model(
+        pt, Depth3DSeg(len(NYU13), **TINY).eval(), {'classes': NYU13, 'input_size': [64, 48]}
+    )
     assert choose_backend(pt, 'auto').kind == 'torch'
     assert Segmenter(pt, device='cpu', num_threads=1).backend == 'torch'
 

@@ -1,5 +1,6 @@
-"""bags.png_stored: stored (uncompressed) PNGs that any reader decodes to the exact input; the writer's
-level-0 path and its batched index fsync (issue 15, extraction speed)."""
+"""bags.png_stored: stored (uncompressed) PNGs that any reader decodes to the exact input; the
+writer's level-0 path and its batched index fsync (issue 15, extraction speed)."""
+
 import os
 import zlib
 
@@ -21,11 +22,13 @@ def _images():
     rng = np.random.default_rng(15)
     depth = rng.integers(0, 65536, (480, 640), dtype=np.uint16)
     depth[0, :4] = [0, 1, 256, 65535]  # byte order shows in these
-    return {'rgb 480x640': rng.integers(0, 256, (480, 640, 3), dtype=np.uint8),
-            'depth 480x640': depth,
-            'labels 3x5': np.arange(15, dtype=np.uint8).reshape(3, 5),
-            'rgb 1x1': np.array([[[1, 2, 3]]], np.uint8),
-            'mono16 1x2': np.array([[1000, 2000]], np.uint16)}
+    return {
+        'rgb 480x640': rng.integers(0, 256, (480, 640, 3), dtype=np.uint8),
+        'depth 480x640': depth,
+        'labels 3x5': np.arange(15, dtype=np.uint8).reshape(3, 5),
+        'rgb 1x1': np.array([[[1, 2, 3]]], np.uint8),
+        'mono16 1x2': np.array([[1000, 2000]], np.uint16),
+    }
 
 
 @pytest.mark.parametrize('name', list(_images()))
@@ -45,14 +48,18 @@ def test_stored_png_decodes_exactly_with_cv2_and_pil(name, tmp_path):
         np.testing.assert_array_equal(np.asarray(pil), img)
     h = img.shape[0]
     raw = img.nbytes + h  # one filter byte per row
-    idat = zlib.decompress(data[8 + 25 + 8:-12 - 4])
-    assert len(idat) == raw and idat[::raw // h] == bytes(h)  # filter type 0 on every row
+    idat = zlib.decompress(data[8 + 25 + 8 : -12 - 4])
+    assert len(idat) == raw and idat[:: raw // h] == bytes(h)  # filter type 0 on every row
     assert raw + 57 + 2 + 4 < len(data) <= raw + 57 + 2 + 4 + 5 * (raw // 1024 + 1)
 
 
 def test_stored_png_refuses_other_images():
-    for bad in (np.zeros((2, 2), np.float32), np.zeros((2, 2, 4), np.uint8), np.zeros((2, 2, 3), np.uint16),
-                np.zeros((0, 3), np.uint8)):
+    for bad in (
+        np.zeros((2, 2), np.float32),
+        np.zeros((2, 2, 4), np.uint8),
+        np.zeros((2, 2, 3), np.uint16),
+        np.zeros((0, 3), np.uint8),
+    ):
         with pytest.raises(ValueError, match='cannot write a stored PNG of shape='):
             encode_png_stored(bad)
 
@@ -76,12 +83,14 @@ def test_level_0_dataset_equals_level_1_pixel_for_pixel(tmp_path, real_dir):
         for e in entries:
             for k in ('rgb', 'depth', 'labels'):
                 if e[k]:
-                    np.testing.assert_array_equal(read_png(outs[key] / e[k]), read_png(outs[(1, 1)] / e[k]))
+                    np.testing.assert_array_equal(
+                        read_png(outs[key] / e[k]), read_png(outs[(1, 1)] / e[k])
+                    )
 
 
 def test_index_fsync_is_batched_but_flushed_per_frame(tmp_path, real_dir, monkeypatch):
-    """Every index line reaches the OS right after its files (a killed process loses nothing indexed);
-    fsync runs once per fsync_interval_s and on flush/close, not once per frame."""
+    """Every index line reaches the OS right after its files (a killed process loses nothing
+    indexed); fsync runs once per fsync_interval_s and on flush/close, not once per frame."""
     frames = make_frames(real_dir, 3)
     calls = []
     monkeypatch.setattr(dataset_writer.os, 'fsync', lambda fd: calls.append(fd))
@@ -90,7 +99,11 @@ def test_index_fsync_is_batched_but_flushed_per_frame(tmp_path, real_dir, monkey
         root = tmp_path / f'ds{interval}'
         with DatasetWriter(root, NYU13, fsync_interval_s=interval) as w:
             for i, f in enumerate(frames):
-                w.write_frame(f'f{i}', f.rgb, f.K, f.stamp_ns, 'bag', {'rgb': '/c'}, depth_mm=f.depth_mm)
+                w.write_frame(
+                    f'f{i}', f.rgb, f.K, f.stamp_ns, 'bag', {'rgb': '/c'}, depth_mm=f.depth_mm
+                )
                 assert (root / 'index.jsonl').read_bytes().count(b'\n') == i + 1  # flushed already
         assert len(calls) == expected, (interval, calls)
-    assert os.path.getsize(tmp_path / 'ds0.0' / 'index.jsonl') == os.path.getsize(tmp_path / 'ds3600.0' / 'index.jsonl')
+    assert os.path.getsize(tmp_path / 'ds0.0' / 'index.jsonl') == os.path.getsize(
+        tmp_path / 'ds3600.0' / 'index.jsonl'
+    )

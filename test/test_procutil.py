@@ -1,5 +1,6 @@
-"""procutil.popen_tied: a child started by a process that is then SIGKILLed dies too (no orphan node
-keeps publishing on the test run's ROS_DOMAIN_ID)."""
+"""procutil.popen_tied: a child started by a process that is then SIGKILLed dies too (no orphan
+node keeps publishing on the test run's ROS_DOMAIN_ID)."""
+
 import os
 import signal
 import subprocess
@@ -8,9 +9,11 @@ import time
 
 import pytest
 
-PARENT = ("import sys, time; from depth3dseg_ros.procutil import popen_tied; "
-          "c = popen_tied([sys.executable, '-c', 'import time; time.sleep(120)']); "
-          "print(c.pid, flush=True); time.sleep(120)")
+PARENT = (
+    "import sys, time; from depth3dseg_ros.procutil import popen_tied; "
+    "c = popen_tied([sys.executable, '-c', 'import time; time.sleep(120)']); "
+    "print(c.pid, flush=True); time.sleep(120)"
+)
 
 
 def _alive(pid: int) -> bool:

@@ -1,11 +1,12 @@
 """The repository stands on its own: nothing cites files that a clone does not contain.
 
 * No tracked text file names a path outside the repository (the team's workbench beside it) or the
-  workbench's case, method and convention files; the in-repo pages are docs/cases.md, docs/method.md,
-  docs/ros_conventions.md and docs/pip_ros_stack.md.
+  workbench's case, method and convention files; the in-repo pages are docs/cases.md,
+  docs/method.md, docs/ros_conventions.md and docs/pip_ros_stack.md.
 * Every case id (C01…C45) cited in test/ or depth3dseg_ros/ has an entry in docs/cases.md.
 * Every relative link in README.md and docs/*.md points to an existing file.
 """
+
 from __future__ import annotations
 
 import re
@@ -36,8 +37,9 @@ INLINE_CODE = re.compile(r'`[^`\n]*`')
 
 
 def _git_files(*args: str) -> list[str]:
-    out = subprocess.run(['git', 'ls-files', '-z', *args], cwd=REPO, capture_output=True, check=True,
-                         timeout=60).stdout
+    out = subprocess.run(
+        ['git', 'ls-files', '-z', *args], cwd=REPO, capture_output=True, check=True, timeout=60
+    ).stdout
     return [p for p in out.decode().split('\0') if p]
 
 
@@ -69,16 +71,20 @@ def test_no_tracked_file_cites_files_outside_the_repository():
             found = [pat for pat in FORBIDDEN if pat in line]
             if found:
                 hits.append(f'{rel}:{lineno}: {", ".join(found)}: {line.strip()[:120]}')
-    assert not hits, ('tracked files cite paths or files that are not in the repository '
-                      f'(use docs/cases.md, docs/method.md, docs/ros_conventions.md, docs/pip_ros_stack.md); '
-                      f'{len(hits)} hit(s):\n' + '\n'.join(hits))
+    assert not hits, (
+        'tracked files cite paths or files that are not in the repository '
+        f'(use docs/cases.md, docs/method.md, docs/ros_conventions.md, docs/pip_ros_stack.md); '
+        f'{len(hits)} hit(s):\n' + '\n'.join(hits)
+    )
 
 
 def test_every_cited_case_id_has_an_entry_in_docs_cases():
     documented = _case_ids_in_docs()
     assert documented, 'docs/cases.md has no "### Cnn" entries'
     missing: dict[str, list[str]] = {}
-    files = _git_files('--cached', '--others', '--exclude-standard', '--', 'test', 'depth3dseg_ros')
+    files = _git_files(
+        '--cached', '--others', '--exclude-standard', '--', 'test', 'depth3dseg_ros'
+    )
     for rel in files:
         text = _text(REPO / rel)
         if text is None:
@@ -88,7 +94,9 @@ def test_every_cited_case_id_has_an_entry_in_docs_cases():
             for cid in ids - documented:
                 missing.setdefault(cid, []).append(f'{rel}:{lineno}')
     assert not missing, 'case ids cited without an entry in docs/cases.md:\n' + '\n'.join(
-        f'{cid}: {", ".join(where[:5])}{" …" if len(where) > 5 else ""}' for cid, where in sorted(missing.items()))
+        f'{cid}: {", ".join(where[:5])}{" …" if len(where) > 5 else ""}'
+        for cid, where in sorted(missing.items())
+    )
 
 
 def test_relative_markdown_links_point_to_existing_files():

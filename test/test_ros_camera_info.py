@@ -1,7 +1,10 @@
-"""ros.camera_info: CameraInfo -> intrinsics (K or P, binning, ROI, C17), rescaling and output CameraInfo (C18).
+"""ros.camera_info: CameraInfo -> intrinsics (K or P, binning, ROI, C17), rescaling and output
+CameraInfo (C18).
 
-Back-projection numbers go through core.geometry.backproject_np (the package's one M2 implementation).
+Back-projection numbers go through core.geometry.backproject_np (the package's one M2
+implementation).
 """
+
 import logging
 import types
 
@@ -13,8 +16,12 @@ from sensor_msgs.msg import CameraInfo, RegionOfInterest
 
 from depth3dseg_ros.core.geometry import backproject_np
 from depth3dseg_ros.ros import camera_info as ci
-from depth3dseg_ros.ros.camera_info import (Intrinsics, camera_info_for_output, intrinsics_from_camera_info,
-                                            make_camera_info)
+from depth3dseg_ros.ros.camera_info import (
+    Intrinsics,
+    camera_info_for_output,
+    intrinsics_from_camera_info,
+    make_camera_info,
+)
 
 TS = get_typestore(Stores.ROS2_KILTED)
 RB_INFO = TS.types['sensor_msgs/msg/CameraInfo']
@@ -50,7 +57,9 @@ def test_c17_rectified_uses_p():
     assert (x, y, z) == pytest.approx((0.4444, 0.0222, 2.0), abs=1e-4)
     raw = intrinsics_from_camera_info(msg, use_rectified=False)
     assert not raw.rectified
-    assert tuple(point_at(raw.K, 640, 480, 410, 240, 2.0)) == pytest.approx((0.36, 0.0, 2.0), abs=1e-6)
+    assert tuple(point_at(raw.K, 640, 480, 410, 240, 2.0)) == pytest.approx(
+        (0.36, 0.0, 2.0), abs=1e-6
+    )
 
 
 def test_c17_all_zero_p_falls_back_to_k_with_one_warning(caplog):
@@ -73,22 +82,41 @@ def test_c17_zero_k_is_refused_naming_the_field():
     short_k = types.SimpleNamespace(k=[1.0] * 4, p=[0.0] * 12, width=1, height=1)
     with pytest.raises(ValueError, match='9 and 12'):
         intrinsics_from_camera_info(short_k)
-    ros1 = types.SimpleNamespace(K=[500.0, 0, 320, 0, 500, 240, 0, 0, 1], P=[0.0] * 12, D=[], R=[0.0] * 9,
-                                 width=640, height=480, binning_x=0, binning_y=0, roi=None)
-    assert intrinsics_from_camera_info(ros1).K[0].tolist() == [500, 0, 320]  # ROS 1 upper-case fields
+    ros1 = types.SimpleNamespace(
+        K=[500.0, 0, 320, 0, 500, 240, 0, 0, 1],
+        P=[0.0] * 12,
+        D=[],
+        R=[0.0] * 9,
+        width=640,
+        height=480,
+        binning_x=0,
+        binning_y=0,
+        roi=None,
+    )
+    assert intrinsics_from_camera_info(ros1).K[0].tolist() == [
+        500,
+        0,
+        320,
+    ]  # ROS 1 upper-case fields
 
 
 # ---------------------------------------------------------------- C18 rescale to the network size
 def test_c18_intrinsics_rescaled_to_network_size():
-    cam = info([[900, 0, 640], [0, 900, 360], [0, 0, 1]], [[900, 0, 640, -90], [0, 900, 360, 0], [0, 0, 1, 0]],
-               width=1280, height=720)
+    cam = info(
+        [[900, 0, 640], [0, 900, 360], [0, 0, 1]],
+        [[900, 0, 640, -90], [0, 900, 360, 0], [0, 0, 1, 0]],
+        width=1280,
+        height=720,
+    )
     net = intrinsics_from_camera_info(cam).resized(640, 360)
     assert net.K.tolist() == [[450, 0, 320], [0, 450, 180], [0, 0, 1]]
     assert net.P[0, 3] == -45.0 and (net.width, net.height) == (640, 360)
     x, y, z = point_at(net.K, 640, 360, 480, 180, 3.0)
     assert (x, y, z) == pytest.approx((1.0667, 0.0, 3.0), abs=1e-4)
     unscaled = intrinsics_from_camera_info(cam).K
-    assert point_at(unscaled, 640, 360, 480, 180, 3.0)[0] == pytest.approx(-0.5333, abs=1e-4)  # the fault
+    assert point_at(unscaled, 640, 360, 480, 180, 3.0)[0] == pytest.approx(
+        -0.5333, abs=1e-4
+    )  # the fault
     cam.header.frame_id, cam.header.stamp.sec = 'cam_optical', 77
     out = camera_info_for_output(intrinsics_from_camera_info(cam), 640, 360, header=cam.header)
     assert (out.width, out.height) == (640, 360)
@@ -100,24 +128,45 @@ def test_c18_intrinsics_rescaled_to_network_size():
 
 
 def test_c18_aspect_change_uses_separate_factors_and_crop_shifts_principal_point():
-    intr = Intrinsics(K=np.array([[600., 0, 320], [0, 610, 240], [0, 0, 1]]), width=640, height=480)
+    intr = Intrinsics(
+        K=np.array([[600.0, 0, 320], [0, 610, 240], [0, 0, 1]]), width=640, height=480
+    )
     r = intr.resized(320, 360)
     assert r.K[0].tolist() == [300, 0, 160] and r.K[1].tolist() == [0, 457.5, 180]
     c = intr.cropped(80, 60, 480, 360)
-    assert c.K[0, 2] == 240 and c.K[1, 2] == 180 and c.K[0, 0] == 600 and (c.width, c.height) == (480, 360)
+    assert (
+        c.K[0, 2] == 240
+        and c.K[1, 2] == 180
+        and c.K[0, 0] == 600
+        and (c.width, c.height) == (480, 360)
+    )
     with pytest.raises(ValueError, match='outside the 640x480'):
         intr.cropped(200, 0, 480, 480)
 
 
 def test_binning_and_roi():
-    msg = info([[1000, 0, 1000], [0, 1000, 600], [0, 0, 1]], width=2048, height=1536,
-               binning_x=2, binning_y=2,
-               roi=RegionOfInterest(x_offset=200, y_offset=100, width=1600, height=1200, do_rectify=False))
+    msg = info(
+        [[1000, 0, 1000], [0, 1000, 600], [0, 0, 1]],
+        width=2048,
+        height=1536,
+        binning_x=2,
+        binning_y=2,
+        roi=RegionOfInterest(
+            x_offset=200, y_offset=100, width=1600, height=1200, do_rectify=False
+        ),
+    )
     intr = intrinsics_from_camera_info(msg)
     assert (intr.width, intr.height) == (800, 600)
     assert intr.K.tolist() == [[500, 0, 400], [0, 500, 250], [0, 0, 1]]
-    no_roi = intrinsics_from_camera_info(info([[1000, 0, 1000], [0, 1000, 600], [0, 0, 1]], width=2048,
-                                              height=1536, binning_x=0, binning_y=4))
+    no_roi = intrinsics_from_camera_info(
+        info(
+            [[1000, 0, 1000], [0, 1000, 600], [0, 0, 1]],
+            width=2048,
+            height=1536,
+            binning_x=0,
+            binning_y=4,
+        )
+    )
     assert (no_roi.width, no_roi.height) == (2048, 384)
     assert no_roi.K[0].tolist() == [1000, 0, 1000] and no_roi.K[1].tolist() == [0, 250, 150]
 
@@ -135,7 +184,7 @@ def test_distortion_and_rotation_are_copied_to_output_info():
 
 # ---------------------------------------------------------------- serialized round trips
 def test_rclpy_serialized_round_trip():
-    msg = make_camera_info(np.array([[525., 0, 319.5], [0, 526, 239.5], [0, 0, 1]]), 640, 480)
+    msg = make_camera_info(np.array([[525.0, 0, 319.5], [0, 526, 239.5], [0, 0, 1]]), 640, 480)
     back = deserialize_message(serialize_message(msg), CameraInfo)
     intr = intrinsics_from_camera_info(back)
     assert intr.K.tolist() == [[525, 0, 319.5], [0, 526, 239.5], [0, 0, 1]]
@@ -149,10 +198,17 @@ def test_rclpy_serialized_round_trip():
 
 
 def test_rosbags_deserialized_camera_info():
-    hdr = TS.types['std_msgs/msg/Header'](stamp=TS.types['builtin_interfaces/msg/Time'](sec=3, nanosec=4),
-                                           frame_id='cam')
-    msg = make_camera_info(np.array([[520.9, 0, 325.1], [0, 521.0, 249.7], [0, 0, 1]]), 640, 480, header=hdr,
-                           msg_cls=RB_INFO, P=np.array([[500., 0, 320, 0], [0, 500, 240, 0], [0, 0, 1, 0]]))
+    hdr = TS.types['std_msgs/msg/Header'](
+        stamp=TS.types['builtin_interfaces/msg/Time'](sec=3, nanosec=4), frame_id='cam'
+    )
+    msg = make_camera_info(
+        np.array([[520.9, 0, 325.1], [0, 521.0, 249.7], [0, 0, 1]]),
+        640,
+        480,
+        header=hdr,
+        msg_cls=RB_INFO,
+        P=np.array([[500.0, 0, 320, 0], [0, 500, 240, 0], [0, 0, 1, 0]]),
+    )
     assert isinstance(msg, RB_INFO)
     t = RB_INFO.__msgtype__
     back = TS.deserialize_cdr(TS.serialize_cdr(msg, t), t)

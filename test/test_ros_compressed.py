@@ -1,4 +1,6 @@
-"""ros.compressed: jpeg/png/16-bit PNG and compressedDepth decoding and encoding (C07), rclpy and rosbags."""
+"""ros.compressed: jpeg/png/16-bit PNG and compressedDepth decoding and encoding (C07), rclpy and
+rosbags."""
+
 import struct
 import types
 
@@ -10,9 +12,16 @@ from rosbags.typesys import Stores, get_typestore
 from sensor_msgs.msg import CompressedImage
 
 from depth3dseg_ros.core.depth import depth_to_meters
-from depth3dseg_ros.ros.compressed import (PNG_SIGNATURE, compressed_to_cv2, compressed_to_rgb, decode_compressed,
-                                           decode_compressed_depth, encode_compressed, encode_compressed_depth,
-                                           parse_format)
+from depth3dseg_ros.ros.compressed import (
+    PNG_SIGNATURE,
+    compressed_to_cv2,
+    compressed_to_rgb,
+    decode_compressed,
+    decode_compressed_depth,
+    encode_compressed,
+    encode_compressed_depth,
+    parse_format,
+)
 from depth3dseg_ros.ros.image import EmptyImageError
 
 TS = get_typestore(Stores.ROS2_KILTED)
@@ -47,7 +56,9 @@ def test_c07_32fc1_dequantised_as_a_over_v_minus_b():
     assert got.dtype == np.float32
     assert got[0, 0] == pytest.approx(1.0, abs=1e-6) and got[0, 1] == pytest.approx(2.0, abs=1e-6)
     assert np.isnan(got[0, 2])
-    assert abs(got[0, 0] - 1.2497) > 0.2 and abs(got[0, 1] - 3.331) > 1.0  # the +B mistake's values
+    assert (
+        abs(got[0, 0] - 1.2497) > 0.2 and abs(got[0, 1] - 3.331) > 1.0
+    )  # the +B mistake's values
 
 
 def test_c07_png_found_by_signature_not_offset():
@@ -79,8 +90,16 @@ def test_c07_rvl_and_bad_payloads_are_clear_errors():
 
 
 def test_parse_format_is_lenient():
-    assert parse_format('16UC1; compressedDepth') == {'encoding': '16UC1', 'depth': True, 'codec': None}
-    assert parse_format(' 32FC1 ;compressedDepth  png ') == {'encoding': '32FC1', 'depth': True, 'codec': 'png'}
+    assert parse_format('16UC1; compressedDepth') == {
+        'encoding': '16UC1',
+        'depth': True,
+        'codec': None,
+    }
+    assert parse_format(' 32FC1 ;compressedDepth  png ') == {
+        'encoding': '32FC1',
+        'depth': True,
+        'codec': 'png',
+    }
     assert parse_format('jpeg') == {'encoding': None, 'depth': False, 'codec': 'jpeg'}
     assert parse_format('rgb8; jpeg compressed bgr8')['encoding'] == 'rgb8'
     assert parse_format('')['codec'] is None
@@ -93,7 +112,9 @@ def test_encode_compressed_depth_round_trips():
     assert bytes(msg.data[12:20]) == PNG_SIGNATURE
     assert np.array_equal(decode_compressed_depth(msg), mm)
     old = encode_compressed_depth(mm, '16UC1', fmt_suffix='')
-    assert old.format == '16UC1; compressedDepth' and np.array_equal(decode_compressed_depth(old), mm)
+    assert old.format == '16UC1; compressedDepth' and np.array_equal(
+        decode_compressed_depth(old), mm
+    )
     d = np.array([[0.3, 1.0, 2.0, 9.5, 12.0, np.nan, 0.0, -1.0]], np.float32)
     got = decode_compressed_depth(encode_compressed_depth(d, '32FC1'))
     assert np.allclose(got[0, :4], d[0, :4], rtol=2e-3)  # quantisation error grows ~ d^2 / A
@@ -110,7 +131,9 @@ def test_png_colour_exact_and_rgb_order():
     assert np.array_equal(compressed_to_rgb(msg), rgb)
     arr, enc = decode_compressed(msg)
     assert enc == 'rgb8' and np.array_equal(arr, rgb)
-    plain = fake('png', cv2.imencode('.png', rgb[..., ::-1])[1])  # a bag writer's plain "png" (BGR file)
+    plain = fake(
+        'png', cv2.imencode('.png', rgb[..., ::-1])[1]
+    )  # a bag writer's plain "png" (BGR file)
     assert np.array_equal(compressed_to_rgb(plain), rgb)
     assert np.array_equal(compressed_to_cv2(plain), rgb[..., ::-1])
     assert np.array_equal(compressed_to_cv2(plain, 'rgb8'), rgb)
@@ -131,15 +154,20 @@ def test_jpeg_colour_close(real_dir):
 
 def test_png_rgba_and_mono():
     bgra = np.array([[[1, 2, 3, 0], [4, 5, 6, 255]]], np.uint8)
-    assert compressed_to_rgb(fake('png', cv2.imencode('.png', bgra)[1])).tolist() == [[[3, 2, 1], [6, 5, 4]]]
+    assert compressed_to_rgb(fake('png', cv2.imencode('.png', bgra)[1])).tolist() == [
+        [[3, 2, 1], [6, 5, 4]]
+    ]
     mono = np.array([[7, 9]], np.uint8)
     arr, enc = decode_compressed(encode_compressed(mono, 'mono8', 'png'))
     assert enc == 'mono8' and arr.tolist() == [[7, 9]]
 
 
 def test_16bit_png_kept_via_imread_unchanged(real_dir):
-    """A real TUM depth PNG (uint16, /5000) as a plain 'png' CompressedImage and as 16UC1 encode."""
-    depth = cv2.imread(str(real_dir / 'slambook_rgbd' / 'ch7' / '1_depth.png'), cv2.IMREAD_UNCHANGED)
+    """A real TUM depth PNG (uint16, /5000) as a plain 'png' CompressedImage and as 16UC1
+    encode."""
+    depth = cv2.imread(
+        str(real_dir / 'slambook_rgbd' / 'ch7' / '1_depth.png'), cv2.IMREAD_UNCHANGED
+    )
     assert depth.dtype == np.uint16 and depth.max() > 255
     arr, enc = decode_compressed(fake('16UC1; png', cv2.imencode('.png', depth)[1]))
     assert enc == '16UC1' and arr.dtype == np.uint16 and np.array_equal(arr, depth)
@@ -181,8 +209,12 @@ def test_rosbags_deserialized_round_trip():
     back = TS.deserialize_cdr(TS.serialize_cdr(msg, t), t)
     assert np.array_equal(decode_compressed_depth(back), mm)
     rgb = np.arange(30, dtype=np.uint8).reshape(2, 5, 3)
-    back = TS.deserialize_cdr(TS.serialize_cdr(encode_compressed(rgb, 'rgb8', msg_cls=RB_COMPRESSED), t), t)
+    back = TS.deserialize_cdr(
+        TS.serialize_cdr(encode_compressed(rgb, 'rgb8', msg_cls=RB_COMPRESSED), t), t
+    )
     assert np.array_equal(compressed_to_rgb(back), rgb)
     # rclpy reads the same bytes
-    assert np.array_equal(compressed_to_rgb(deserialize_message(bytes(TS.serialize_cdr(back, t)),
-                                                                 CompressedImage)), rgb)
+    assert np.array_equal(
+        compressed_to_rgb(deserialize_message(bytes(TS.serialize_cdr(back, t)), CompressedImage)),
+        rgb,
+    )

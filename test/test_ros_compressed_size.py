@@ -1,8 +1,11 @@
-"""Issue 14 ("Inputs"): a CompressedImage's size is read from its header and refused over a pixel limit
-before anything is decoded (a 641-byte JPEG claiming 30000x30000 pixels took the node to 5.5 GB).
+"""Issue 14 ("Inputs"): a CompressedImage's size is read from its header and refused over a pixel
+limit before anything is decoded (a 641-byte JPEG claiming 30000x30000 pixels took the node to 5.5
+GB).
 
-Crafted headers: real small JPEG/PNG files from OpenCV whose SOF / IHDR size fields are overwritten.
+Crafted headers: real small JPEG/PNG files from OpenCV whose SOF / IHDR size fields are
+overwritten.
 """
+
 from __future__ import annotations
 
 import struct
@@ -13,9 +16,17 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import CompressedImage
 
-from depth3dseg_ros.ros.compressed import (DEFAULT_MAX_PIXELS, ImageTooLargeError, check_compressed_size,
-                                           check_pixel_limit, compressed_image_size, compressed_to_rgb,
-                                           decode_compressed, encode_compressed_depth, payload_size)
+from depth3dseg_ros.ros.compressed import (
+    DEFAULT_MAX_PIXELS,
+    ImageTooLargeError,
+    check_compressed_size,
+    check_pixel_limit,
+    compressed_image_size,
+    compressed_to_rgb,
+    decode_compressed,
+    encode_compressed_depth,
+    payload_size,
+)
 
 
 def jpeg(w=53, h=37, progressive=False) -> bytes:
@@ -28,9 +39,9 @@ def with_jpeg_size(data: bytes, w: int, h: int) -> bytes:
     """``data`` with its SOF height/width fields set to h, w."""
     i = 2
     while True:
-        marker, length = data[i + 1], int.from_bytes(data[i + 2:i + 4], 'big')
+        marker, length = data[i + 1], int.from_bytes(data[i + 2 : i + 4], 'big')
         if marker in (0xC0, 0xC1, 0xC2):
-            return data[:i + 5] + struct.pack('>HH', h, w) + data[i + 9:]
+            return data[: i + 5] + struct.pack('>HH', h, w) + data[i + 9 :]
         i += 2 + length
 
 
@@ -48,7 +59,7 @@ def msg(data: bytes, fmt: str = 'jpeg') -> CompressedImage:
 
 def test_sizes_read_from_headers_without_decoding():
     assert payload_size(jpeg()) == (53, 37)
-    assert payload_size(jpeg(progressive=True)) == (53, 37)                 # SOF2
+    assert payload_size(jpeg(progressive=True)) == (53, 37)  # SOF2
     assert payload_size(png()) == (53, 37)
     assert payload_size(np.frombuffer(png(7, 3), np.uint8)) == (7, 3)
     assert payload_size(with_jpeg_size(jpeg(), 30000, 30000)) == (30000, 30000)
@@ -60,13 +71,19 @@ def test_sizes_read_from_headers_without_decoding():
 
 
 def test_unreadable_headers_are_errors():
-    with pytest.raises(ValueError, match="payload starting '47 49 46 38 39 61 01 00' is neither JPEG nor PNG"):
+    with pytest.raises(
+        ValueError, match="payload starting '47 49 46 38 39 61 01 00' is neither JPEG nor PNG"
+    ):
         payload_size(b'GIF89a\x01\x00\x01\x00')
-    with pytest.raises(ValueError, match=r'JPEG: no SOF marker \(image size\) in the first 6 bytes'):
+    with pytest.raises(
+        ValueError, match=r'JPEG: no SOF marker \(image size\) in the first 6 bytes'
+    ):
         payload_size(b'\xff\xd8\xff\xd9\x00\x00')
     with pytest.raises(ValueError, match='PNG: no IHDR chunk'):
         payload_size(png()[:20])
-    with pytest.raises(ValueError, match="CompressedImage.format='jpeg' len\\(data\\)=4: JPEG: no SOF"):
+    with pytest.raises(
+        ValueError, match="CompressedImage.format='jpeg' len\\(data\\)=4: JPEG: no SOF"
+    ):
         compressed_image_size(msg(b'\xff\xd8\xff\xd9'))
 
 
@@ -78,26 +95,34 @@ def test_the_641_byte_30000x30000_jpeg_is_refused_before_decoding():
         compressed_to_rgb(msg(bomb), DEFAULT_MAX_PIXELS)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert str(err.value) == ("CompressedImage (format='jpeg') header says 30000x30000 = 900000000 pixels > "
-                              'max_image_pixels=67108864')
+    assert str(err.value) == (
+        "CompressedImage (format='jpeg') header says 30000x30000 = 900000000 pixels > "
+        'max_image_pixels=67108864'
+    )
     assert (err.value.width, err.value.height, err.value.max_pixels) == (30000, 30000, 8192 * 8192)
     assert isinstance(err.value, ValueError) and peak < 1_000_000
 
 
 def test_limit_is_inclusive_and_png_and_compressed_depth_are_checked():
     assert DEFAULT_MAX_PIXELS == 67_108_864
-    check_pixel_limit(8192, 8192, DEFAULT_MAX_PIXELS)                       # exactly at the limit: accepted
-    with pytest.raises(ImageTooLargeError, match=r'says 8193x8192 = 67117056 pixels > max_image_pixels=67108864'):
+    check_pixel_limit(8192, 8192, DEFAULT_MAX_PIXELS)  # exactly at the limit: accepted
+    with pytest.raises(
+        ImageTooLargeError, match=r'says 8193x8192 = 67117056 pixels > max_image_pixels=67108864'
+    ):
         check_pixel_limit(8193, 8192, DEFAULT_MAX_PIXELS)
-    check_pixel_limit(10**6, 10**6, None)                                   # None: no limit
+    check_pixel_limit(10**6, 10**6, None)  # None: no limit
     assert check_compressed_size(msg(png(), 'png'), 53 * 37) == (53, 37)
-    with pytest.raises(ImageTooLargeError,
-                       match=r"format='png'\) header says 53x37 = 1961 pixels > max_image_pixels=1960"):
+    with pytest.raises(
+        ImageTooLargeError,
+        match=r"format='png'\) header says 53x37 = 1961 pixels > max_image_pixels=1960",
+    ):
         decode_compressed(msg(png(), 'png'), 1960)
     depth = encode_compressed_depth(np.full((30, 40), 1500, np.uint16), '16UC1')
     raw = bytes(depth.data)
     assert compressed_image_size(depth) == (40, 30)
-    big = CompressedImage(format=depth.format, data=raw[:12] + with_png_size(raw[12:], 70000, 70000))
+    big = CompressedImage(
+        format=depth.format, data=raw[:12] + with_png_size(raw[12:], 70000, 70000)
+    )
     with pytest.raises(ImageTooLargeError, match=r'header says 70000x70000 = 4900000000 pixels'):
         decode_compressed(big, DEFAULT_MAX_PIXELS)
 

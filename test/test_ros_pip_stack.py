@@ -4,6 +4,7 @@ Environment comes from depth3dseg_ros.rosenv via conftest (LARGE_DATA transport,
 ROS_DOMAIN_ID). Every child process has a timeout: DDS discovery can rarely hang
 (docs/pip_ros_stack.md §1).
 """
+
 import os
 import subprocess
 import sys
@@ -16,11 +17,21 @@ PEER = Path(__file__).parent / 'peers' / 'image_peer.py'
 
 def _run_pair(extra, domain):
     env = dict(os.environ, ROS_DOMAIN_ID=str(domain))
-    pub = subprocess.Popen([sys.executable, str(PEER), 'pub', '--timeout', '25', *extra], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pub = subprocess.Popen(
+        [sys.executable, str(PEER), 'pub', '--timeout', '25', *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
-        sub = subprocess.run([sys.executable, str(PEER), 'sub', '--timeout', '20', '--count', '3', *extra],
-                             env=env, capture_output=True, text=True, timeout=40)
+        sub = subprocess.run(
+            [sys.executable, str(PEER), 'sub', '--timeout', '20', '--count', '3', *extra],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=40,
+        )
     finally:
         pub.kill()
         pub.communicate(timeout=10)
@@ -39,9 +50,12 @@ def test_two_processes_exchange_image_over_dds(qos):
 
 
 def test_rmw_is_fastdds_and_transport_set():
-    out = subprocess.run([sys.executable, '-c',
-                          'import rclpy; print(rclpy.get_rmw_implementation_identifier())'],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, '-c', 'import rclpy; print(rclpy.get_rmw_implementation_identifier())'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.stdout.strip() == 'rmw_fastrtps_cpp', out.stderr
     assert os.environ['FASTDDS_BUILTIN_TRANSPORTS'] == 'LARGE_DATA'
     assert 1 <= int(os.environ['ROS_DOMAIN_ID']) <= 101

@@ -1,4 +1,6 @@
-"""ros.pointcloud2: labelled PointCloud2 writer/reader (C09, C12, C14, C15, C20, C25 part) and the PLY writer."""
+"""ros.pointcloud2: labelled PointCloud2 writer/reader (C09, C12, C14, C15, C20, C25 part) and the
+PLY writer."""
+
 import struct
 import types
 
@@ -9,9 +11,20 @@ from rosbags.typesys import Stores, get_typestore
 from sensor_msgs.msg import PointCloud2, PointField
 
 from depth3dseg_ros.core.depth import depth_to_meters
-from depth3dseg_ros.ros.pointcloud2 import (FLOAT32, UINT16, UINT32, cloud_dtype, create_cloud,
-                                            create_cloud_from_array, create_cloud_from_depth, dtype_from_fields,
-                                            pack_rgb, read_points, unpack_rgb, write_ply)
+from depth3dseg_ros.ros.pointcloud2 import (
+    FLOAT32,
+    UINT16,
+    UINT32,
+    cloud_dtype,
+    create_cloud,
+    create_cloud_from_array,
+    create_cloud_from_depth,
+    dtype_from_fields,
+    pack_rgb,
+    read_points,
+    unpack_rgb,
+    write_ply,
+)
 
 TS = get_typestore(Stores.ROS2_KILTED)
 RB_CLOUD = TS.types['sensor_msgs/msg/PointCloud2']
@@ -23,9 +36,15 @@ def field(name, offset, datatype, count=1):
 
 
 def raw_cloud(fields, point_step, width, height, data, row_step=None, is_bigendian=False):
-    return types.SimpleNamespace(fields=fields, point_step=point_step, width=width, height=height,
-                                 row_step=row_step if row_step is not None else width * point_step,
-                                 data=data, is_bigendian=is_bigendian)
+    return types.SimpleNamespace(
+        fields=fields,
+        point_step=point_step,
+        width=width,
+        height=height,
+        row_step=row_step if row_step is not None else width * point_step,
+        data=data,
+        is_bigendian=is_bigendian,
+    )
 
 
 def xyz_of(arr):
@@ -33,8 +52,10 @@ def xyz_of(arr):
 
 
 # ---------------------------------------------------------------- C09 zero depth is no point
-@pytest.mark.parametrize('depth,enc', [(np.array([[0.0, 2.0]], np.float32), '32FC1'),
-                                       (np.array([[0, 2000]], np.uint16), '16UC1')])
+@pytest.mark.parametrize(
+    'depth,enc',
+    [(np.array([[0.0, 2.0]], np.float32), '32FC1'), (np.array([[0, 2000]], np.uint16), '16UC1')],
+)
 def test_c09_zero_depth_never_a_point_at_origin(depth, enc):
     d = depth_to_meters(depth, enc)
     org = read_points(create_cloud_from_depth(None, d, K9), organized=True)
@@ -55,14 +76,22 @@ def test_c12_point_step_with_trailing_padding_read():
     pts = read_points(raw_cloud(fields, 16, 2, 1, data, row_step=32))
     assert xyz_of(pts).tolist() == [[1, 2, 3], [4, 5, 6]]
     dt = dtype_from_fields(fields, 16)
-    assert dt == np.dtype({'names': ['x', 'y', 'z'], 'formats': ['<f4'] * 3, 'offsets': [0, 4, 8], 'itemsize': 16})
+    assert dt == np.dtype(
+        {'names': ['x', 'y', 'z'], 'formats': ['<f4'] * 3, 'offsets': [0, 4, 8], 'itemsize': 16}
+    )
 
 
 def test_c12_padded_lidar_layout_round_trip_through_rclpy():
-    """Fields end at 36 bytes, point_step 48 (the layout of the report): read, modify, write, read."""
-    dt = np.dtype({'names': ['x', 'y', 'z', 'intensity', 't', 'ring', 'range'],
-                   'formats': ['<f4', '<f4', '<f4', '<f4', '<f8', '<u2', '<u4'],
-                   'offsets': [0, 4, 8, 16, 20, 28, 32], 'itemsize': 48})
+    """Fields end at 36 bytes, point_step 48 (the layout of the report): read, modify, write,
+    read."""
+    dt = np.dtype(
+        {
+            'names': ['x', 'y', 'z', 'intensity', 't', 'ring', 'range'],
+            'formats': ['<f4', '<f4', '<f4', '<f4', '<f8', '<u2', '<u4'],
+            'offsets': [0, 4, 8, 16, 20, 28, 32],
+            'itemsize': 48,
+        }
+    )
     pts = np.zeros((2, 3), dt)
     pts['x'] = np.arange(6).reshape(2, 3)
     pts['t'] = 1e-3 * np.arange(6).reshape(2, 3)
@@ -77,18 +106,38 @@ def test_c12_padded_lidar_layout_round_trip_through_rclpy():
 
 
 def test_reader_any_field_order_row_padding_and_big_endian():
-    dt = np.dtype({'names': ['label', 'rgb', 'z', 'x', 'y'], 'formats': ['>u2', '>u4', '>f4', '>f4', '>f4'],
-                   'offsets': [0, 2, 6, 10, 14], 'itemsize': 18})
+    dt = np.dtype(
+        {
+            'names': ['label', 'rgb', 'z', 'x', 'y'],
+            'formats': ['>u2', '>u4', '>f4', '>f4', '>f4'],
+            'offsets': [0, 2, 6, 10, 14],
+            'itemsize': 18,
+        }
+    )
     pts = np.zeros(3, dt)
-    pts['x'], pts['y'], pts['z'], pts['label'], pts['rgb'] = [1, 2, 3], [4, 5, 6], [7, 8, 9], [1, 2, 300], 0xABCDEF
+    pts['x'], pts['y'], pts['z'], pts['label'], pts['rgb'] = (
+        [1, 2, 3],
+        [4, 5, 6],
+        [7, 8, 9],
+        [1, 2, 300],
+        0xABCDEF,
+    )
     row = pts.tobytes() + b'\xff' * 6  # row_step 60 > 3*18
-    fields = [field('label', 0, UINT16), field('rgb', 2, UINT32), field('z', 6, FLOAT32), field('x', 10, FLOAT32),
-              field('y', 14, FLOAT32)]
+    fields = [
+        field('label', 0, UINT16),
+        field('rgb', 2, UINT32),
+        field('z', 6, FLOAT32),
+        field('x', 10, FLOAT32),
+        field('y', 14, FLOAT32),
+    ]
     got = read_points(raw_cloud(fields, 18, 3, 2, row * 2, row_step=60, is_bigendian=True))
     assert got.shape == (6,) and got.dtype['x'].isnative
     assert got['x'].tolist() == [1, 2, 3] * 2 and got['label'].tolist() == [1, 2, 300] * 2
     assert got['rgb'].tolist() == [0xABCDEF] * 6
-    sel = read_points(raw_cloud(fields, 18, 3, 2, row * 2, row_step=60, is_bigendian=True), field_names=['y', 'x'])
+    sel = read_points(
+        raw_cloud(fields, 18, 3, 2, row * 2, row_step=60, is_bigendian=True),
+        field_names=['y', 'x'],
+    )
     assert sel.dtype.names == ('y', 'x')
     with pytest.raises(ValueError, match='row_step=50 < width\\*point_step=54'):
         read_points(raw_cloud(fields, 18, 3, 2, bytes(100), row_step=50))
@@ -106,8 +155,14 @@ def test_c14_signalling_nan_rgb_bits_survive():
     # the fault: through a Python float the quiet bit is set, red 130 -> 194
     via_python = struct.pack('<f', struct.unpack('<f', packed.tobytes())[0])
     assert via_python == bytes([0x00, 0x00, 0xC2, 0xFF])
-    dt = np.dtype({'names': ['x', 'y', 'z', 'rgb'], 'formats': ['<f4'] * 4, 'offsets': [0, 4, 8, 12],
-                   'itemsize': 16})
+    dt = np.dtype(
+        {
+            'names': ['x', 'y', 'z', 'rgb'],
+            'formats': ['<f4'] * 4,
+            'offsets': [0, 4, 8, 12],
+            'itemsize': 16,
+        }
+    )
     pts = np.zeros(1, dt)
     pts['rgb'] = packed.view(np.float32)
     back = deserialize_message(serialize_message(create_cloud_from_array(None, pts)), PointCloud2)
@@ -125,23 +180,42 @@ def test_c14_signalling_nan_rgb_bits_survive():
 
 
 # ---------------------------------------------------------------- C15 field layout
-@pytest.mark.parametrize('label_dtype,ldt,step', [(np.uint32, UINT32, 20), (np.uint16, UINT16, 18)])
+@pytest.mark.parametrize(
+    'label_dtype,ldt,step', [(np.uint32, UINT32, 20), (np.uint16, UINT16, 18)]
+)
 def test_c15_field_layout(label_dtype, ldt, step):
-    msg = create_cloud(None, np.ones((2, 2, 3), np.float32), rgb=np.zeros((2, 2, 3), np.uint8),
-                       labels=np.ones((2, 2), np.uint8), label_dtype=label_dtype)
+    msg = create_cloud(
+        None,
+        np.ones((2, 2, 3), np.float32),
+        rgb=np.zeros((2, 2, 3), np.uint8),
+        labels=np.ones((2, 2), np.uint8),
+        label_dtype=label_dtype,
+    )
     layout = [(f.name, f.offset, f.datatype, f.count) for f in msg.fields]
-    assert layout == [('x', 0, 7, 1), ('y', 4, 7, 1), ('z', 8, 7, 1), ('rgb', 12, 7, 1), ('label', 16, ldt, 1)]
+    assert layout == [
+        ('x', 0, 7, 1),
+        ('y', 4, 7, 1),
+        ('z', 8, 7, 1),
+        ('rgb', 12, 7, 1),
+        ('label', 16, ldt, 1),
+    ]
     assert all(isinstance(f, PointField) for f in msg.fields)
     assert (msg.point_step, msg.row_step, msg.height, msg.width) == (step, 2 * step, 2, 2)
     assert msg.is_bigendian is False
-    conf = create_cloud(None, np.ones((1, 1, 3), np.float32), labels=np.ones((1, 1), np.uint8),
-                        confidence=np.full((1, 1), 0.75, np.float32))
+    conf = create_cloud(
+        None,
+        np.ones((1, 1, 3), np.float32),
+        labels=np.ones((1, 1), np.uint8),
+        confidence=np.full((1, 1), 0.75, np.float32),
+    )
     assert [(f.name, f.offset, f.datatype) for f in conf.fields][-1] == ('confidence', 16, FLOAT32)
     assert read_points(conf)['confidence'][0] == 0.75
     with pytest.raises(ValueError, match='uint32 or uint16'):
         cloud_dtype(label_dtype=np.uint8)
     with pytest.raises(ValueError, match='0..65535'):
-        create_cloud(None, np.ones((1, 1, 3), np.float32), labels=np.array([[70000]]), label_dtype=np.uint16)
+        create_cloud(
+            None, np.ones((1, 1, 3), np.float32), labels=np.array([[70000]]), label_dtype=np.uint16
+        )
 
 
 # ---------------------------------------------------------------- C20 sizes checked before packing
@@ -160,7 +234,9 @@ def test_c20_size_mismatch_names_both_sizes():
 def test_c25_full_hd_cloud_size():
     h, w = 1080, 1920
     xyz = np.ones((h, w, 3), np.float32)
-    msg = create_cloud(None, xyz, rgb=np.zeros((h, w, 3), np.uint8), labels=np.zeros((h, w), np.uint8))
+    msg = create_cloud(
+        None, xyz, rgb=np.zeros((h, w, 3), np.uint8), labels=np.zeros((h, w), np.uint8)
+    )
     assert len(msg.data) == 41_472_000 and msg.point_step == 20 and msg.row_step == 38_400
 
 
@@ -225,6 +301,7 @@ def read_ply(path):
 def test_binary_ply_labelled_cloud(tmp_path):
     d = np.array([[1.0, np.nan], [2.0, 0.0]], np.float32)
     from depth3dseg_ros.core.geometry import backproject_np
+
     xyz = backproject_np(d, K9)
     rgb = np.array([[[130, 0, 0], [1, 2, 3]], [[4, 5, 6], [7, 8, 9]]], np.uint8)
     lab = np.array([[5, 6], [300, 8]], np.uint16)
@@ -233,8 +310,14 @@ def test_binary_ply_labelled_cloud(tmp_path):
     assert n == 2 and extra == 0
     assert head[:3] == ['ply', 'format binary_little_endian 1.0', 'element vertex 2']
     assert [h for h in head if h.startswith('property')] == [
-        'property float x', 'property float y', 'property float z', 'property uchar red',
-        'property uchar green', 'property uchar blue', 'property uint label']
+        'property float x',
+        'property float y',
+        'property float z',
+        'property uchar red',
+        'property uchar green',
+        'property uchar blue',
+        'property uint label',
+    ]
     assert v['z'].tolist() == [1.0, 2.0] and v['label'].tolist() == [5, 300]
     assert v['red'].tolist() == [130, 4] and v['blue'].tolist() == [0, 6]
     assert write_ply(tmp_path / 'all.ply', xyz, drop_invalid=False) == 4
@@ -242,14 +325,16 @@ def test_binary_ply_labelled_cloud(tmp_path):
         write_ply(tmp_path / 'bad.ply', xyz, labels=np.array([-1, 0, 1, 2]))
 
 
-# ---------------------------------------------------------------- is_dense: every x, y, z finite (REP 118)
+# -------------------------------------------------------- is_dense: every x, y, z finite (REP 118)
 @pytest.mark.parametrize('bad', [np.nan, np.inf, -np.inf])
 def test_is_dense_false_for_nan_and_inf_in_every_builder(bad):
     xyz = np.ones((2, 3, 3), np.float32)
     xyz[1, 2, 1] = bad  # one y coordinate
     org = create_cloud(None, xyz)
     assert (org.height, org.width, org.is_dense) == (2, 3, False)
-    assert np.isnan(xyz_of(read_points(org, organized=True))[1, 2]).all()  # stored as NaN, NaN, NaN
+    assert np.isnan(
+        xyz_of(read_points(org, organized=True))[1, 2]
+    ).all()  # stored as NaN, NaN, NaN
     un = create_cloud(None, xyz, organized=False)
     assert (un.height, un.width, un.is_dense) == (1, 5, True)  # the bad point is dropped
     pts = np.zeros((2, 3), cloud_dtype(rgb=False, labels=True))
@@ -277,9 +362,10 @@ def test_is_dense_ignores_nan_outside_xyz_and_integer_xyz():
     assert create_cloud_from_array(None, ints).is_dense is True
 
 
-# ---------------------------------------------------------------- plain N×k reads (sensor_msgs_py read_points_numpy)
+# ---------------------------------------------- plain N×k reads (sensor_msgs_py read_points_numpy)
 def test_read_points_numpy_subset_of_one_datatype():
     from depth3dseg_ros.ros.pointcloud2 import read_points_numpy
+
     xyz = np.arange(18, dtype=np.float32).reshape(2, 3, 3)
     xyz[0, 0, 2] = np.inf
     rgb = np.full((2, 3, 3), 7, np.uint8)
@@ -289,7 +375,10 @@ def test_read_points_numpy_subset_of_one_datatype():
     assert got.shape == (6, 3) and got.dtype == np.float32
     assert got[1:].tolist() == xyz.reshape(-1, 3)[1:].tolist() and np.isnan(got[0]).all()
     assert read_points_numpy(msg, ['z', 'x'], organized=True).shape == (2, 3, 2)
-    assert read_points_numpy(msg, ['x', 'y', 'z'], skip_nans=True).tolist() == xyz.reshape(-1, 3)[1:].tolist()
+    assert (
+        read_points_numpy(msg, ['x', 'y', 'z'], skip_nans=True).tolist()
+        == xyz.reshape(-1, 3)[1:].tolist()
+    )
     assert read_points_numpy(msg, ['x', 'confidence'])[:, 1].tolist() == [0.5] * 6
     assert read_points_numpy(msg, ['label']).tolist() == [[0], [1], [2], [3], [4], [5]]
     assert read_points_numpy(msg, ['label']).dtype == np.uint32
@@ -301,9 +390,19 @@ def test_read_points_numpy_subset_of_one_datatype():
 
 def test_read_points_numpy_big_endian_padding_and_rosbags():
     from depth3dseg_ros.ros.pointcloud2 import read_points_numpy
-    fields = [field('x', 0, FLOAT32), field('y', 4, FLOAT32), field('z', 8, FLOAT32), field('i', 12, UINT16)]
+
+    fields = [
+        field('x', 0, FLOAT32),
+        field('y', 4, FLOAT32),
+        field('z', 8, FLOAT32),
+        field('i', 12, UINT16),
+    ]
     row = struct.pack('>3fH2x', 1, 2, 3, 9) + struct.pack('>3fH2x', 4, 5, 6, 10) + bytes(4)
-    got = read_points_numpy(raw_cloud(fields, 16, 2, 1, row, row_step=36, is_bigendian=True), ['x', 'y', 'z'])
+    got = read_points_numpy(
+        raw_cloud(fields, 16, 2, 1, row, row_step=36, is_bigendian=True), ['x', 'y', 'z']
+    )
     assert got.dtype == np.dtype('=f4') and got.tolist() == [[1, 2, 3], [4, 5, 6]]
-    rb = create_cloud(None, np.ones((2, 2, 3), np.float32), labels=np.ones((2, 2), np.uint8), msg_cls=RB_CLOUD)
+    rb = create_cloud(
+        None, np.ones((2, 2, 3), np.float32), labels=np.ones((2, 2), np.uint8), msg_cls=RB_CLOUD
+    )
     assert read_points_numpy(rb, ['x', 'y', 'z']).shape == (4, 3)

@@ -1,9 +1,10 @@
-"""Sample data fetched, not bundled (depth3dseg_ros.samples): download over HTTP with sha256 checks, a
-local copy instead of the network, clear errors when neither works.
+"""Sample data fetched, not bundled (depth3dseg_ros.samples): download over HTTP with sha256
+checks, a local copy instead of the network, clear errors when neither works.
 
 The download path is proven against a real HTTP server on 127.0.0.1 serving the registry's files at
 ``<repo>/<commit>/<path>``, the layout of the public raw-file host.
 """
+
 from __future__ import annotations
 
 import http.server
@@ -25,7 +26,8 @@ LABELS = 'nyuv2_meta_data_13class_labels/test_labels_13/nyuv2_test_class13.tgz'
 
 @pytest.fixture
 def server(tmp_path, real_dir):
-    """An HTTP server on 127.0.0.1 serving a mirror of two registry files; yields (base URL, root)."""
+    """An HTTP server on 127.0.0.1 serving a mirror of two registry files; yields (base URL,
+    root)."""
     root = tmp_path / 'www'
     for name in (NAME, LABELS):
         src = SOURCES[name.split('/', 1)[0]]
@@ -47,15 +49,17 @@ def empty_env(tmp_path, monkeypatch):
     """A fresh cache, no local copy, and a download base where nothing listens."""
     monkeypatch.setenv(fetch_mod.ENV_CACHE, str(tmp_path / 'cache'))
     monkeypatch.delenv(fetch_mod.ENV_COPY, raising=False)
-    monkeypatch.setenv(fetch_mod.ENV_URL, 'http://127.0.0.1:9')     # discard port: connection refused
+    monkeypatch.setenv(fetch_mod.ENV_URL, 'http://127.0.0.1:9')  # discard port: connection refused
     return tmp_path / 'cache'
 
 
 def test_registry_urls_name_a_pinned_commit():
     assert len(FILES) == 40 and all(len(sha) == 64 for sha in FILES.values())
     url = url_of(NAME)
-    assert url == ('https://raw.githubusercontent.com/gaoxiang12/slambook/'
-                   '853abac78495533dfbe3e4e8d4619017111d5842/ch7/1.png')
+    assert url == (
+        'https://raw.githubusercontent.com/gaoxiang12/slambook/'
+        '853abac78495533dfbe3e4e8d4619017111d5842/ch7/1.png'
+    )
     with pytest.raises(KeyError, match='not in the registry'):
         url_of('nope/x.png')
 
@@ -67,7 +71,7 @@ def test_download_from_http_server_verified_and_cached(server, empty_env, monkey
     assert path == empty_env / 'real' / NAME and sha256_of(path) == FILES[NAME]
     path_labels = fetch(LABELS)
     assert sha256_of(path_labels) == FILES[LABELS]
-    monkeypatch.setenv(fetch_mod.ENV_URL, 'http://127.0.0.1:9')     # now offline: the cache serves it
+    monkeypatch.setenv(fetch_mod.ENV_URL, 'http://127.0.0.1:9')  # now offline: the cache serves it
     assert fetch(NAME) == path
 
 
@@ -75,21 +79,23 @@ def test_download_with_wrong_checksum_is_refused_and_not_kept(server, empty_env,
     base, root = server
     src = SOURCES['slambook_rgbd']
     served = root / src.repo / src.commit / 'ch7/1.png'
-    served.write_bytes(served.read_bytes()[:-10] + b'0123456789')   # same size, other bytes
+    served.write_bytes(served.read_bytes()[:-10] + b'0123456789')  # same size, other bytes
     monkeypatch.setenv(fetch_mod.ENV_URL, base)
     with pytest.raises(SampleDataUnavailable, match='wrong sha256'):
         fetch(NAME)
     assert not (empty_env / 'real' / NAME).exists()
 
 
-def test_local_copy_is_used_without_network_and_checked(real_dir, empty_env, monkeypatch, tmp_path):
+def test_local_copy_is_used_without_network_and_checked(
+    real_dir, empty_env, monkeypatch, tmp_path
+):
     copy = tmp_path / 'copy'
     (copy / NAME).parent.mkdir(parents=True)
     shutil.copyfile(real_dir / NAME, copy / NAME)
     monkeypatch.setenv(fetch_mod.ENV_COPY, str(copy))
-    assert sha256_of(fetch(NAME)) == FILES[NAME]                     # no server runs: copied
+    assert sha256_of(fetch(NAME)) == FILES[NAME]  # no server runs: copied
     (empty_env / 'real' / NAME).unlink()
-    (copy / NAME).write_bytes(b'not the file')                       # a corrupt copy is never taken
+    (copy / NAME).write_bytes(b'not the file')  # a corrupt copy is never taken
     with pytest.raises(SampleDataUnavailable, match='download from http://127.0.0.1:9/.*failed'):
         fetch(NAME)
 
@@ -105,7 +111,13 @@ def test_unavailable_says_how_to_get_the_files(empty_env):
 
 def test_cli_exits_2_with_one_line_when_unavailable(empty_env):
     import os
-    r = subprocess.run([sys.executable, '-m', 'depth3dseg_ros.samples', 'fetch'], capture_output=True,
-                       text=True, timeout=120, env=dict(os.environ))
+
+    r = subprocess.run(
+        [sys.executable, '-m', 'depth3dseg_ros.samples', 'fetch'],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
     assert r.returncode == 2 and 'Traceback' not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and fetch_mod.ENV_COPY in r.stderr

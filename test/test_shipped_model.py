@@ -1,7 +1,8 @@
 """The shipped default model: it loads, produces outputs of the right shapes on a real frame, and
-reproduces on the real-camera sample bag (depth3dseg_ros.samples) the real-data figures its model card
-states (models/model_card.json, the machine-readable copy of models/README.md's tables).
+reproduces on the real-camera sample bag (depth3dseg_ros.samples) the real-data figures its model
+card states (models/model_card.json, the machine-readable copy of models/README.md's tables).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,20 +20,25 @@ CARD = json.loads((REPO / 'models' / 'model_card.json').read_text())
 
 
 def test_shipped_model_is_small_and_describes_itself():
-    assert MODEL.stat().st_size <= 20 * 2 ** 20
+    assert MODEL.stat().st_size <= 20 * 2**20
     seg = Segmenter(str(MODEL), device='cpu')
     assert seg.input_size == (320, 240)
-    assert [c for c in seg.classes.names][:3] == ['void', 'bed', 'books'] and len(seg.classes.names) == 14
+    assert [c for c in seg.classes.names][:3] == ['void', 'bed', 'books'] and len(
+        seg.classes.names
+    ) == 14
 
 
 def test_shipped_model_outputs_on_a_real_frame(real_dir):
     import cv2
-    rgb = cv2.cvtColor(cv2.imread(str(real_dir / 'densedepth_nyu_test_rgb/examples/377_image.png')),
-                       cv2.COLOR_BGR2RGB)
+
+    rgb = cv2.cvtColor(
+        cv2.imread(str(real_dir / 'densedepth_nyu_test_rgb/examples/377_image.png')),
+        cv2.COLOR_BGR2RGB,
+    )
     K = np.array([[518.8579, 0, 325.5824], [0, 519.4696, 253.7362], [0, 0, 1]])
     res = Segmenter(str(MODEL), device='cpu').infer(rgb, K, label_source='fused')
     assert res.labels.shape == (240, 320) and res.labels.dtype == np.uint8
-    assert res.labels.min() >= 1 and res.labels.max() <= 13          # never void
+    assert res.labels.min() >= 1 and res.labels.max() <= 13  # never void
     assert res.depth.shape == (240, 320) and res.depth.dtype == np.float32
     finite = res.depth[np.isfinite(res.depth)]
     assert finite.size > 0.9 * res.depth.size and finite.min() > 0 and finite.max() <= 10.0
@@ -44,7 +50,12 @@ def test_shipped_model_outputs_on_a_real_frame(real_dir):
 @pytest.mark.timeout(300)
 def test_shipped_model_reproduces_its_model_card_on_the_real_sample_bag(tmp_path, real_bag):
     out = tmp_path / 'eval'
-    assert evaluate.main(['--model', str(MODEL), '--bag', str(real_bag), '--out', str(out), '--device', 'cpu']) == 0
+    assert (
+        evaluate.main(
+            ['--model', str(MODEL), '--bag', str(real_bag), '--out', str(out), '--device', 'cpu']
+        )
+        == 0
+    )
     report = json.loads((out / 'report.json').read_text())
     want = CARD['real_bag']
     for key in ('absrel', 'rmse', 'delta1', 'miou_2d', 'miou_3d', 'miou_fused'):
@@ -52,15 +63,35 @@ def test_shipped_model_reproduces_its_model_card_on_the_real_sample_bag(tmp_path
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize('section,flags', [('real_with_depth', ['--only-with-depth']),
-                                           ('real_with_depth_measured', ['--only-with-depth', '--measured-depth'])])
-def test_shipped_model_reproduces_its_card_on_real_frames_with_depth(tmp_path, real_bag, section, flags):
+@pytest.mark.parametrize(
+    'section,flags',
+    [
+        ('real_with_depth', ['--only-with-depth']),
+        ('real_with_depth_measured', ['--only-with-depth', '--measured-depth']),
+    ],
+)
+def test_shipped_model_reproduces_its_card_on_real_frames_with_depth(
+    tmp_path, real_bag, section, flags
+):
     out = tmp_path / 'eval'
-    assert evaluate.main(['--model', str(MODEL), '--bag', str(real_bag), '--out', str(out), '--device', 'cpu',
-                          *flags]) == 0
+    assert (
+        evaluate.main(
+            [
+                '--model',
+                str(MODEL),
+                '--bag',
+                str(real_bag),
+                '--out',
+                str(out),
+                '--device',
+                'cpu',
+                *flags,
+            ]
+        )
+        == 0
+    )
     report = json.loads((out / 'report.json').read_text())
     want = CARD[section]
     assert report['frames'] == want['frames'] == 14
     for key in ('absrel', 'miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_fused'):
         assert report[key] == pytest.approx(want[key], abs=0.01), key
-

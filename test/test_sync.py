@@ -1,11 +1,23 @@
-"""StampSync: image/CameraInfo pairing by header stamp (message_filters stand-in, docs/pip_ros_stack.md §3)."""
+"""StampSync: image/CameraInfo pairing by header stamp (message_filters stand-in,
+docs/pip_ros_stack.md §3)."""
+
 from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from depth3dseg_ros.ros.sync import (FAR, LATE, LATEST, MATCHED, NONE, PASSED, STALE, StampSync, header_stamp_ns,
-                                    stamp_to_ns)
+from depth3dseg_ros.ros.sync import (
+    FAR,
+    LATE,
+    LATEST,
+    MATCHED,
+    NONE,
+    PASSED,
+    STALE,
+    StampSync,
+    header_stamp_ns,
+    stamp_to_ns,
+)
 
 
 def msg(t_ns: int, tag: str = ''):
@@ -56,8 +68,8 @@ def test_no_camera_info_releases_at_once_without_info():
 
 
 def _stream(s, frames, info_first=True):
-    """Feed ``frames`` [(image stamp ns, info stamp ns or None)]; return {image tag: index of the frame
-    whose arrival released it} and the pairs, in release order."""
+    """Feed ``frames`` [(image stamp ns, info stamp ns or None)]; return {image tag: index of the
+    frame whose arrival released it} and the pairs, in release order."""
     released_at, pairs = {}, []
     for k, (t_img, t_info) in enumerate(frames):
         out = []
@@ -72,41 +84,54 @@ def _stream(s, frames, info_first=True):
     return released_at, pairs
 
 
-@pytest.mark.parametrize('info_stamp', [lambda t: 0, lambda t: 5 * 10**9, lambda t: t - 3 * 10**9],
-                         ids=['unset', 'constant', 'offset_3s'])
+@pytest.mark.parametrize(
+    'info_stamp',
+    [lambda t: 0, lambda t: 5 * 10**9, lambda t: t - 3 * 10**9],
+    ids=['unset', 'constant', 'offset_3s'],
+)
 def test_info_stamped_long_before_the_images_releases_each_image_at_once(info_stamp):
-    """Issue 14: an unset (0), constant or stale CameraInfo stamp never holds an image back: each image is
-    released by its own arrival with the latest CameraInfo (before: it waited for 3 more images)."""
+    """Issue 14: an unset (0), constant or stale CameraInfo stamp never holds an image back: each
+    image is released by its own arrival with the latest CameraInfo (before: it waited for 3 more
+    images)."""
     s = StampSync(slop=0.01, queue_size=3)
     frames = [((100 + k / 30) * 10**9, None) for k in range(8)]
     frames = [(int(t), int(info_stamp(int(t)))) for t, _ in frames]
     released_at, pairs = _stream(s, frames)
     assert released_at == {f'm{k}': k for k in range(8)}
-    assert all(p.how == LATEST and p.reason in (FAR, STALE) and p.info.tag == p.image.tag.replace('m', 'i')
-               for p in pairs)
+    assert all(
+        p.how == LATEST
+        and p.reason in (FAR, STALE)
+        and p.info.tag == p.image.tag.replace('m', 'i')
+        for p in pairs
+    )
     assert s.waiting == 0 and s.counts == {MATCHED: 0, LATEST: 8, NONE: 0}
 
 
 @pytest.mark.parametrize('info_first', [True, False])
 def test_info_stamped_a_little_before_the_images_waits_at_most_for_the_next_message(info_first):
-    """CameraInfo stamped 50 ms before its image (more than the slop, less than a second): the first image
-    may wait for the next CameraInfo (it could still be the matching one); from then on the stream is
-    stale and every image is released at once."""
+    """CameraInfo stamped 50 ms before its image (more than the slop, less than a second): the
+    first image may wait for the next CameraInfo (it could still be the matching one); from then on
+    the stream is stale and every image is released at once."""
     s = StampSync(slop=0.01, queue_size=3)
     frames = [((100 + k / 30) * 10**9, None) for k in range(8)]
     frames = [(int(t), int(t) - 50 * MS) for t, _ in frames]
     released_at, pairs = _stream(s, frames, info_first=info_first)
     assert released_at['m0'] <= 1
     assert all(released_at[f'm{k}'] == k for k in range(1, 8))
-    assert all(p.how == LATEST for p in pairs[1:]) and pairs[0].how == (LATEST if info_first else NONE)
+    assert all(p.how == LATEST for p in pairs[1:]) and pairs[0].how == (
+        LATEST if info_first else NONE
+    )
     assert s.stale
 
 
 def test_info_stamped_after_the_images_releases_each_image_at_once():
-    """CameraInfo stamped 20 ms after its image (e.g. at publish time): a CameraInfo newer than the image
-    already exists, so no match can come: released at once ('passed'); within slop it is matched."""
+    """CameraInfo stamped 20 ms after its image (e.g. at publish time): a CameraInfo newer than the
+    image already exists, so no match can come: released at once ('passed'); within slop it is
+    matched."""
     s = StampSync(slop=0.01, queue_size=3)
-    frames = [(int((100 + k / 30) * 10**9), int((100 + k / 30) * 10**9) + 20 * MS) for k in range(6)]
+    frames = [
+        (int((100 + k / 30) * 10**9), int((100 + k / 30) * 10**9) + 20 * MS) for k in range(6)
+    ]
     released_at, pairs = _stream(s, frames)
     assert released_at == {f'm{k}': k for k in range(6)}
     assert all(p.how == LATEST and p.reason == PASSED for p in pairs)
@@ -117,25 +142,34 @@ def test_info_stamped_after_the_images_releases_each_image_at_once():
 
 @pytest.mark.parametrize('info_first', [True, False])
 def test_far_future_image_is_released_at_once_and_delays_no_later_frame(info_first):
-    """An image stamped 1000 s in the future has no CameraInfo near it: released at once ('far'); the
-    matched frames after it are released as soon as their CameraInfo is there (before: it sat at the head
-    of the queue until three newer images piled up, then all went out in a burst)."""
+    """An image stamped 1000 s in the future has no CameraInfo near it: released at once ('far');
+    the matched frames after it are released as soon as their CameraInfo is there (before: it sat
+    at the head of the queue until three newer images piled up, then all went out in a burst)."""
     s = StampSync(slop=0.01, queue_size=3)
     t = [int((100 + k / 30) * 10**9) for k in range(12)]
-    frames = [(t[k], t[k]) for k in range(4)] + [(t[4] + 1000 * 10**9, None)] + [(t[k], t[k]) for k in range(5, 12)]
+    frames = (
+        [(t[k], t[k]) for k in range(4)]
+        + [(t[4] + 1000 * 10**9, None)]
+        + [(t[k], t[k]) for k in range(5, 12)]
+    )
     released_at, pairs = _stream(s, frames, info_first=info_first)
     assert released_at == {f'm{k}': k for k in range(12)}
     far = [p for p in pairs if p.image.tag == 'm4']
     assert far[0].how == LATEST and far[0].reason == FAR
-    assert all(p.how == MATCHED and p.info.tag[1:] == p.image.tag[1:] for p in pairs if p.image.tag not in ('m0', 'm4'))
-    assert pairs[0].how == (MATCHED if info_first else NONE)   # image first: no CameraInfo yet
-    assert [p.image.tag for p in pairs] == [f'm{k}' for k in range(12)]        # arrival order
+    assert all(
+        p.how == MATCHED and p.info.tag[1:] == p.image.tag[1:]
+        for p in pairs
+        if p.image.tag not in ('m0', 'm4')
+    )
+    assert pairs[0].how == (MATCHED if info_first else NONE)  # image first: no CameraInfo yet
+    assert [p.image.tag for p in pairs] == [f'm{k}' for k in range(12)]  # arrival order
 
 
 def test_info_published_once_holds_only_the_first_image_until_the_next():
-    """A CameraInfo published once (latched driver), stamped 50 ms before the first image: the first image
-    waits for the next message at most (its CameraInfo could still come: 'late'); every later image is
-    released at once, the CameraInfo being more than two image periods behind ('far')."""
+    """A CameraInfo published once (latched driver), stamped 50 ms before the first image: the
+    first image waits for the next message at most (its CameraInfo could still come: 'late'); every
+    later image is released at once, the CameraInfo being more than two image periods behind
+    ('far')."""
     s = StampSync(slop=0.01, queue_size=3)
     s.add_info(msg(99_950 * MS, 'once'))
     released_at, pairs = _stream(s, [(int((100 + k / 30) * 10**9), None) for k in range(8)])
@@ -145,8 +179,9 @@ def test_info_published_once_holds_only_the_first_image_until_the_next():
 
 
 def test_two_images_released_late_in_a_row_make_the_stream_stale():
-    """CameraInfo stops coming while its stamps are still close to the images (1 Hz camera): each image
-    waits for the next one ('late') at most twice, then images are released at once ('stale')."""
+    """CameraInfo stops coming while its stamps are still close to the images (1 Hz camera): each
+    image waits for the next one ('late') at most twice, then images are released at once
+    ('stale')."""
     s = StampSync(slop=0.01, queue_size=3)
     s.add_info(msg(99_500 * MS, 'last'))
     released_at, pairs = _stream(s, [(100 * 10**9 + k * 10**9, None) for k in range(6)])
@@ -178,15 +213,16 @@ def test_set_slop_applies_to_the_next_message():
 def test_image_released_when_a_newer_info_proves_it_unmatchable():
     s = StampSync(slop=0.005)
     s.add_info(msg(0, 'old'))
-    assert s.add_image(msg(100 * MS, 'm')) == []          # info may still come
-    (p,) = s.add_info(msg(200 * MS, 'newer'))             # newer than 100 ms + slop: it never will
+    assert s.add_image(msg(100 * MS, 'm')) == []  # info may still come
+    (p,) = s.add_info(msg(200 * MS, 'newer'))  # newer than 100 ms + slop: it never will
     assert p.how == LATEST and p.info.tag == 'newer'
 
 
 def test_lost_and_reordered_infos_like_pip_stack_measurement():
-    """Every 10th frame has no CameraInfo, every (10k+5)th arrives info-first: 54/54 equal-stamp pairs."""
+    """Every 10th frame has no CameraInfo, every (10k+5)th arrives info-first: 54/54 equal-stamp
+    pairs."""
     s = StampSync(slop=0.0)
-    s.add_info(msg(967 * MS, 'before'))     # the camera ran before the node (an image first is NONE)
+    s.add_info(msg(967 * MS, 'before'))  # the camera ran before the node (an image first is NONE)
     pairs = []
     for k in range(60):
         t = (1000 + 33 * k) * MS
@@ -205,8 +241,11 @@ def test_lost_and_reordered_infos_like_pip_stack_measurement():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), st.integers(0, 50)), min_size=1, max_size=60),
-       st.floats(0, 0.02), st.integers(1, 4))
+@given(
+    st.lists(st.tuples(st.booleans(), st.integers(0, 50)), min_size=1, max_size=60),
+    st.floats(0, 0.02),
+    st.integers(1, 4),
+)
 def test_property_order_kept_bounded_and_matches_within_slop(events, slop, qsize):
     s = StampSync(slop=slop, queue_size=qsize)
     released, n_images = [], 0
@@ -215,7 +254,7 @@ def test_property_order_kept_bounded_and_matches_within_slop(events, slop, qsize
             n_images += 1
             released += s.add_image(msg(t_ms * MS, str(n_images)))
             if s.latest_info is not None:
-                assert s.waiting <= 1          # no image waits behind another (issue 14)
+                assert s.waiting <= 1  # no image waits behind another (issue 14)
         else:
             released += s.add_info(msg(t_ms * MS))
         assert s.waiting <= qsize
@@ -230,7 +269,9 @@ def test_property_order_kept_bounded_and_matches_within_slop(events, slop, qsize
 
 def test_first_images_wait_for_the_first_info_when_one_is_expected():
     s = StampSync(slop=0.0, queue_size=2)
-    assert s.add_image(msg(100 * MS, 'm0'), info_expected=True) == []     # a CameraInfo publisher exists
+    assert (
+        s.add_image(msg(100 * MS, 'm0'), info_expected=True) == []
+    )  # a CameraInfo publisher exists
     (p,) = s.add_info(msg(100 * MS, 'i0'))
     assert (p.image.tag, p.how) == ('m0', MATCHED)
     # bounded: a publisher that never sends releases the images after queue_size, without info

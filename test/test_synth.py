@@ -1,10 +1,11 @@
 """Synthetic labelled RGB-D bags (depth3dseg_ros.synth, depth3dseg-synth).
 
 Geometry: rendered depth back-projected with core.geometry.backproject_np (M2) and the render's K,
-moved to the world with the camera pose, must lie on the room's planes (floor z = 0, ceiling z = Hc,
-walls x ∈ {0, Lx}, y ∈ {0, Ly}); labels must cover the placed classes; same seed -> same bytes; the bag
-must be readable with rosbags AnyReader and by depth3dseg-extract with its default topics.
+moved to the world with the camera pose, must lie on the room's planes (floor z = 0, ceiling z =
+Hc, walls x ∈ {0, Lx}, y ∈ {0, Ly}); labels must cover the placed classes; same seed -> same bytes;
+the bag must be readable with rosbags AnyReader and by depth3dseg-extract with its default topics.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,9 @@ def _plane_residuals(frame, size):
     out['floor'] = np.abs(P[fl][:, 2])
     out['ceiling'] = np.abs(P[frame.labels == CLS['ceiling']][:, 2] - hc)
     wall = P[frame.labels == CLS['wall']]
-    d = np.min(np.abs(np.stack([wall[:, 0], wall[:, 0] - lx, wall[:, 1], wall[:, 1] - ly], 1)), axis=1)
+    d = np.min(
+        np.abs(np.stack([wall[:, 0], wall[:, 0] - lx, wall[:, 1], wall[:, 1] - ly], 1)), axis=1
+    )
     out['wall'] = d
     return out
 
@@ -72,24 +75,32 @@ def test_tinyrenderer_K_backprojects_onto_room_planes(renderer):
 
 
 def test_K_choice_is_measured_not_assumed(renderer):
-    """The alternative principal points ((W-1)/2, (H-1)/2) and (W/2, H/2) misplace the floor by more."""
+    """The alternative principal points ((W-1)/2, (H-1)/2) and (W/2, H/2) misplace the floor by
+    more."""
     rng = np.random.default_rng(3)
     scene = make_scene(rng)
     renderer.load(scene)
-    pose = CameraPose((scene.free_zone[0] + 0.2, scene.free_zone[1] + 0.2, 1.2), yaw=0.7, pitch=-0.45, roll=0.03)
+    pose = CameraPose(
+        (scene.free_zone[0] + 0.2, scene.free_zone[1] + 0.2, 1.2), yaw=0.7, pitch=-0.45, roll=0.03
+    )
     frame = renderer.render(pose)
     fl = frame.labels == CLS['floor']
     assert fl.mean() > 0.2
     errors = {}
     w, h = 160, 120
-    for name, (cx, cy) in {'used': (w / 2, h / 2 - 1), 'centre_minus_half': ((w - 1) / 2, (h - 1) / 2),
-                           'centre': (w / 2, h / 2)}.items():
+    for name, (cx, cy) in {
+        'used': (w / 2, h / 2 - 1),
+        'centre_minus_half': ((w - 1) / 2, (h - 1) / 2),
+        'centre': (w / 2, h / 2),
+    }.items():
         K = frame.K.copy()
         K[0, 2], K[1, 2] = cx, cy
         frame.K = K
         errors[name] = float(np.abs(_world_points(frame)[fl][:, 2]).mean())
     assert errors['used'] < 5e-4
-    assert errors['centre_minus_half'] > 2 * errors['used'] and errors['centre'] > 2 * errors['used']
+    assert (
+        errors['centre_minus_half'] > 2 * errors['used'] and errors['centre'] > 2 * errors['used']
+    )
 
 
 def test_K_formula_and_errors():
@@ -112,9 +123,9 @@ def test_depth_buffer_to_metric_z():
 
 def test_camera_pose_is_right_handed_optical_frame():
     R = CameraPose((0, 0, 1), yaw=0.0, pitch=0.0).rotation()
-    np.testing.assert_allclose(R[:, 2], [1, 0, 0], atol=1e-12)    # forward = +x
-    np.testing.assert_allclose(R[:, 0], [0, -1, 0], atol=1e-12)   # right = -y (z up)
-    np.testing.assert_allclose(R[:, 1], [0, 0, -1], atol=1e-12)   # down
+    np.testing.assert_allclose(R[:, 2], [1, 0, 0], atol=1e-12)  # forward = +x
+    np.testing.assert_allclose(R[:, 0], [0, -1, 0], atol=1e-12)  # right = -y (z up)
+    np.testing.assert_allclose(R[:, 1], [0, 0, -1], atol=1e-12)  # down
     assert np.linalg.det(CameraPose((0, 0, 1), 1.0, 0.3, 0.05).rotation()) == pytest.approx(1.0)
 
 
@@ -126,7 +137,7 @@ def test_camera_path_stays_in_free_zone_at_robot_height():
     assert (e[:, 0] >= 1.0 - 1e-9).all() and (e[:, 0] <= 3.0 + 1e-9).all()
     assert (e[:, 1] >= 2.0 - 1e-9).all() and (e[:, 1] <= 3.5 + 1e-9).all()
     assert (e[:, 2] >= 0.3).all() and (e[:, 2] <= 1.5).all()
-    assert np.max(np.linalg.norm(np.diff(e, axis=0), axis=1)) < 0.3      # smooth
+    assert np.max(np.linalg.norm(np.diff(e, axis=0), axis=1)) < 0.3  # smooth
     with pytest.raises(ValueError, match='n_frames=0'):
         camera_path(rng, zone, 0)
 
@@ -136,7 +147,8 @@ def test_class_ids_are_nyu13():
 
 
 def test_labels_cover_placed_classes(renderer):
-    """Every class placed in a room is seen in some frame of its path; floor and wall in most frames."""
+    """Every class placed in a room is seen in some frame of its path; floor and wall in most
+    frames."""
     all_placed, all_seen = set(), set()
     for seed in range(3):
         rng = np.random.default_rng([seed, 0, 0])
@@ -152,7 +164,7 @@ def test_labels_cover_placed_classes(renderer):
         assert seen <= placed | {0}
         assert len(placed - seen) <= 1, (seed, placed - seen)
         assert floor_wall >= 0.6 * len(frames)
-        assert 0 not in seen       # closed room: every pixel hits a labelled surface
+        assert 0 not in seen  # closed room: every pixel hits a labelled surface
         all_placed |= placed
         all_seen |= seen
     assert {CLS[n] for n in ('floor', 'wall', 'ceiling', 'table', 'chair', 'picture')} <= all_seen
@@ -167,13 +179,13 @@ def test_noise_model_statistics():
         ok = np.isfinite(noisy)
         assert 0.95 < ok.mean() < 1.0
         std = float(np.std(noisy[ok] - z0))
-        assert 0.5 * axial_sigma(z0) < std < 2.5 * axial_sigma(z0) + 0.004   # + quantisation step
-    assert axial_sigma(3.0) > 4 * axial_sigma(1.0)             # ∝ z² growth
+        assert 0.5 * axial_sigma(z0) < std < 2.5 * axial_sigma(z0) + 0.004  # + quantisation step
+    assert axial_sigma(3.0) > 4 * axial_sigma(1.0)  # ∝ z² growth
     near = kinect_noise(np.full((20, 20), 0.3, np.float32), K, rng)
     far = kinect_noise(np.full((20, 20), 6.5, np.float32), K, rng)
     assert np.isnan(near).all() and np.isnan(far).all()
     step = np.full((60, 80), 3.0, np.float32)
-    step[:, 40:] = 1.0                                          # a near object edge at column 40
+    step[:, 40:] = 1.0  # a near object edge at column 40
     noisy = kinect_noise(step, K, rng)
     assert np.isnan(noisy[:, 38:42]).mean() > 0.3 > np.isnan(noisy[:, 10:30]).mean()
     with pytest.raises(ValueError, match='depth.shape'):
@@ -201,14 +213,36 @@ def test_same_seed_same_bytes(tmp_path):
 
 def test_bag_topics_types_encodings_and_stamps(tmp_path):
     out = tmp_path / 'bag'
-    assert cli.main(['--out', str(out), '--scenes', '1', '--frames-per-scene', '4', '--width', '80',
-                     '--height', '60', '--seed', '3', '--no-progress']) == 0
+    assert (
+        cli.main(
+            [
+                '--out',
+                str(out),
+                '--scenes',
+                '1',
+                '--frames-per-scene',
+                '4',
+                '--width',
+                '80',
+                '--height',
+                '60',
+                '--seed',
+                '3',
+                '--no-progress',
+            ]
+        )
+        == 0
+    )
     assert list(out.glob('*.mcap'))
     msgs = {}
     with AnyReader([out], default_typestore=TS) as r:
         conns = {c.topic: c.msgtype for c in r.connections}
-        assert conns == {bagwrite.TOPIC_RGB: 'sensor_msgs/msg/Image', bagwrite.TOPIC_INFO: 'sensor_msgs/msg/CameraInfo',
-                         bagwrite.TOPIC_DEPTH: 'sensor_msgs/msg/Image', bagwrite.TOPIC_LABELS: 'sensor_msgs/msg/Image'}
+        assert conns == {
+            bagwrite.TOPIC_RGB: 'sensor_msgs/msg/Image',
+            bagwrite.TOPIC_INFO: 'sensor_msgs/msg/CameraInfo',
+            bagwrite.TOPIC_DEPTH: 'sensor_msgs/msg/Image',
+            bagwrite.TOPIC_LABELS: 'sensor_msgs/msg/Image',
+        }
         for c, t, raw in r.messages(connections=r.connections):
             m = r.deserialize(raw, c.msgtype)
             assert t == m.header.stamp.sec * 10**9 + m.header.stamp.nanosec
@@ -217,11 +251,21 @@ def test_bag_topics_types_encodings_and_stamps(tmp_path):
     assert all(len(v) == 4 for v in msgs.values())
     stamps = [t for t, _ in msgs[bagwrite.TOPIC_RGB]]
     np.testing.assert_allclose(np.diff(stamps), 1e9 / 30, atol=1)
-    enc = {topic: {m.encoding for _, m in v} for topic, v in msgs.items() if topic != bagwrite.TOPIC_INFO}
-    assert enc == {bagwrite.TOPIC_RGB: {'rgb8'}, bagwrite.TOPIC_DEPTH: {'16UC1'}, bagwrite.TOPIC_LABELS: {'mono8'}}
+    enc = {
+        topic: {m.encoding for _, m in v}
+        for topic, v in msgs.items()
+        if topic != bagwrite.TOPIC_INFO
+    }
+    assert enc == {
+        bagwrite.TOPIC_RGB: {'rgb8'},
+        bagwrite.TOPIC_DEPTH: {'16UC1'},
+        bagwrite.TOPIC_LABELS: {'mono8'},
+    }
     _, info = msgs[bagwrite.TOPIC_INFO][0]
-    np.testing.assert_allclose(info.k.reshape(3, 3), tinyrenderer_K(80, 60, make_scene(
-        np.random.default_rng([3, 0, 0])).fov_y_deg))
+    np.testing.assert_allclose(
+        info.k.reshape(3, 3),
+        tinyrenderer_K(80, 60, make_scene(np.random.default_rng([3, 0, 0])).fov_y_deg),
+    )
     assert (info.width, info.height) == (80, 60)
     # exact depth (no --noise) is the render in mm; labels are NYU13 ids
     frames = list(cli.render_frames(1, 4, 80, 60, 3, False))
@@ -235,23 +279,50 @@ def test_bag_topics_types_encodings_and_stamps(tmp_path):
 
 def test_sqlite3_storage_and_out_dir_errors(tmp_path):
     out = tmp_path / 'db'
-    assert cli.main(['--out', str(out), '--scenes', '1', '--frames-per-scene', '2', '--width', '32',
-                     '--height', '24', '--storage', 'sqlite3', '--no-progress']) == 0
+    assert (
+        cli.main(
+            [
+                '--out',
+                str(out),
+                '--scenes',
+                '1',
+                '--frames-per-scene',
+                '2',
+                '--width',
+                '32',
+                '--height',
+                '24',
+                '--storage',
+                'sqlite3',
+                '--no-progress',
+            ]
+        )
+        == 0
+    )
     assert list(out.glob('*.db3'))
     assert len(_read_all(out)) == 8
-    assert cli.main(['--out', str(out), '--scenes', '1', '--frames-per-scene', '2', '--no-progress']) == 2
+    assert (
+        cli.main(['--out', str(out), '--scenes', '1', '--frames-per-scene', '2', '--no-progress'])
+        == 2
+    )
     with pytest.raises(ValueError, match='frames_per_scene=0'):
         cli.generate(tmp_path / 'x', 1, 0)
 
 
 def test_extract_reads_synth_bag_with_defaults(tmp_path):
-    """depth3dseg-extract's default topics match the synthetic bag: every frame has rgb, depth, labels, K."""
+    """depth3dseg-extract's default topics match the synthetic bag: every frame has rgb, depth,
+    labels, K."""
     from depth3dseg_ros.bags import extract
+
     bag = tmp_path / 'bag'
     cli.generate(bag, scenes=1, frames_per_scene=5, width=64, height=48, seed=1, progress=False)
     assert extract.main([str(bag), '-o', str(tmp_path / 'ds'), '-q']) == 0
-    rows = [json.loads(line) for line in (tmp_path / 'ds' / 'index.jsonl').read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (tmp_path / 'ds' / 'index.jsonl').read_text().splitlines()
+    ]
     assert len(rows) == 5
     assert all(r['depth'] and r['labels'] and r['width'] == 64 for r in rows)
-    np.testing.assert_allclose(np.reshape(rows[0]['K'], (3, 3)),
-                               tinyrenderer_K(64, 48, make_scene(np.random.default_rng([1, 0, 0])).fov_y_deg))
+    np.testing.assert_allclose(
+        np.reshape(rows[0]['K'], (3, 3)),
+        tinyrenderer_K(64, 48, make_scene(np.random.default_rng([1, 0, 0])).fov_y_deg),
+    )

@@ -1,5 +1,7 @@
-"""depth3dseg-train: config (defaults, --set, validation), a 2-epoch run that checkpoints, resumes, exports a
-model file that depth3dseg-eval reads; stopping rules (M6: early stopping, max epochs, time-limit chunks)."""
+"""depth3dseg-train: config (defaults, --set, validation), a 2-epoch run that checkpoints, resumes,
+exports a model file that depth3dseg-eval reads; stopping rules (M6: early stopping, max epochs,
+time-limit chunks)."""
+
 from __future__ import annotations
 
 import json
@@ -19,9 +21,24 @@ from trainutil import make_dataset_dir, tiny_train_args
 
 REPO = Path(__file__).resolve().parents[1]
 DEPTH_ONLY = ['nyu0001', 'nyu1407', 'm3d_rgb_00000', 'm3d_rgb_00050', 'm3d_rgb_00100']
-CKPT_KEYS = {'model', 'optimizer', 'scheduler', 'scaler', 'weighting', 'epoch', 'step_in_epoch',
-             'samples_in_epoch', 'batch_size', 'world_size', 'sampler_seed', 'global_step', 'early_stop',
-             'history', 'rng', 'config'}
+CKPT_KEYS = {
+    'model',
+    'optimizer',
+    'scheduler',
+    'scaler',
+    'weighting',
+    'epoch',
+    'step_in_epoch',
+    'samples_in_epoch',
+    'batch_size',
+    'world_size',
+    'sampler_seed',
+    'global_step',
+    'early_stop',
+    'history',
+    'rng',
+    'config',
+}
 
 
 @pytest.fixture(scope='module')
@@ -42,13 +59,23 @@ def test_shipped_config_lists_the_defaults():
 
 
 def test_set_overrides_and_validation_errors(tmp_path):
-    cfg = load_config(None, ['train.epochs=3', 'data.train=[a, b]', 'train.time_limit_min=null',
-                             'model.arch={width: 0.5}', 'loss.consistency=js'])
+    cfg = load_config(
+        None,
+        [
+            'train.epochs=3',
+            'data.train=[a, b]',
+            'train.time_limit_min=null',
+            'model.arch={width: 0.5}',
+            'loss.consistency=js',
+        ],
+    )
     assert cfg['train']['epochs'] == 3 and cfg['data']['train'] == ['a', 'b']
     assert cfg['model']['arch'] == {'width': 0.5} and cfg['loss']['consistency'] == 'js'
     with pytest.raises(ValueError, match=r"--set key 'train.epoch' is unknown"):
         load_config(None, ['train.epoch=3'])
-    with pytest.raises(ValueError, match=r'config train.batch_size=0 must be an integer in \[1, 4096\]'):
+    with pytest.raises(
+        ValueError, match=r'config train.batch_size=0 must be an integer in \[1, 4096\]'
+    ):
         load_config(None, ['train.batch_size=0'])
     with pytest.raises(ValueError, match=r'data.input_size=\[320\]'):
         load_config(None, ['data.input_size=[320]'])
@@ -71,19 +98,28 @@ def test_two_epochs_checkpoint_resume_export_eval(ds_dir, tmp_path, capsys):
     for name in ('last.pt', 'best.pt', 'model.pt', 'summary.json', 'config.yaml'):
         assert (out / name).is_file(), name
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     tb = EventAccumulator(str(out / 'tb')).Reload().Tags()
-    assert {'train/total', 'train/seg3d', 'train/lr', 'val/miou_fused', 'val/val_loss'} <= set(tb['scalars'])
+    assert {'train/total', 'train/seg3d', 'train/lr', 'val/miou_fused', 'val/val_loss'} <= set(
+        tb['scalars']
+    )
     assert 'val/samples' in tb['images']
-    ck = torch.load(out / 'last.pt', weights_only=True)  # safe unpickler: plain data + tensors only
+    ck = torch.load(
+        out / 'last.pt', weights_only=True
+    )  # safe unpickler: plain data + tensors only
     assert set(ck) == CKPT_KEYS and ck['epoch'] == 2 and ck['step_in_epoch'] == 0
     assert ck['config']['train']['epochs'] == 2 and len(ck['history']) == 2
     summary = json.loads((out / 'summary.json').read_text())
     assert summary['stop_reason'] == 'max epochs (2)' and summary['epochs_done'] == 2
     steps_2 = ck['global_step']
     capsys.readouterr()
-    assert train.main(tiny_train_args(ds_dir, out, epochs=2)) == 2  # never clobber a run by accident
+    assert (
+        train.main(tiny_train_args(ds_dir, out, epochs=2)) == 2
+    )  # never clobber a run by accident
     assert 'pass --resume' in _one_error_line(capsys)
-    assert steps_2 == 2 * 4  # 7 training frames, batch 2 -> steps of 2, 2, 2, 1: every frame once (C34)
+    assert (
+        steps_2 == 2 * 4
+    )  # 7 training frames, batch 2 -> steps of 2, 2, 2, 1: every frame once (C34)
 
     # resume with a raised epoch cap: continues at epoch 3, keeps the history
     assert train.main(['--out', str(out), '--resume', '--set', 'train.epochs=3']) == 0
@@ -102,28 +138,63 @@ def test_two_epochs_checkpoint_resume_export_eval(ds_dir, tmp_path, capsys):
     assert meta['training']['stop_reason'] == 'max epochs (3)'
 
     rep = tmp_path / 'eval'
-    assert evaluate.main(['--model', str(out / 'model.pt'), '--data', str(ds_dir), '--out', str(rep),
-                          '--batch-size', '4']) == 0
+    assert (
+        evaluate.main(
+            [
+                '--model',
+                str(out / 'model.pt'),
+                '--data',
+                str(ds_dir),
+                '--out',
+                str(rep),
+                '--batch-size',
+                '4',
+            ]
+        )
+        == 0
+    )
     report = json.loads((rep / 'report.json').read_text())
     for key in evaluate.FLAT_KEYS + ('frames', 'frames_per_s', 'seg2d', 'seg3d', 'fused', 'depth'):
         assert key in report, key
     assert report['frames'] == 10 and report['frames_per_s'] > 0
-    assert 0.0 <= report['miou_fused'] <= 1.0 and report['absrel'] > 0 and 0 <= report['delta1'] <= 1
+    assert (
+        0.0 <= report['miou_fused'] <= 1.0 and report['absrel'] > 0 and 0 <= report['delta1'] <= 1
+    )
     assert 'mIoU' in (rep / 'report.txt').read_text()
 
 
 def test_early_stopping_says_why(ds_dir, tmp_path, capsys):
-    """M6: a metric that cannot improve by min_delta stops after `patience` epochs, not at the cap."""
+    """M6: a metric that cannot improve by min_delta stops after `patience` epochs, not at the
+    cap."""
     out = tmp_path / 'run'
-    args = tiny_train_args(ds_dir, out, '--set', 'early_stop.patience=1', '--set', 'early_stop.min_delta=1e9',
-                           '--set', 'early_stop.metric=val_loss', '--set', 'early_stop.mode=min',
-                           '--set', 'log.tensorboard=false', '--set', 'data.num_workers=1',
-                           '--set', 'train.amp=bf16', '--max-steps-per-epoch', '1', epochs=6)
+    args = tiny_train_args(
+        ds_dir,
+        out,
+        '--set',
+        'early_stop.patience=1',
+        '--set',
+        'early_stop.min_delta=1e9',
+        '--set',
+        'early_stop.metric=val_loss',
+        '--set',
+        'early_stop.mode=min',
+        '--set',
+        'log.tensorboard=false',
+        '--set',
+        'data.num_workers=1',
+        '--set',
+        'train.amp=bf16',
+        '--max-steps-per-epoch',
+        '1',
+        epochs=6,
+    )
     assert train.main(args) == 0
     text = capsys.readouterr().out
     assert "train.amp='bf16' ignored on cpu (AMP is CUDA-only)" in text
     summary = json.loads((out / 'summary.json').read_text())
-    assert summary['stop_reason'].startswith('early stopping: val_loss did not improve for 1 epochs')
+    assert summary['stop_reason'].startswith(
+        'early stopping: val_loss did not improve for 1 epochs'
+    )
     assert summary['epochs_done'] == 2 and summary['best_epoch'] == 1
     assert f"stopped: {summary['stop_reason']}" in text
     # resuming a converged run trains no further and says so again
@@ -134,7 +205,9 @@ def test_early_stopping_says_why(ds_dir, tmp_path, capsys):
 
 def test_time_limit_chunk_saves_and_resumes(ds_dir, tmp_path, capsys):
     out = tmp_path / 'run'
-    args = tiny_train_args(ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=1)
+    args = tiny_train_args(
+        ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=1
+    )
     assert train.main(args) == 0
     assert 'stopped: time limit (resume with --resume)' in capsys.readouterr().out
     ck = load_checkpoint(out / 'last.pt')
@@ -150,16 +223,30 @@ def test_time_limit_chunk_saves_and_resumes(ds_dir, tmp_path, capsys):
 
 def test_fine_tune_from_a_model_file(ds_dir, tmp_path, capsys):
     """model.init: the run starts from the file's weights with the file's arch and normalisation; a
-    model.arch key that sizes no tensor (p_stride) overrides the file's, one that does (width) is refused
-    naming it; a file trained for other classes is refused."""
+    model.arch key that sizes no tensor (p_stride) overrides the file's, one that does (width) is
+    refused naming it; a file trained for other classes is refused."""
     base = tmp_path / 'base'
     assert train.main(tiny_train_args(ds_dir, base, epochs=1)) == 0
     init_model, init_meta = load_model(base / 'model.pt')
     ft = tmp_path / 'ft'
-    # lr 0: the parameters cannot move, so the exported model must carry the file's parameters exactly
-    assert train.main(tiny_train_args(ds_dir, ft, '--set', f'model.init={base / "model.pt"}',
-                                      '--set', 'model.arch={p_stride: 2}', '--set', 'optim.lr=0.0',
-                                      epochs=1)) == 0
+    # lr 0: the parameters cannot move, so the exported model must carry the file's parameters
+    # exactly
+    assert (
+        train.main(
+            tiny_train_args(
+                ds_dir,
+                ft,
+                '--set',
+                f'model.init={base / "model.pt"}',
+                '--set',
+                'model.arch={p_stride: 2}',
+                '--set',
+                'optim.lr=0.0',
+                epochs=1,
+            )
+        )
+        == 0
+    )
     assert f'initialised from {base / "model.pt"}' in capsys.readouterr().out
     cfg = yaml.safe_load((ft / 'config.yaml').read_text())
     assert cfg['model']['arch']['width'] == init_meta['arch']['width'] == 0.25
@@ -168,44 +255,104 @@ def test_fine_tune_from_a_model_file(ds_dir, tmp_path, capsys):
     assert meta['arch']['p_stride'] == cfg['model']['arch']['p_stride'] == 2
     for name, p in init_model.named_parameters():
         assert torch.equal(model.state_dict()[name], p), name
-    assert train.main(tiny_train_args(ds_dir, tmp_path / 'ft1', '--set', f'model.init={base / "model.pt"}',
-                                      '--set', 'model.arch={p_stride: 2, width: 0.5}', epochs=1)) == 2
+    assert (
+        train.main(
+            tiny_train_args(
+                ds_dir,
+                tmp_path / 'ft1',
+                '--set',
+                f'model.init={base / "model.pt"}',
+                '--set',
+                'model.arch={p_stride: 2, width: 0.5}',
+                epochs=1,
+            )
+        )
+        == 2
+    )
     # names the shape-changing key only
-    assert re.search(r"model.arch \{'width': 0.5\} changes the shape .*has \{'width': 0.25\}\)",
-                     _one_error_line(capsys))
+    assert re.search(
+        r"model.arch \{'width': 0.5\} changes the shape .*has \{'width': 0.25\}\)",
+        _one_error_line(capsys),
+    )
     assert not (tmp_path / 'ft1').exists()
     # a model file for another class set is refused, naming both
     other = ClassSet(['void', 'a', 'b'], [[0, 0, 0], [255, 0, 0], [0, 255, 0]], void_id=0)
     from depth3dseg_ros.core.modelfile import save_model
-    odd = save_model(tmp_path / 'odd.pt', type(init_model).from_arch(meta['arch'] | {'num_classes': 3}),
-                     {'classes': other.to_dict(), 'input_size': [64, 48]})
+
+    odd = save_model(
+        tmp_path / 'odd.pt',
+        type(init_model).from_arch(meta['arch'] | {'num_classes': 3}),
+        {'classes': other.to_dict(), 'input_size': [64, 48]},
+    )
     capsys.readouterr()
-    assert train.main(tiny_train_args(ds_dir, tmp_path / 'ft2', '--set', f'model.init={odd}', epochs=1)) == 2
+    assert (
+        train.main(
+            tiny_train_args(ds_dir, tmp_path / 'ft2', '--set', f'model.init={odd}', epochs=1)
+        )
+        == 2
+    )
     assert re.search(r"model.init=.*odd.pt.*classes \['void', 'a', 'b'\]", _one_error_line(capsys))
     with pytest.raises(ValueError, match=r'model.init=3 must be null or the path'):
         load_config(None, ['model.init=3'])
 
 
-@pytest.mark.parametrize('case', ['no dataset', 'no data.train', 'no config file', 'resume without run',
-                                  'set without =', 'unknown key', 'bad value', 'missing init file',
-                                  'init not a model file'])
+@pytest.mark.parametrize(
+    'case',
+    [
+        'no dataset',
+        'no data.train',
+        'no config file',
+        'resume without run',
+        'set without =',
+        'unknown key',
+        'bad value',
+        'missing init file',
+        'init not a model file',
+    ],
+)
 def test_user_errors_are_one_line_and_leave_no_run_dir(case, ds_dir, tmp_path, capsys):
-    """Ordinary mistakes: exit status 2, one 'depth3dseg-train: error: <message>' line naming the problem,
-    no traceback, and no run directory left behind (it is created only once the data is loaded)."""
+    """Ordinary mistakes: exit status 2, one 'depth3dseg-train: error: <message>' line naming the
+    problem, no traceback, and no run directory left behind (it is created only once the data is
+    loaded)."""
     out, junk = tmp_path / 'run', tmp_path / 'junk.pt'
     junk.write_bytes(b'not a model file')
     argv, want = {
-        'no dataset': (tiny_train_args(tmp_path / 'nope', out), r'dataset index .*nope.*index.jsonl not found'),
-        'no data.train': (tiny_train_args(ds_dir, out, '--set', 'data.train=[]'), r'data.train=\[\] must name'),
-        'no config file': (['--config', str(tmp_path / 'c.yaml'), '--out', str(out)], r'config file .*c.yaml'),
-        'resume without run': (['--out', str(out), '--resume'], r'--resume: checkpoint .*last.pt not found'),
-        'set without =': (tiny_train_args(ds_dir, out, '--set', 'train.epochs'), r"'train.epochs' must look"),
-        'unknown key': (tiny_train_args(ds_dir, out, '--set', 'train.epoch=3'), r"'train.epoch' is unknown"),
-        'bad value': (tiny_train_args(ds_dir, out, '--set', 'optim.lr=-1'), r'config optim.lr=-1 must be'),
-        'missing init file': (tiny_train_args(ds_dir, out, '--set', f'model.init={tmp_path / "m.pt"}'),
-                              r'model file not found: .*m.pt'),
-        'init not a model file': (tiny_train_args(ds_dir, out, '--set', f'model.init={junk}'),
-                                  r'junk.pt: not a .*model file'),
+        'no dataset': (
+            tiny_train_args(tmp_path / 'nope', out),
+            r'dataset index .*nope.*index.jsonl not found',
+        ),
+        'no data.train': (
+            tiny_train_args(ds_dir, out, '--set', 'data.train=[]'),
+            r'data.train=\[\] must name',
+        ),
+        'no config file': (
+            ['--config', str(tmp_path / 'c.yaml'), '--out', str(out)],
+            r'config file .*c.yaml',
+        ),
+        'resume without run': (
+            ['--out', str(out), '--resume'],
+            r'--resume: checkpoint .*last.pt not found',
+        ),
+        'set without =': (
+            tiny_train_args(ds_dir, out, '--set', 'train.epochs'),
+            r"'train.epochs' must look",
+        ),
+        'unknown key': (
+            tiny_train_args(ds_dir, out, '--set', 'train.epoch=3'),
+            r"'train.epoch' is unknown",
+        ),
+        'bad value': (
+            tiny_train_args(ds_dir, out, '--set', 'optim.lr=-1'),
+            r'config optim.lr=-1 must be',
+        ),
+        'missing init file': (
+            tiny_train_args(ds_dir, out, '--set', f'model.init={tmp_path / "m.pt"}'),
+            r'model file not found: .*m.pt',
+        ),
+        'init not a model file': (
+            tiny_train_args(ds_dir, out, '--set', f'model.init={junk}'),
+            r'junk.pt: not a .*model file',
+        ),
     }[case]
     assert train.main(argv) == 2
     assert re.search(want, _one_error_line(capsys))
@@ -215,22 +362,29 @@ def test_user_errors_are_one_line_and_leave_no_run_dir(case, ds_dir, tmp_path, c
 def test_unexpected_errors_keep_their_traceback(ds_dir, tmp_path, monkeypatch):
     def broken(*a, **k):
         raise RuntimeError('a bug, not a user error')
+
     monkeypatch.setattr(train, 'build_datasets', broken)
     with pytest.raises(RuntimeError, match='a bug'):
         train.main(tiny_train_args(ds_dir, tmp_path / 'run'))
 
 
 def test_unlabelled_validation_selects_by_val_loss_and_exports(real_dir, tmp_path, capsys):
-    """No labelled validation frame: miou_fused is undefined, so the best epoch is chosen by val_loss (said
-    once, recorded in summary.json and the checkpoint) and model.pt is written; patience 1 must not stop
-    the run for 'no improvement' of a metric that has no value."""
-    ds = make_dataset_dir(real_dir, tmp_path / 'unlabelled', size=(80, 60), names=DEPTH_ONLY, labels=False)
+    """No labelled validation frame: miou_fused is undefined, so the best epoch is chosen by
+    val_loss (said once, recorded in summary.json and the checkpoint) and model.pt is written;
+    patience 1 must not stop the run for 'no improvement' of a metric that has no value."""
+    ds = make_dataset_dir(
+        real_dir, tmp_path / 'unlabelled', size=(80, 60), names=DEPTH_ONLY, labels=False
+    )
     out = tmp_path / 'run'
-    args = tiny_train_args(ds, out, '--set', 'log.tensorboard=false', '--set', 'early_stop.patience=1', epochs=2)
+    args = tiny_train_args(
+        ds, out, '--set', 'log.tensorboard=false', '--set', 'early_stop.patience=1', epochs=2
+    )
     assert train.main(args) == 0
     text = capsys.readouterr().out
-    note = ('early_stop.metric miou_fused unavailable (no labelled validation frames): selecting the best '
-            'epoch by val_loss')
+    note = (
+        'early_stop.metric miou_fused unavailable (no labelled validation frames): selecting the '
+        'best epoch by val_loss'
+    )
     assert text.count(note) == 1 and 'stopped: max epochs (2)' in text
     summary = json.loads((out / 'summary.json').read_text())
     assert summary['best_metric'] == 'val_loss' and summary['early_stop_metric'] == 'miou_fused'
@@ -249,8 +403,18 @@ def test_early_stop_fallback_rules():
     es = {'best': None, 'best_epoch': -1, 'bad_epochs': 0}  # as stored by older checkpoints
     improved, note = update_early_stop(es, {'absrel': None, 'val_loss': 2.0}, cfg, 1)
     assert improved and 'absrel unavailable (no validation frames with depth)' in note
-    assert es == {'best': 2.0, 'best_epoch': 1, 'bad_epochs': 0, 'metric': 'val_loss', 'mode': 'min'}
-    # a metric that had a value keeps being the one used: a missing value is an epoch without improvement
+    assert es == {
+        'best': 2.0,
+        'best_epoch': 1,
+        'bad_epochs': 0,
+        'metric': 'val_loss',
+        'mode': 'min',
+    }
+    # a metric that had a value keeps being the one used: a missing value is an epoch without
+    # improvement
     es = {'best': 0.3, 'best_epoch': 1, 'bad_epochs': 0}
-    assert update_early_stop(es, {'absrel': float('nan'), 'val_loss': 1.0}, cfg, 2) == (False, None)
+    assert update_early_stop(es, {'absrel': float('nan'), 'val_loss': 1.0}, cfg, 2) == (
+        False,
+        None,
+    )
     assert es['metric'] == 'absrel' and es['bad_epochs'] == 1 and es['best'] == 0.3

@@ -1,4 +1,6 @@
-"""training.dataset: index reading, missing depth/labels masks, K exact under resize/crop/flip (M2, C18, C22)."""
+"""training.dataset: index reading, missing depth/labels masks, K exact under resize/crop/flip (M2,
+C18, C22)."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +13,14 @@ import torch
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.geometry import backproject_np
 from depth3dseg_ros.training.config import DEFAULTS
-from depth3dseg_ros.training.dataset import (FrameDataset, flip_intrinsics, geometric_transform, read_index,
-                                             sample_params, split_records)
+from depth3dseg_ros.training.dataset import (
+    FrameDataset,
+    flip_intrinsics,
+    geometric_transform,
+    read_index,
+    sample_params,
+    split_records,
+)
 from trainutil import make_dataset_dir, real_frames
 
 
@@ -82,7 +90,8 @@ def test_missing_depth_and_labels_masks(ds_dir):
 
 
 def test_resize_keeps_label_ids_and_scales_K(ds_dir):
-    """C22: nearest keeps label ids; C18: K at input size is scaled with sx, sy (no half-pixel shift)."""
+    """C22: nearest keeps label ids; C18: K at input size is scaled with sx, sy (no half-pixel
+    shift)."""
     ds = FrameDataset([ds_dir], (40, 30))
     rgb, depth, labels, K = ds.load_raw(0)
     b = ds[0]
@@ -94,8 +103,9 @@ def test_resize_keeps_label_ids_and_scales_K(ds_dir):
 
 def _source_pixel_error(depth, K, params):
     """Augment ``depth`` (real, metres) and maps of its source column/row with the same geometric
-    parameters; back-project the augmented depth with the augmented K, undo the flip's x sign, project
-    into the original camera and return |u_rep − u_src|, |v_rep − v_src| (source pixels) at valid pixels."""
+    parameters; back-project the augmented depth with the augmented K, undo the flip's x sign,
+    project into the original camera and return |u_rep − u_src|, |v_rep − v_src| (source pixels) at
+    valid pixels."""
     h0, w0 = depth.shape
     rgb = np.zeros((h0, w0, 3), np.uint8)
     umap = np.broadcast_to(np.arange(w0, dtype=np.float32) + 1, (h0, w0)).copy()
@@ -116,17 +126,22 @@ def _source_pixel_error(depth, K, params):
     return np.abs(u_rep - us[ok]), np.abs(v_rep - vs[ok]), np.abs(P1[ok] - P0)
 
 
-@pytest.mark.parametrize('params', [
-    dict(scaled_wh=(320, 240)),                                             # plain resize
-    dict(scaled_wh=(400, 300), crop_xy=(37, 21), out_wh=(320, 240)),        # scale up + crop
-    dict(scaled_wh=(400, 300), crop_xy=(80, 60), out_wh=(320, 240), flip=True),
-    dict(scaled_wh=(173, 131), crop_xy=(5, 9), out_wh=(160, 120), flip=True),
-    dict(scaled_wh=(640, 480), crop_xy=(0, 0), out_wh=(640, 480), flip=True),  # flip only: exact
-])
+@pytest.mark.parametrize(
+    'params',
+    [
+        dict(scaled_wh=(320, 240)),  # plain resize
+        dict(scaled_wh=(400, 300), crop_xy=(37, 21), out_wh=(320, 240)),  # scale up + crop
+        dict(scaled_wh=(400, 300), crop_xy=(80, 60), out_wh=(320, 240), flip=True),
+        dict(scaled_wh=(173, 131), crop_xy=(5, 9), out_wh=(160, 120), flip=True),
+        dict(
+            scaled_wh=(640, 480), crop_xy=(0, 0), out_wh=(640, 480), flip=True
+        ),  # flip only: exact
+    ],
+)
 def test_augmented_K_preserves_3d_points(nyu0001, params):
-    """M2 with K adjusted for every geometric augmentation: back-projecting the augmented depth with
-    the augmented K gives the original 3D points (x sign flipped by the flip), to within the nearest
-    resize's sub-pixel offset (< 1 source pixel, ±0.5 px convention of C18)."""
+    """M2 with K adjusted for every geometric augmentation: back-projecting the augmented depth
+    with the augmented K gives the original 3D points (x sign flipped by the flip), to within the
+    nearest resize's sub-pixel offset (< 1 source pixel, ±0.5 px convention of C18)."""
     _, depth, _, K = nyu0001
     du, dv, dP = _source_pixel_error(depth, K, params)
     assert du.size > 10000
@@ -136,7 +151,8 @@ def test_augmented_K_preserves_3d_points(nyu0001, params):
 
 
 def test_unadjusted_K_would_fail(nyu0001):
-    """The check above is discriminating: the flip or crop without its K change is many pixels off."""
+    """The check above is discriminating: the flip or crop without its K change is many pixels
+    off."""
     _, depth, _, K = nyu0001
     params = dict(scaled_wh=(400, 300), crop_xy=(80, 60), out_wh=(320, 240), flip=True)
     h0, w0 = depth.shape
@@ -157,7 +173,9 @@ def test_dataset_augmentation_uses_same_K_and_is_seeded(ds_dir):
     aug = dict(DEFAULTS['augment'], hflip=0.5, scale=[1.1, 1.5])
     ds = FrameDataset([ds_dir], (64, 48), augment=aug, seed=3)
     a, b = ds[0], ds[0]
-    assert all(torch.equal(a[k], b[k]) for k in ('K', 'labels')) and torch.allclose(a['rgb'], b['rgb'])
+    assert all(torch.equal(a[k], b[k]) for k in ('K', 'labels')) and torch.allclose(
+        a['rgb'], b['rgb']
+    )
     # the item's K is the one geometric_transform gives for the draw of (seed, epoch, index)
     p = sample_params(np.random.default_rng([3, 0, 0]), aug, (64, 48))
     rgb, depth, labels, K = ds.load_raw(0)
@@ -181,6 +199,7 @@ def test_split_records_deterministic(ds_dir):
 
 def test_label_id_beyond_classes_refused(ds_dir, tmp_path):
     import cv2
+
     d = tmp_path / 'd'
     shutil.copytree(ds_dir, d)
     rec = read_index(d)[0]

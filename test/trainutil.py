@@ -1,9 +1,12 @@
-"""Build small dataset directories (docs/ARCHITECTURE.md "Dataset directory") from the real NYU frames.
+"""Build small dataset directories (docs/ARCHITECTURE.md "Dataset directory") from the real NYU
+frames.
 
-Used by the training/evaluation tests. Frames (depth3dseg_ros.samples.frames): 2 complete RGB + depth +
-label + K frames (NYU 0001, 1407), 5 RGB + label frames without depth, and 3 Metric3D NYU-raw RGB +
-depth frames without labels. Images are downscaled to ``size`` (K scaled with core.geometry) to keep tests fast.
+Used by the training/evaluation tests. Frames (depth3dseg_ros.samples.frames): 2 complete RGB +
+depth + label + K frames (NYU 0001, 1407), 5 RGB + label frames without depth, and 3 Metric3D
+NYU-raw RGB + depth frames without labels. Images are downscaled to ``size`` (K scaled with
+core.geometry) to keep tests fast.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,11 +20,13 @@ from depth3dseg_ros.core.geometry import resize_intrinsics
 from depth3dseg_ros.core.imageops import resize_depth, resize_labels
 from depth3dseg_ros.samples.frames import labelled_frames, load, sample_frames
 
+
 def real_frames(real: Path):
-    """Yield (name, rgb uint8 RGB, depth float32 m | None, labels uint8 | None, K 3×3) at full size: the
-    first 7 labelled NYU frames (filled depth where the source has it) then the 3 Metric3D NYU-raw RGB-D
-    frames. The tests' counts are written for these 10; the 4 labelled frames added to the sample set
-    later (0464, 0834, 0972, 1096) are only in the real evaluation bag.
+    """Yield (name, rgb uint8 RGB, depth float32 m | None, labels uint8 | None, K 3×3) at full
+    size: the first 7 labelled NYU frames (filled depth where the source has it) then the 3
+    Metric3D NYU-raw RGB-D frames. The tests' counts are written for these 10; the 4 labelled
+    frames added to the sample set later (0464, 0834, 0972, 1096) are only in the real evaluation
+    bag.
     ``real``: the sample root (the ``real_dir`` fixture; it makes sure the files are fetched)."""
     assert Path(real).is_dir(), real
     for f in labelled_frames()[:7]:
@@ -30,14 +35,19 @@ def real_frames(real: Path):
     for f in sample_frames():
         if f.name.startswith('metric3d_'):
             rgb, K, depth, _ = load(f)
-            yield 'm3d_' + f.name[len('metric3d_'):], rgb, depth, None, K
+            yield 'm3d_' + f.name[len('metric3d_') :], rgb, depth, None, K
 
 
-def make_dataset_dir(real: Path, out: Path, size: tuple[int, int] = (160, 120),
-                     names: list[str] | None = None, labels: bool = True) -> Path:
+def make_dataset_dir(
+    real: Path,
+    out: Path,
+    size: tuple[int, int] = (160, 120),
+    names: list[str] | None = None,
+    labels: bool = True,
+) -> Path:
     """Write a dataset directory at ``out`` with the real frames (those in ``names`` if given),
-    downscaled to ``size`` = (W, H). ``labels=False``: no label images at all (an unlabelled dataset,
-    e.g. bags without a label topic). Returns ``out``."""
+    downscaled to ``size`` = (W, H). ``labels=False``: no label images at all (an unlabelled
+    dataset, e.g. bags without a label topic). Returns ``out``."""
     out = Path(out)
     for sub in ('rgb', 'depth', 'labels'):
         (out / sub).mkdir(parents=True, exist_ok=True)
@@ -49,32 +59,71 @@ def make_dataset_dir(real: Path, out: Path, size: tuple[int, int] = (160, 120),
         fid = f'{k:06d}'
         rgb_s = cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)
         cv2.imwrite(str(out / 'rgb' / f'{fid}.png'), cv2.cvtColor(rgb_s, cv2.COLOR_RGB2BGR))
-        rec = {'id': fid, 'rgb': f'rgb/{fid}.png', 'depth': None, 'depth_scale': 0.001, 'labels': None,
-               'K': resize_intrinsics(K, (w0, h0), size).reshape(-1).tolist(),
-               'width': size[0], 'height': size[1], 'stamp_ns': k * 100_000_000, 'bag': name,
-               'topics': {}}
+        rec = {
+            'id': fid,
+            'rgb': f'rgb/{fid}.png',
+            'depth': None,
+            'depth_scale': 0.001,
+            'labels': None,
+            'K': resize_intrinsics(K, (w0, h0), size).reshape(-1).tolist(),
+            'width': size[0],
+            'height': size[1],
+            'stamp_ns': k * 100_000_000,
+            'bag': name,
+            'topics': {},
+        }
         if depth is not None:
-            cv2.imwrite(str(out / 'depth' / f'{fid}.png'), meters_to_16uc1(resize_depth(depth, size)))
+            cv2.imwrite(
+                str(out / 'depth' / f'{fid}.png'), meters_to_16uc1(resize_depth(depth, size))
+            )
             rec['depth'] = f'depth/{fid}.png'
         if lab is not None and labels:
             cv2.imwrite(str(out / 'labels' / f'{fid}.png'), resize_labels(lab, size))
             rec['labels'] = f'labels/{fid}.png'
         lines.append(json.dumps(rec))
-    (out / 'manifest.json').write_text(json.dumps({
-        'version': 1, 'classes': NYU13.to_dict(), 'counts': {'frames': len(lines)}, 'sources': ['real']}))
+    (out / 'manifest.json').write_text(
+        json.dumps(
+            {
+                'version': 1,
+                'classes': NYU13.to_dict(),
+                'counts': {'frames': len(lines)},
+                'sources': ['real'],
+            }
+        )
+    )
     (out / 'index.jsonl').write_text(''.join(line + '\n' for line in lines))
     return out
 
 
-
 #: A tiny Depth3DSeg for tests (core.model.DEFAULT_ARCH keys).
-TINY_ARCH = '{width: 0.25, depth_mult: 0.5, dec_ch: 16, head_ch: 8, p_channels: [8, 16], p_head: 16}'
+TINY_ARCH = (
+    '{width: 0.25, depth_mult: 0.5, dec_ch: 16, head_ch: 8, p_channels: [8, 16], p_head: 16}'
+)
 
 
 def tiny_train_args(data: Path, out: Path, *extra: str, epochs: int = 2) -> list[str]:
-    """depth3dseg-train arguments for a fast CPU run: 64×48 input, tiny arch, batch 2, no TensorBoard
-    unless asked, validation on a seeded 30 % split."""
-    return ['--out', str(out), '--set', f'data.train=[{data}]', '--set', 'data.val_split=0.3',
-            '--set', 'data.input_size=[64,48]', '--set', f'model.arch={TINY_ARCH}',
-            '--set', 'train.batch_size=2', '--set', f'train.epochs={epochs}', '--set', 'optim.warmup_steps=2',
-            '--set', 'log.progress=false', '--set', 'log.sample_images=2', *extra]
+    """depth3dseg-train arguments for a fast CPU run: 64×48 input, tiny arch, batch 2, no
+    TensorBoard unless asked, validation on a seeded 30 % split."""
+    return [
+        '--out',
+        str(out),
+        '--set',
+        f'data.train=[{data}]',
+        '--set',
+        'data.val_split=0.3',
+        '--set',
+        'data.input_size=[64,48]',
+        '--set',
+        f'model.arch={TINY_ARCH}',
+        '--set',
+        'train.batch_size=2',
+        '--set',
+        f'train.epochs={epochs}',
+        '--set',
+        'optim.warmup_steps=2',
+        '--set',
+        'log.progress=false',
+        '--set',
+        'log.sample_images=2',
+        *extra,
+    ]

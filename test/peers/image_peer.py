@@ -2,9 +2,10 @@
 
 Usage: python image_peer.py pub|sub --width W --height H --count N --timeout S
 The publisher sends a deterministic rgb8 pattern (pixel value = (u + 3*v + 7*c) % 251) until the
-timeout or, with --count, after that many sends after a subscriber matched. The subscriber checks the
-pattern and prints one line "RECEIVED n ok" or exits non-zero.
+timeout or, with --count, after that many sends after a subscriber matched. The subscriber checks
+the pattern and prints one line "RECEIVED n ok" or exits non-zero.
 """
+
 import argparse
 import sys
 import time
@@ -38,8 +39,9 @@ def main() -> int:
     try:
         if a.mode == 'pub':
             pub = node.create_publisher(Image, 'peer_image', qos)
-            msg = Image(height=a.height, width=a.width, encoding='rgb8', is_bigendian=0,
-                        step=a.width * 3)
+            msg = Image(
+                height=a.height, width=a.width, encoding='rgb8', is_bigendian=0, step=a.width * 3
+            )
             msg.header.frame_id = 'camera_color_optical_frame'
             msg.data = expected.tobytes()
             while time.monotonic() < deadline:
@@ -52,8 +54,11 @@ def main() -> int:
 
             def cb(m: Image) -> None:
                 arr = np.frombuffer(bytes(m.data), np.uint8).reshape(m.height, m.width, 3)
-                got.append(bool(np.array_equal(arr, expected)) and m.encoding == 'rgb8'
-                           and m.header.frame_id == 'camera_color_optical_frame')
+                got.append(
+                    bool(np.array_equal(arr, expected))
+                    and m.encoding == 'rgb8'
+                    and m.header.frame_id == 'camera_color_optical_frame'
+                )
 
             node.create_subscription(Image, 'peer_image', cb, qos)
             while time.monotonic() < deadline and len(got) < a.count:
