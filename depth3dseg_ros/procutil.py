@@ -1,10 +1,13 @@
-"""Child processes that die with their parent (the demo, benchmarks and tests start nodes this way).
+"""Child processes that die with their parent (the demo, benchmarks and tests start nodes this
+way).
 
 DDS discovery between processes can rarely hang (docs/pip_ros_stack.md §1); when the
-parent is then killed by a timeout, a node or replay child left running would keep publishing on the
-same ROS_DOMAIN_ID and corrupt whatever runs next. On Linux ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` makes
-the kernel send the child SIGTERM when its parent dies, however the parent ends (even SIGKILL).
+parent is then killed by a timeout, a node or replay child left running would keep publishing on
+the same ROS_DOMAIN_ID and corrupt whatever runs next. On Linux ``prctl(PR_SET_PDEATHSIG,
+SIGTERM)`` makes the kernel send the child SIGTERM when its parent dies, however the parent ends
+(even SIGKILL).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -32,13 +35,15 @@ def popen_tied(cmd: Sequence[str], **kwargs: Any) -> subprocess.Popen:
     return subprocess.Popen(cmd, **kwargs)
 
 
-# -- SIGINT / SIGTERM for the package's executables (docs/cases.md C40, C45) -------------------------
+# -- SIGINT / SIGTERM for the package's executables (docs/cases.md C40, C45)
+# -------------------------
 
 IMPORTING, STARTING, RUNNING, STOPPING = 'importing', 'starting', 'running', 'stopping'
 
 
 class StopRequested(BaseException):
-    """Raised by :class:`StopSignals` in the ``starting`` phase (and in ``running`` with ``raise_running``):
+    """Raised by :class:`StopSignals` in the ``starting`` phase (and in ``running`` with
+    ``raise_running``):
     a SIGINT/SIGTERM asked the program to end. A BaseException, like KeyboardInterrupt, so that no
     ``except Exception`` on the way swallows it; the executable catches it and exits cleanly."""
 
@@ -48,37 +53,42 @@ class StopRequested(BaseException):
 
 
 class StopSignals:
-    """Python-level SIGINT/SIGTERM handling with phases; install it first thing in ``main`` (C40, C45).
+    """Python-level SIGINT/SIGTERM handling with phases; install it first thing in ``main`` (C40,
+    C45).
 
     The rule for every executable of the package (depth3dseg_node, depth3dseg-replay,
-    depth3dseg-demo): one SIGINT or SIGTERM at any moment ends the process within about 2 s, without
-    a traceback, with exit code :data:`EXIT_CODE` (0: a requested stop is a normal end, as ``ros2
-    launch`` reports "process has finished cleanly"; see docs/node.md "Stopping"). What a signal does
-    depends on ``phase``:
+    depth3dseg-demo): one SIGINT or SIGTERM at any moment ends the process within about 2 s,
+    without a traceback, with exit code :data:`EXIT_CODE` (0: a requested stop is a normal end, as
+    ``ros2 launch`` reports "process has finished cleanly"; see docs/node.md "Stopping"). What a
+    signal does depends on ``phase``:
 
     * ``importing`` (before rclpy.init: heavy imports, argument checks): nothing to clean up, the
       process ends at once (``os._exit``, stdout/stderr flushed).
     * ``starting`` (rclpy initialised, node being built: model loading, warm-up): raises
       :class:`StopRequested` in the main thread; ``main`` catches it and shuts rclpy down.
     * ``running``: sets :attr:`event` (the main thread waits on it; rclpy is initialised with
-      ``SignalHandlerOptions.NO`` so that rclpy neither shuts the context down under a worker that is
-      still publishing, rclpy #937, nor replaces these handlers), or raises StopRequested when
+      ``SignalHandlerOptions.NO`` so that rclpy neither shuts the context down under a worker that
+      is still publishing, rclpy #937, nor replaces these handlers), or raises StopRequested when
       ``raise_running`` (a main thread that loops in Python, e.g. depth3dseg-replay).
     * ``stopping`` (a second signal while shutting down): ends the process at once, like the
       ``importing`` phase: a second signal hurries the shutdown, never prints a traceback.
 
-    The window before ``main`` runs (interpreter start, about 50 ms) keeps Python's default handling.
+    The window before ``main`` runs (interpreter start, about 50 ms) keeps Python's default
+    handling.
     """
 
     EXIT_CODE = 0
 
     def __init__(self, prog: str, raise_running: bool = False) -> None:
         import threading
+
         self.prog, self.raise_running = prog, raise_running
         self.phase = IMPORTING
         self.signum: int | None = None
         self.event = threading.Event()
-        self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._previous = {
+            s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)
+        }
 
     @property
     def requested(self) -> bool:
@@ -86,8 +96,8 @@ class StopSignals:
         return self.signum is not None
 
     def set_phase(self, phase: str) -> None:
-        """Enter ``phase`` (IMPORTING, STARTING, RUNNING, STOPPING). Entering RUNNING after a signal
-        that arrived in an earlier phase without being acted on raises StopRequested."""
+        """Enter ``phase`` (IMPORTING, STARTING, RUNNING, STOPPING). Entering RUNNING after a
+        signal that arrived in an earlier phase without being acted on raises StopRequested."""
         self.phase = phase
         if phase == RUNNING and self.requested and self.raise_running:
             raise StopRequested(self.signum)
@@ -103,10 +113,11 @@ class StopSignals:
             raise StopRequested(signum)
 
     def exit_now(self, code: int | None = None) -> None:
-        """Flush stdout/stderr and end the process with ``code`` (default EXIT_CODE) at once, skipping the
-        interpreter's own teardown. Executables call it after their clean-up too: tearing down torch,
-        OpenCV and the DDS libraries takes about 1 s on an idle 2-core machine (more under load), which
-        would break the 2 s rule (C40); nothing in it is needed once rclpy has been shut down."""
+        """Flush stdout/stderr and end the process with ``code`` (default EXIT_CODE) at once,
+        skipping the interpreter's own teardown. Executables call it after their clean-up too:
+        tearing down torch, OpenCV and the DDS libraries takes about 1 s on an idle 2-core machine
+        (more under load), which would break the 2 s rule (C40); nothing in it is needed once rclpy
+        has been shut down."""
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -115,9 +126,10 @@ class StopSignals:
         os._exit(self.EXIT_CODE if code is None else int(code))
 
     def finished(self) -> None:
-        """Call when clean-up is done and the process is about to exit: SIGINT/SIGTERM are ignored from
-        here on. Python's finalisation puts SIG_DFL back for Python-level handlers (a signal then kills
-        the process, exit -15) but leaves SIG_IGN alone; there is nothing left to hurry."""
+        """Call when clean-up is done and the process is about to exit: SIGINT/SIGTERM are ignored
+        from here on. Python's finalisation puts SIG_DFL back for Python-level handlers (a signal
+        then kills the process, exit -15) but leaves SIG_IGN alone; there is nothing left to
+        hurry."""
         self.phase = STOPPING
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, signal.SIG_IGN)

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Markdown table of the camera-augmentation lever (scripts/ablation_camera.sh, one OUT_DIR per seed):
+"""Markdown table of the camera-augmentation lever (scripts/ablation_camera.sh, one OUT_DIR per
+seed):
 per seed and run (``plus_consistency`` = the shipped configuration, ``camera`` = the same with
 ``augment.camera=real_camera``) the last validation epoch on the held-out synthetic rooms and
-``eval_real/report.json`` (depth3dseg-eval on the real-camera bag); then the mean ± sd per run and the
-paired (same seed) difference camera − plus_consistency where a seed has both. Runs missing are skipped.
+``eval_real/report.json`` (depth3dseg-eval on the real-camera bag); then the mean ± sd per run and
+the paired (same seed) difference camera − plus_consistency where a seed has both. Runs missing are
+skipped.
 
 Usage: python scripts/ablation_camera_table.py OUT_DIR [OUT_DIR ...]
 """
+
 from __future__ import annotations
 
 import json
@@ -14,7 +17,10 @@ import statistics
 import sys
 from pathlib import Path
 
-RUNS = (('plus_consistency', 'shipped config (+ consistency)'), ('camera', '+ camera aug (real_camera)'))
+RUNS = (
+    ('plus_consistency', 'shipped config (+ consistency)'),
+    ('camera', '+ camera aug (real_camera)'),
+)
 VAL_KEYS = ('miou_fused', 'miou_2d', 'miou_3d', 'absrel')
 REAL_KEYS = ('miou_fused', 'miou_2d', 'miou_3d', 'absrel', 'delta1')
 
@@ -31,7 +37,9 @@ def load(run: Path) -> dict | None:
 
 def fmt(v: list) -> str:
     """A value, or mean ± sample sd of several, with 3 decimals."""
-    return f'{v[0]:.3f}' if len(v) == 1 else f'{statistics.mean(v):.3f} ± {statistics.stdev(v):.3f}'
+    return (
+        f'{v[0]:.3f}' if len(v) == 1 else f'{statistics.mean(v):.3f} ± {statistics.stdev(v):.3f}'
+    )
 
 
 def main(argv: list) -> int:
@@ -50,12 +58,22 @@ def main(argv: list) -> int:
     for r, name in RUNS:
         fs = [f for f in figs[r].values() if f]
         if len(fs) > 1:
-            print(f'| {name} | mean ± sd ({len(fs)}) | ' + ' | '.join(fmt([f[k] for f in fs]) for k in keys) + ' |')
-    pairs = [(figs['camera'][s], figs['plus_consistency'][s]) for s in figs['camera']
-             if figs['camera'][s] and figs['plus_consistency'][s]]
+            print(
+                f'| {name} | mean ± sd ({len(fs)}) | '
+                + ' | '.join(fmt([f[k] for f in fs]) for k in keys)
+                + ' |'
+            )
+    pairs = [
+        (figs['camera'][s], figs['plus_consistency'][s])
+        for s in figs['camera']
+        if figs['camera'][s] and figs['plus_consistency'][s]
+    ]
     if pairs:
-        print(f'| camera − shipped, same seed | {len(pairs)} seed(s) | '
-              + ' | '.join(fmt([a[k] - b[k] for a, b in pairs]) for k in keys) + ' |')
+        print(
+            f'| camera − shipped, same seed | {len(pairs)} seed(s) | '
+            + ' | '.join(fmt([a[k] - b[k] for a, b in pairs]) for k in keys)
+            + ' |'
+        )
     return 0
 
 

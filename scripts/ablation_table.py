@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Markdown table of a loss-term ablation (scripts/ablation.sh, one OUT_DIR per seed): per seed and
-per configuration the last validation epoch's figures, then the mean ± sample standard deviation over
-the seeds and the per-seed paired difference of each configuration against '2D + depth'. When every run
-directory also holds ``eval_real/report.json`` (``depth3dseg-eval --model RUN/model.pt --bag
-demo_data/real_camera --out RUN/eval_real``), a second table gives the same for the real-camera bag.
+per configuration the last validation epoch's figures, then the mean ± sample standard deviation
+over the seeds and the per-seed paired difference of each configuration against '2D + depth'. When
+every run directory also holds ``eval_real/report.json`` (``depth3dseg-eval --model RUN/model.pt
+--bag demo_data/real_camera --out RUN/eval_real``), a second table gives the same for the
+real-camera bag.
 
-Usage: python scripts/ablation_table.py RUN_DIR [RUN_DIR ...]   (each RUN_DIR holds 2d_depth/, plus_3d/,
-plus_consistency/ with summary.json from depth3dseg-train)
+Usage: python scripts/ablation_table.py RUN_DIR [RUN_DIR ...]
+(each RUN_DIR holds 2d_depth/, plus_3d/, plus_consistency/ with summary.json from depth3dseg-train)
 """
+
 from __future__ import annotations
 
 import json
@@ -15,12 +17,17 @@ import statistics
 import sys
 from pathlib import Path
 
-RUNS = (('2d_depth', '2D + depth'), ('plus_3d', '+ 3D loss'), ('plus_consistency', '+ consistency'))
+RUNS = (
+    ('2d_depth', '2D + depth'),
+    ('plus_3d', '+ 3D loss'),
+    ('plus_consistency', '+ consistency'),
+)
 KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'absrel', 'delta1')
 
 
 def last_epoch(run_dir: Path) -> dict:
-    """The last validation epoch of ``run_dir/summary.json`` (FileNotFoundError / KeyError name it)."""
+    """The last validation epoch of ``run_dir/summary.json`` (FileNotFoundError / KeyError name
+    it)."""
     summary = json.loads((run_dir / 'summary.json').read_text())
     return summary['history'][-1]
 
@@ -33,7 +40,8 @@ def fmt(values: list) -> str:
 
 
 def table(dirs: list, figs: dict) -> None:
-    """Print the per-seed rows, mean ± sd and paired differences of ``figs`` (run -> per-seed dicts)."""
+    """Print the per-seed rows, mean ± sd and paired differences of ``figs`` (run -> per-seed
+    dicts)."""
     print('| run | seed | ' + ' | '.join(KEYS) + ' |')
     print('|' + '---|' * (len(KEYS) + 2))
     for r, name in RUNS:
@@ -43,9 +51,11 @@ def table(dirs: list, figs: dict) -> None:
     for r, name in RUNS:
         print(f'| {name} | all | ' + ' | '.join(fmt([h[k] for h in figs[r]]) for k in KEYS) + ' |')
     print('| **paired difference (same seed)** |' + ' |' * (len(KEYS) + 1))
-    for r, base, name in (('plus_3d', '2d_depth', '+ 3D loss − 2D + depth'),
-                          ('plus_consistency', '2d_depth', '+ consistency − 2D + depth'),
-                          ('plus_consistency', 'plus_3d', '+ consistency − + 3D loss')):
+    for r, base, name in (
+        ('plus_3d', '2d_depth', '+ 3D loss − 2D + depth'),
+        ('plus_consistency', '2d_depth', '+ consistency − 2D + depth'),
+        ('plus_consistency', 'plus_3d', '+ consistency − + 3D loss'),
+    ):
         diffs = {k: [a[k] - b[k] for a, b in zip(figs[r], figs[base])] for k in KEYS}
         print(f'| {name} | all | ' + ' | '.join(fmt(diffs[k]) for k in KEYS) + ' |')
 
@@ -56,14 +66,26 @@ def main(argv: list) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     dirs = [Path(a) for a in argv]
-    steps = {json.loads((d / r / 'summary.json').read_text()).get('global_step') for d in dirs for r, _ in RUNS}
-    print(f'Held-out synthetic validation, last epoch ({", ".join(map(str, sorted(steps)))} steps):\n')
+    steps = {
+        json.loads((d / r / 'summary.json').read_text()).get('global_step')
+        for d in dirs
+        for r, _ in RUNS
+    }
+    print(
+        f'Held-out synthetic validation, last epoch ({", ".join(map(str, sorted(steps)))} '
+        'steps):\n'
+    )
     table(dirs, {r: [last_epoch(d / r) for d in dirs] for r, _ in RUNS})
     reports = [d / r / 'eval_real' / 'report.json' for d in dirs for r, _ in RUNS]
     if all(p.is_file() for p in reports):
         print('\nReal-camera bag demo_data/real_camera (7 labelled frames, 13 with depth):\n')
-        table(dirs, {r: [json.loads((d / r / 'eval_real' / 'report.json').read_text()) for d in dirs]
-                     for r, _ in RUNS})
+        table(
+            dirs,
+            {
+                r: [json.loads((d / r / 'eval_real' / 'report.json').read_text()) for d in dirs]
+                for r, _ in RUNS
+            },
+        )
     return 0
 
 

@@ -1,11 +1,24 @@
 """node/diagnostics.py, pure (issue 14): windowed rates that decay, levels, time going backwards,
 implausible frame ages (stamp 0), hardware_id from the camera frame_id."""
+
 from types import SimpleNamespace
 
 import pytest
 
-from depth3dseg_ros.node.diagnostics import (AGE_MAX_S, DROP_WARN_RATIO, ERROR, OK, STALE_S, WARN, WINDOW_S,
-                                             AgeFilteredStats, CameraSlot, Counts, Health, age_is_valid)
+from depth3dseg_ros.node.diagnostics import (
+    AGE_MAX_S,
+    DROP_WARN_RATIO,
+    ERROR,
+    OK,
+    STALE_S,
+    WARN,
+    WINDOW_S,
+    AgeFilteredStats,
+    CameraSlot,
+    Counts,
+    Health,
+    age_is_valid,
+)
 
 
 def feed(h, t0, t1, hz, counts, period=1.0, drop_every=0):
@@ -19,7 +32,9 @@ def feed(h, t0, t1, hz, counts, period=1.0, drop_every=0):
             else:
                 counts.processed += 1
             next_frame += 1.0 / hz
-        rep = h.report(t, Counts(**vars(counts)), last_input=next_frame - 1.0 / hz, frame_id='cam_optical')
+        rep = h.report(
+            t, Counts(**vars(counts)), last_input=next_frame - 1.0 / hz, frame_id='cam_optical'
+        )
         t += period
     return rep
 
@@ -32,7 +47,9 @@ def test_rate_is_windowed_and_decays_to_zero_when_input_stops():
     last_input = 130.0
     for t in (131.0, 133.0, 130.0 + WINDOW_S + 1.0, 160.0):
         rep = h.report(t, Counts(**vars(c)), last_input=last_input)
-    assert rep.values['rate_hz'] == 0.0 and rep.values['input_rate_hz'] == 0.0   # 30 s later: 0, not 7.8
+    assert (
+        rep.values['rate_hz'] == 0.0 and rep.values['input_rate_hz'] == 0.0
+    )  # 30 s later: 0, not 7.8
     assert rep.level == ERROR and 'no input frame for 30.0 s' in rep.message
     assert rep.values['seconds_since_input'] == pytest.approx(30.0)
 
@@ -47,12 +64,16 @@ def test_stale_after_stale_s_without_any_input_since_start():
 
 def test_warn_on_drop_ratio_and_recovery():
     h, c = Health(start=0.0), Counts()
-    rep = feed(h, 0.0, 20.0, 10.0, c, drop_every=2)          # 50 % dropped (the issue: 39 %)
-    assert rep.level == WARN and 'dropped' in rep.message and rep.values['drop_ratio'] > DROP_WARN_RATIO
-    rep = feed(h, 21.0, 40.0, 10.0, c)                        # no drops any more: OK within a window
+    rep = feed(h, 0.0, 20.0, 10.0, c, drop_every=2)  # 50 % dropped (the issue: 39 %)
+    assert (
+        rep.level == WARN
+        and 'dropped' in rep.message
+        and rep.values['drop_ratio'] > DROP_WARN_RATIO
+    )
+    rep = feed(h, 21.0, 40.0, 10.0, c)  # no drops any more: OK within a window
     assert rep.level == OK and rep.values['drop_ratio'] == 0.0
     h2, c2 = Health(start=0.0), Counts()
-    assert feed(h2, 0.0, 20.0, 10.0, c2, drop_every=10).level == OK      # 10 % is below the threshold
+    assert feed(h2, 0.0, 20.0, 10.0, c2, drop_every=10).level == OK  # 10 % is below the threshold
 
 
 def test_warn_on_low_processed_rate_and_on_skipped_frames():
@@ -64,16 +85,20 @@ def test_warn_on_low_processed_rate_and_on_skipped_frames():
     h.report(0.0, Counts(), None)
     rep = h.report(2.0, Counts(received=20, processed=19, skipped=1), last_input=1.9)
     assert rep.level == WARN and '1 malformed' in rep.message
-    rep = h.report(2.0 + WINDOW_S + 2.0, Counts(received=90, processed=89, skipped=1), last_input=8.9)
-    assert rep.level == OK                                     # an old fault does not stay WARN forever
+    rep = h.report(
+        2.0 + WINDOW_S + 2.0, Counts(received=90, processed=89, skipped=1), last_input=8.9
+    )
+    assert rep.level == OK  # an old fault does not stay WARN forever
 
 
 def test_time_going_backwards_resets_never_stalls():
     h, c = Health(start=1000.0), Counts()
     feed(h, 1000.0, 1010.0, 10.0, c)
-    rep = h.report(5.0, Counts(**vars(c)), last_input=1009.9)   # clock jumped back (looped bag)
-    assert h.resets == 1 and rep.values['rate_hz'] >= 0.0 and rep.values['seconds_since_input'] == 0.0
-    rep = feed(h, 6.0, 20.0, 10.0, c)                          # goes on from the new time at once
+    rep = h.report(5.0, Counts(**vars(c)), last_input=1009.9)  # clock jumped back (looped bag)
+    assert (
+        h.resets == 1 and rep.values['rate_hz'] >= 0.0 and rep.values['seconds_since_input'] == 0.0
+    )
+    rep = feed(h, 6.0, 20.0, 10.0, c)  # goes on from the new time at once
     assert rep.values['rate_hz'] == pytest.approx(10.0, abs=0.5) and rep.level == OK
 
 
@@ -82,7 +107,7 @@ def test_frame_age_stamp_zero_and_far_future_ignored():
     assert not age_is_valid(1.7e12) and not age_is_valid(-5_000.0) and not age_is_valid(None)
     assert not age_is_valid(AGE_MAX_S * 1e3 + 1)
     st = AgeFilteredStats()
-    for age in (40.0, 50.0, 60.0, 1.764e12, -3.6e6):          # stamp 0 -> now - 0 = 56 years
+    for age in (40.0, 50.0, 60.0, 1.764e12, -3.6e6):  # stamp 0 -> now - 0 = 56 years
         st.add({'total': 10.0}, age)
     s = st.summary()
     assert st.age_ignored == 2 and s['processed'] == 5
@@ -92,21 +117,25 @@ def test_frame_age_stamp_zero_and_far_future_ignored():
 def test_camera_slot_records_frame_id_and_time():
     slot = CameraSlot()
     assert slot.last_put is None and slot.frame_id == ''
-    pair = SimpleNamespace(image=SimpleNamespace(header=SimpleNamespace(frame_id='front_color_optical')))
+    pair = SimpleNamespace(
+        image=SimpleNamespace(header=SimpleNamespace(frame_id='front_color_optical'))
+    )
     assert slot.put(pair) is False and slot.put(pair) is True
     assert slot.frame_id == 'front_color_optical' and slot.last_put is not None
     assert (slot.put_count, slot.dropped) == (2, 1)
 
 
-# -- across processes: the node's /diagnostics as a monitor reads it ------------------------------------
+# -- across processes: the node's /diagnostics as a monitor reads it
+# ------------------------------------
+
 
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(240)
 def test_node_diagnostics_across_processes_sim_time_jump_back_stamp_zero_and_decay(tmp_path):
-    """A node on ``use_sim_time``: frames from camera frame 'front_cam' (one stamped 0) -> OK, rate > 0,
-    hardware_id 'front_cam', age p95 plausible; then /clock jumps back 1000 s (a looped bag) and the
-    input stops -> /diagnostics keeps coming (the timer does not stall), the rate decays to 0 and the
-    level becomes ERROR ('no input frame for ...')."""
+    """A node on ``use_sim_time``: frames from camera frame 'front_cam' (one stamped 0) -> OK, rate
+    > 0, hardware_id 'front_cam', age p95 plausible; then /clock jumps back 1000 s (a looped bag)
+    and the input stops -> /diagnostics keeps coming (the timer does not stall), the rate decays to
+    0 and the level becomes ERROR ('no input frame for ...')."""
     import time
 
     import numpy as np
@@ -116,7 +145,14 @@ def test_node_diagnostics_across_processes_sim_time_jump_back_stamp_zero_and_dec
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import CameraInfo, Image
 
-    from nodeutil import NodeProcess, camera_image, camera_info_msg, make_tiny_model, spin_until, stamp_msg
+    from nodeutil import (
+        NodeProcess,
+        camera_image,
+        camera_info_msg,
+        make_tiny_model,
+        spin_until,
+        stamp_msg,
+    )
 
     name = 'd3s_diag'
     model = make_tiny_model(tmp_path / 'tiny.pt')
@@ -128,12 +164,26 @@ def test_node_diagnostics_across_processes_sim_time_jump_back_stamp_zero_and_dec
     pub_info = h.create_publisher(CameraInfo, f'/{name}/in/camera_info', rel)
     pub_clock = h.create_publisher(Clock, '/clock', 10)
     got: list = []
-    h.create_subscription(DiagnosticArray, '/diagnostics',
-                          lambda m: got.extend((time.monotonic(), s) for s in m.status if s.name.startswith(name)), 50)
-    proc = NodeProcess(tmp_path / 'node.log', dict(model_file=str(model), device='cpu', input_width=64,
-                                                   input_height=48, torch_threads=1, diagnostics_period=0.5,
-                                                   use_sim_time=True),
-                       name=name, remaps={'image': f'/{name}/in/image', 'camera_info': f'/{name}/in/camera_info'})
+    h.create_subscription(
+        DiagnosticArray,
+        '/diagnostics',
+        lambda m: got.extend((time.monotonic(), s) for s in m.status if s.name.startswith(name)),
+        50,
+    )
+    proc = NodeProcess(
+        tmp_path / 'node.log',
+        dict(
+            model_file=str(model),
+            device='cpu',
+            input_width=64,
+            input_height=48,
+            torch_threads=1,
+            diagnostics_period=0.5,
+            use_sim_time=True,
+        ),
+        name=name,
+        remaps={'image': f'/{name}/in/image', 'camera_info': f'/{name}/in/camera_info'},
+    )
 
     def values(s):
         return {kv.key: kv.value for kv in s.values}
@@ -142,23 +192,30 @@ def test_node_diagnostics_across_processes_sim_time_jump_back_stamp_zero_and_dec
         sim = 2000 * 10**9
         sent = 0
         end = time.monotonic() + 150
-        while time.monotonic() < end:                     # stream at 10 Hz until a good report with rate
+        while time.monotonic() < end:  # stream at 10 Hz until a good report with rate
             sim += 100_000_000
             pub_clock.publish(Clock(clock=stamp_msg(sim)))
-            stamp = 0 if sent == 5 else sim                   # one frame stamped 0
+            stamp = 0 if sent == 5 else sim  # one frame stamped 0
             pub_info.publish(camera_info_msg(K, 80, 60, stamp, 'front_cam'))
             pub_img.publish(camera_image(80, 60, stamp, 'front_cam'))
             sent += 1
             spin_until(h, lambda: False, 0.1, proc)
             assert proc.alive(), proc.log()
-            ok = [s for _, s in got if float(values(s)['rate_hz']) > 0 and int(values(s)['processed']) > 8]
+            ok = [
+                s
+                for _, s in got
+                if float(values(s)['rate_hz']) > 0 and int(values(s)['processed']) > 8
+            ]
             if ok:
                 break
         assert ok, proc.log()
         s = ok[-1]
         v = values(s)
-        assert s.hardware_id == 'front_cam' and s.level in (DiagnosticStatus.OK, DiagnosticStatus.WARN), s
-        assert 0 <= float(v['age_ms_p95']) < 60_000, v        # the frame stamped 0 does not poison it
+        assert s.hardware_id == 'front_cam' and s.level in (
+            DiagnosticStatus.OK,
+            DiagnosticStatus.WARN,
+        ), s
+        assert 0 <= float(v['age_ms_p95']) < 60_000, v  # the frame stamped 0 does not poison it
         # /clock jumps back by 1000 s and the input stops
         pub_clock.publish(Clock(clock=stamp_msg(sim - 1000 * 10**9)))
         t_stop = time.monotonic()
@@ -166,7 +223,9 @@ def test_node_diagnostics_across_processes_sim_time_jump_back_stamp_zero_and_dec
         late = [s for t, s in got if t > t_stop + 6.5]
         v = values(late[-1])
         assert float(v['rate_hz']) == 0.0 and float(v['input_rate_hz']) == 0.0, v
-        assert late[-1].level == DiagnosticStatus.ERROR and 'no input frame for' in late[-1].message
+        assert (
+            late[-1].level == DiagnosticStatus.ERROR and 'no input frame for' in late[-1].message
+        )
         assert float(v['seconds_since_input']) >= 5.0
     finally:
         h.destroy_node()

@@ -1,11 +1,13 @@
 """SIGINT / SIGTERM end every executable cleanly, at any moment (docs/cases.md C40, C45).
 
-Each test starts the real executable in a subprocess (real rclpy over FastDDS), waits until it is in
-the wanted state (importing, idle, busy, shutting down), signals it and checks that it has ended
-within 2 s of the signal, with exit code 0 (procutil.StopSignals.EXIT_CODE) and no 'Traceback' in its
-output. A node is "idle" when it has logged its model line and received nothing; "busy" when a harness
-streams frames into a model that spends 0.3 s per frame (test/slow_node.py) and outputs arrive.
+Each test starts the real executable in a subprocess (real rclpy over FastDDS), waits until it is
+in the wanted state (importing, idle, busy, shutting down), signals it and checks that it has ended
+within 2 s of the signal, with exit code 0 (procutil.StopSignals.EXIT_CODE) and no 'Traceback' in
+its output. A node is "idle" when it has logged its model line and received nothing; "busy" when a
+harness streams frames into a model that spends 0.3 s per frame (test/slow_node.py) and outputs
+arrive.
 """
+
 from __future__ import annotations
 
 import signal
@@ -34,11 +36,30 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 def node_cmd(model: Path, name: str, delay: float | None = None) -> list[str]:
-    head = ([sys.executable, str(REPO / 'test' / 'slow_node.py'), str(delay)] if delay is not None
-            else [sys.executable, '-m', 'depth3dseg_ros.node.main'])
-    return head + ['--ros-args', '-r', f'__node:={name}', '-r', f'image:=/{name}/in/image',
-                   '-r', f'camera_info:=/{name}/in/camera_info', '-p', f'model_file:={model}',
-                   '-p', 'device:=cpu', '-p', 'torch_threads:=1', '-p', 'input_width:=64', '-p', 'input_height:=48']
+    head = (
+        [sys.executable, str(REPO / 'test' / 'slow_node.py'), str(delay)]
+        if delay is not None
+        else [sys.executable, '-m', 'depth3dseg_ros.node.main']
+    )
+    return head + [
+        '--ros-args',
+        '-r',
+        f'__node:={name}',
+        '-r',
+        f'image:=/{name}/in/image',
+        '-r',
+        f'camera_info:=/{name}/in/camera_info',
+        '-p',
+        f'model_file:={model}',
+        '-p',
+        'device:=cpu',
+        '-p',
+        'torch_threads:=1',
+        '-p',
+        'input_width:=64',
+        '-p',
+        'input_height:=48',
+    ]
 
 
 class Proc:
@@ -54,7 +75,8 @@ class Proc:
         return self.log_path.read_text()
 
     def mapped(self, needle: str) -> bool:
-        """True when a shared object whose path contains ``needle`` is mapped (an import has begun)."""
+        """True when a shared object whose path contains ``needle`` is mapped (an import has
+        begun)."""
         try:
             return needle in Path(f'/proc/{self.proc.pid}/maps').read_text()
         except OSError:
@@ -69,8 +91,11 @@ class Proc:
             tick() if tick else time.sleep(0.02)
         pytest.fail(f'not {what} within {timeout} s:\n{self.text()}')
 
-    def signal_and_time(self, *signals: int, gap: float = 0.05, tick=None) -> tuple[float, int, str]:
-        """Send ``signals`` (``gap`` s apart); (seconds from the first signal to the exit, rc, output)."""
+    def signal_and_time(
+        self, *signals: int, gap: float = 0.05, tick=None
+    ) -> tuple[float, int, str]:
+        """Send ``signals`` (``gap`` s apart); (seconds from the first signal to the exit, rc,
+        output)."""
         t0 = time.monotonic()
         for k, sig in enumerate(signals):
             if k:
@@ -100,12 +125,14 @@ def assert_clean(dt: float, rc: int, out: str) -> None:
     assert dt <= LIMIT_S, f'ended {dt:.2f} s after the signal (limit {LIMIT_S} s):\n{out}'
 
 
-# -- depth3dseg_node ----------------------------------------------------------------------------------
+# -- depth3dseg_node
+# ----------------------------------------------------------------------------------
+
 
 def _idle_node(tmp_path, model, name):
     p = Proc(node_cmd(model, name), tmp_path / f'{name}.log')
     p.wait_for(lambda: f'model {model}' in p.text(), 120, 'started')
-    time.sleep(1.0)                                    # nothing arrives: the executor waits for work
+    time.sleep(1.0)  # nothing arrives: the executor waits for work
     return p
 
 
@@ -134,8 +161,8 @@ def test_c40_signal_during_imports_ends_quietly(tmp_path, tiny_model, sig):
 
 @pytest.mark.timeout(180)
 def test_c40_signal_during_model_loading_ends_quietly(tmp_path, tiny_model):
-    """The signal arrives after rclpy started, while the node builds its model (torch mapped, no model
-    line yet) or warms it up."""
+    """The signal arrives after rclpy started, while the node builds its model (torch mapped, no
+    model line yet) or warms it up."""
     p = Proc(node_cmd(tiny_model, 'sig_load'), tmp_path / 'load.log')
     try:
         p.wait_for(lambda: p.mapped('libtorch'), 90, 'loading torch')
@@ -170,9 +197,16 @@ class Streamer:
 
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize('signals', [(signal.SIGTERM,), (signal.SIGINT,), (signal.SIGTERM, signal.SIGINT),
-                                     (signal.SIGINT, signal.SIGINT)],
-                         ids=['sigterm', 'sigint', 'sigterm_then_sigint', 'sigint_twice'])
+@pytest.mark.parametrize(
+    'signals',
+    [
+        (signal.SIGTERM,),
+        (signal.SIGINT,),
+        (signal.SIGTERM, signal.SIGINT),
+        (signal.SIGINT, signal.SIGINT),
+    ],
+    ids=['sigterm', 'sigint', 'sigterm_then_sigint', 'sigint_twice'],
+)
 def test_c40_busy_node_ends_on_signals(tmp_path, tiny_model, signals):
     """Frames flowing into a 0.3 s/frame model: one signal, or a second one 50 ms later (during the
     shutdown the first began), ends the node within 2 s, exit 0, no traceback, no abort."""
@@ -189,26 +223,43 @@ def test_c40_busy_node_ends_on_signals(tmp_path, tiny_model, signals):
         rclpy.try_shutdown()
 
 
-# -- depth3dseg-replay --------------------------------------------------------------------------------
+# -- depth3dseg-replay
+# --------------------------------------------------------------------------------
+
 
 def _bag(tmp_path):
     from test_replay import write_bag
+
     bag = tmp_path / 'bag'
     write_bag(bag)
     return bag
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize('signals', [(signal.SIGTERM,), (signal.SIGINT,), (signal.SIGTERM, signal.SIGTERM)],
-                         ids=['sigterm', 'sigint', 'sigterm_twice'])
+@pytest.mark.parametrize(
+    'signals',
+    [(signal.SIGTERM,), (signal.SIGINT,), (signal.SIGTERM, signal.SIGTERM)],
+    ids=['sigterm', 'sigint', 'sigterm_twice'],
+)
 def test_c40_replay_ends_on_signals_while_publishing(tmp_path, signals):
-    """``depth3dseg-replay --loop`` publishing (no subscriber needed: --wait-subscribers 0) ends cleanly;
-    before, SIGTERM raised "publisher's context is invalid"."""
-    p = Proc([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(_bag(tmp_path)), '--loop', '--clock',
-              '--wait-subscribers', '0'], tmp_path / 'replay.log')
+    """``depth3dseg-replay --loop`` publishing (no subscriber needed: --wait-subscribers 0) ends
+    cleanly; before, SIGTERM raised "publisher's context is invalid"."""
+    p = Proc(
+        [
+            sys.executable,
+            '-m',
+            'depth3dseg_ros.bags.replay',
+            str(_bag(tmp_path)),
+            '--loop',
+            '--clock',
+            '--wait-subscribers',
+            '0',
+        ],
+        tmp_path / 'replay.log',
+    )
     try:
         p.wait_for(lambda: 'replaying' in p.text(), 60, 'replaying')
-        time.sleep(1.0)                                # publishing in a loop
+        time.sleep(1.0)  # publishing in a loop
         assert_clean(*p.signal_and_time(*signals))
     finally:
         p.kill()
@@ -216,9 +267,19 @@ def test_c40_replay_ends_on_signals_while_publishing(tmp_path, signals):
 
 @pytest.mark.timeout(120)
 def test_c45_replay_waiting_for_subscribers_ends_on_sigterm(tmp_path):
-    """Waiting for a subscriber that never comes (the default wait) is no reason to ignore SIGTERM."""
-    p = Proc([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(_bag(tmp_path)),
-              '--wait-subscribers', '60'], tmp_path / 'replay.log')
+    """Waiting for a subscriber that never comes (the default wait) is no reason to ignore
+    SIGTERM."""
+    p = Proc(
+        [
+            sys.executable,
+            '-m',
+            'depth3dseg_ros.bags.replay',
+            str(_bag(tmp_path)),
+            '--wait-subscribers',
+            '60',
+        ],
+        tmp_path / 'replay.log',
+    )
     try:
         p.wait_for(lambda: 'waiting' in p.text(), 60, 'waiting for subscribers')
         time.sleep(0.5)
@@ -229,7 +290,10 @@ def test_c45_replay_waiting_for_subscribers_ends_on_sigterm(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_c40_replay_signal_during_imports(tmp_path):
-    p = Proc([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(_bag(tmp_path))], tmp_path / 'r.log')
+    p = Proc(
+        [sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(_bag(tmp_path))],
+        tmp_path / 'r.log',
+    )
     try:
         p.wait_for(lambda: p.mapped('rclpy'), 30, 'importing')
         assert 'waiting' not in p.text()

@@ -1,4 +1,6 @@
-"""depth3dseg-replay: a bag's camera topics republished through rclpy (separate process), with /clock."""
+"""depth3dseg-replay: a bag's camera topics republished through rclpy (separate process), with
+/clock."""
+
 import subprocess
 from pathlib import Path
 import sys
@@ -26,8 +28,10 @@ def _header(t_ns):
 
 
 def write_bag(path):
-    Img, Info, Str = (TS.types[k] for k in ('sensor_msgs/msg/Image', 'sensor_msgs/msg/CameraInfo',
-                                          'std_msgs/msg/String'))
+    Img, Info, Str = (
+        TS.types[k]
+        for k in ('sensor_msgs/msg/Image', 'sensor_msgs/msg/CameraInfo', 'std_msgs/msg/String')
+    )
     with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as w:
         ci = w.add_connection('/cam/image_raw', 'sensor_msgs/msg/Image', typestore=TS)
         cc = w.add_connection('/cam/camera_info', 'sensor_msgs/msg/CameraInfo', typestore=TS)
@@ -35,19 +39,41 @@ def write_bag(path):
         for k in range(N):
             t = 5 * 10**9 + k * 50_000_000
             data = np.full(4 * 3 * 3, k, np.uint8)
-            img = Img(header=_header(t), height=3, width=4, encoding='rgb8', is_bigendian=0, step=12, data=data)
-            info = Info(header=_header(t), height=3, width=4, distortion_model='plumb_bob',
-                        d=np.zeros(5), k=np.array([2.0, 0, 1.5, 0, 2.0, 1.0, 0, 0, 1]), r=np.eye(3).ravel(),
-                        p=np.zeros(12), binning_x=0, binning_y=0,
-                        roi=TS.types['sensor_msgs/msg/RegionOfInterest'](x_offset=0, y_offset=0, height=0,
-                                                                         width=0, do_rectify=False))
+            img = Img(
+                header=_header(t),
+                height=3,
+                width=4,
+                encoding='rgb8',
+                is_bigendian=0,
+                step=12,
+                data=data,
+            )
+            info = Info(
+                header=_header(t),
+                height=3,
+                width=4,
+                distortion_model='plumb_bob',
+                d=np.zeros(5),
+                k=np.array([2.0, 0, 1.5, 0, 2.0, 1.0, 0, 0, 1]),
+                r=np.eye(3).ravel(),
+                p=np.zeros(12),
+                binning_x=0,
+                binning_y=0,
+                roi=TS.types['sensor_msgs/msg/RegionOfInterest'](
+                    x_offset=0, y_offset=0, height=0, width=0, do_rectify=False
+                ),
+            )
             w.write(ci, t, TS.serialize_cdr(img, 'sensor_msgs/msg/Image'))
             w.write(cc, t + 1000, TS.serialize_cdr(info, 'sensor_msgs/msg/CameraInfo'))
             w.write(cs, t, TS.serialize_cdr(Str(data='x'), 'std_msgs/msg/String'))
 
 
 def test_select_topics_and_classes():
-    topics = {'/a': 'sensor_msgs/msg/Image', '/b': 'std_msgs/msg/String', '/c': 'sensor_msgs/msg/CameraInfo'}
+    topics = {
+        '/a': 'sensor_msgs/msg/Image',
+        '/b': 'std_msgs/msg/String',
+        '/c': 'sensor_msgs/msg/CameraInfo',
+    }
     assert select_topics(topics, None) == {'/a': topics['/a'], '/c': topics['/c']}
     assert select_topics(topics, ['/b']) == {'/b': 'std_msgs/msg/String'}
     with pytest.raises(ValueError, match=r"\['/zz'\] not in the bag"):
@@ -71,13 +97,31 @@ def test_replay_publishes_every_camera_message_with_clock(tmp_path):
     node.create_subscription(CameraInfo, '/cam/camera_info', lambda m: got['info'].append(m), qos)
     node.create_subscription(Clock, '/clock', lambda m: got['clock'].append(m), 100)
     from std_msgs.msg import String
-    node.create_subscription(String, '/chatter', lambda m: got.__setitem__('chatter', got['chatter'] + 1), qos)
-    proc = subprocess.Popen([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--rate', '2',
-                             '--clock', '--wait-subscribers', '20'],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    node.create_subscription(
+        String, '/chatter', lambda m: got.__setitem__('chatter', got['chatter'] + 1), qos
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            '-m',
+            'depth3dseg_ros.bags.replay',
+            str(bag),
+            '--rate',
+            '2',
+            '--clock',
+            '--wait-subscribers',
+            '20',
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         end = time.monotonic() + 60
-        while time.monotonic() < end and (len(got['img']) < N or len(got['info']) < N or proc.poll() is None):
+        while time.monotonic() < end and (
+            len(got['img']) < N or len(got['info']) < N or proc.poll() is None
+        ):
             rclpy.spin_once(node, timeout_sec=0.05)
         out = proc.communicate(timeout=30)[0]
     finally:
@@ -87,56 +131,94 @@ def test_replay_publishes_every_camera_message_with_clock(tmp_path):
         rclpy.try_shutdown()
     assert proc.returncode == 0, out
     assert f'/cam/image_raw={N}' in out and f'/cam/camera_info={N}' in out
-    assert got['chatter'] == 0                       # not a camera topic: not replayed by default
+    assert got['chatter'] == 0  # not a camera topic: not replayed by default
     assert [m.header.stamp.nanosec for m in got['img']] == [k * 50_000_000 for k in range(N)]
     for k, m in enumerate(got['img']):
         assert (m.width, m.height, m.encoding, m.step) == (4, 3, 'rgb8', 12)
         assert bytes(m.data) == bytes([k]) * 36 and m.header.frame_id == 'cam_optical'
     assert list(got['info'][0].k) == [2.0, 0, 1.5, 0, 2.0, 1.0, 0, 0, 1]
     clocks = [c.clock.sec * 10**9 + c.clock.nanosec for c in got['clock']]
-    assert clocks == sorted(clocks)                 # bag time, monotonic
+    assert clocks == sorted(clocks)  # bag time, monotonic
     assert clocks[0] >= 5 * 10**9 and clocks[-1] >= 5 * 10**9 + (N - 1) * 50_000_000
 
 
 def test_replay_bad_topic_and_missing_bag_exit_2(tmp_path):
     bag = tmp_path / 'bag'
     write_bag(bag)
-    r = subprocess.run([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--topics', '/nope'],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--topics', '/nope'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "['/nope'] not in the bag" in r.stderr
-    r = subprocess.run([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(tmp_path / 'none')],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(tmp_path / 'none')],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and 'not found' in r.stderr
 
 
 def write_ros1_bag(path):
     from rosbags.rosbag1 import Writer as Writer1
+
     ts1 = get_typestore(Stores.ROS1_NOETIC)
-    Img, Header, Time = (ts1.types[k] for k in ('sensor_msgs/msg/Image', 'std_msgs/msg/Header',
-                                               'builtin_interfaces/msg/Time'))
+    Img, Header, Time = (
+        ts1.types[k]
+        for k in ('sensor_msgs/msg/Image', 'std_msgs/msg/Header', 'builtin_interfaces/msg/Time')
+    )
     with Writer1(path) as w:
         c = w.add_connection('/cam1/image_raw', 'sensor_msgs/msg/Image', typestore=ts1)
         for k in range(3):
             t = 7 * 10**9 + k * 20_000_000
-            img = Img(header=Header(seq=k, stamp=Time(sec=t // 10**9, nanosec=t % 10**9), frame_id='cam1'),
-                      height=2, width=2, encoding='mono8', is_bigendian=0, step=2,
-                      data=np.array([k, k + 1, k + 2, k + 3], np.uint8))
+            img = Img(
+                header=Header(
+                    seq=k, stamp=Time(sec=t // 10**9, nanosec=t % 10**9), frame_id='cam1'
+                ),
+                height=2,
+                width=2,
+                encoding='mono8',
+                is_bigendian=0,
+                step=2,
+                data=np.array([k, k + 1, k + 2, k + 3], np.uint8),
+            )
             w.write(c, t, ts1.serialize_ros1(img, 'sensor_msgs/msg/Image'))
 
 
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(120)
 def test_replay_ros1_bag_converted_to_cdr_and_loop(tmp_path):
-    """A ROS 1 bag is republished as ROS 2 messages (ros1_to_cdr); --loop starts over at the end."""
+    """A ROS 1 bag is republished as ROS 2 messages (ros1_to_cdr); --loop starts over at the
+    end."""
     bag = tmp_path / 'r1.bag'
     write_ros1_bag(bag)
     rclpy.init()
     node = rclpy.create_node('replay_listener_ros1')
     got = []
-    node.create_subscription(Image, '/cam1/image_raw', got.append,
-                             QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE))
-    proc = subprocess.Popen([sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--loop', '--rate', '4',
-                             '--wait-subscribers', '20'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    node.create_subscription(
+        Image,
+        '/cam1/image_raw',
+        got.append,
+        QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE),
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            '-m',
+            'depth3dseg_ros.bags.replay',
+            str(bag),
+            '--loop',
+            '--rate',
+            '4',
+            '--wait-subscribers',
+            '20',
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         end = time.monotonic() + 60
         while time.monotonic() < end and len(got) < 7 and proc.poll() is None:
@@ -146,35 +228,68 @@ def test_replay_ros1_bag_converted_to_cdr_and_loop(tmp_path):
         out = proc.communicate(timeout=30)[0]
         node.destroy_node()
         rclpy.try_shutdown()
-    assert len(got) >= 7, out                                  # 3 frames, looped at least twice
-    assert [bytes(m.data) for m in got[:4]] == [bytes([0, 1, 2, 3]), bytes([1, 2, 3, 4]), bytes([2, 3, 4, 5]),
-                                                bytes([0, 1, 2, 3])]
+    assert len(got) >= 7, out  # 3 frames, looped at least twice
+    assert [bytes(m.data) for m in got[:4]] == [
+        bytes([0, 1, 2, 3]),
+        bytes([1, 2, 3, 4]),
+        bytes([2, 3, 4, 5]),
+        bytes([0, 1, 2, 3]),
+    ]
     assert got[0].header.frame_id == 'cam1' and got[0].encoding == 'mono8'
     assert got[1].header.stamp.nanosec == 20_000_000 and got[1].header.stamp.sec == 7
 
 
 def test_to_rclpy_copies_ros1_camera_info_upper_case_fields():
     from depth3dseg_ros.bags.replay import to_rclpy
+
     ts1 = get_typestore(Stores.ROS1_NOETIC)
-    Info, Header, Time, Roi = (ts1.types[k] for k in ('sensor_msgs/msg/CameraInfo', 'std_msgs/msg/Header',
-                                                     'builtin_interfaces/msg/Time', 'sensor_msgs/msg/RegionOfInterest'))
-    msg = Info(header=Header(seq=3, stamp=Time(sec=5, nanosec=6), frame_id='c'), height=480, width=640,
-               distortion_model='plumb_bob', D=np.array([0.1, 0, 0, 0, 0]), K=np.arange(9.0), R=np.eye(3).ravel(),
-               P=np.arange(12.0), binning_x=1, binning_y=2,
-               roi=Roi(x_offset=1, y_offset=2, height=3, width=4, do_rectify=True))
+    Info, Header, Time, Roi = (
+        ts1.types[k]
+        for k in (
+            'sensor_msgs/msg/CameraInfo',
+            'std_msgs/msg/Header',
+            'builtin_interfaces/msg/Time',
+            'sensor_msgs/msg/RegionOfInterest',
+        )
+    )
+    msg = Info(
+        header=Header(seq=3, stamp=Time(sec=5, nanosec=6), frame_id='c'),
+        height=480,
+        width=640,
+        distortion_model='plumb_bob',
+        D=np.array([0.1, 0, 0, 0, 0]),
+        K=np.arange(9.0),
+        R=np.eye(3).ravel(),
+        P=np.arange(12.0),
+        binning_x=1,
+        binning_y=2,
+        roi=Roi(x_offset=1, y_offset=2, height=3, width=4, do_rectify=True),
+    )
     raw = ts1.serialize_ros1(msg, 'sensor_msgs/msg/CameraInfo')
     out = to_rclpy(ts1.deserialize_ros1(raw, 'sensor_msgs/msg/CameraInfo'), CameraInfo)
-    assert isinstance(out, CameraInfo) and out.header.frame_id == 'c' and out.header.stamp.nanosec == 6
-    assert list(out.k) == list(range(9)) and list(out.p) == list(range(12)) and list(out.d) == [0.1, 0, 0, 0, 0]
+    assert (
+        isinstance(out, CameraInfo)
+        and out.header.frame_id == 'c'
+        and out.header.stamp.nanosec == 6
+    )
+    assert (
+        list(out.k) == list(range(9))
+        and list(out.p) == list(range(12))
+        and list(out.d) == [0.1, 0, 0, 0, 0]
+    )
     assert (out.binning_y, out.roi.width, out.roi.do_rectify) == (2, 4, True)
 
 
 def readme_run_commands() -> tuple[str, str]:
-    """The node and replay command lines of README.md "Run the node", exactly as written (comments cut)."""
+    """The node and replay command lines of README.md "Run the node", exactly as written (comments
+    cut)."""
     from nodeutil import REPO
+
     text = (REPO / 'README.md').read_text()
     block = text.split('## Run the node', 1)[1].split('```bash', 1)[1].split('```', 1)[0]
-    lines = [ln.split('  #')[0].rstrip() for ln in block.strip().splitlines() if not ln.startswith('. ')]
+    lines = [
+        ln.split('  #')[0].rstrip() for ln in block.strip().splitlines() if not ln.startswith('. ')
+    ]
     joined = '\n'.join(lines).replace('\\\n', ' ')
     node = next(ln for ln in joined.splitlines() if ln.startswith('depth3dseg_node'))
     replay = next(ln for ln in joined.splitlines() if ln.startswith('depth3dseg-replay'))
@@ -184,32 +299,49 @@ def readme_run_commands() -> tuple[str, str]:
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(300)
 def test_readme_commands_node_first_then_replay_outputs_arrive(tmp_path, real_bag):
-    """The README's two commands as written: the node first, then ``depth3dseg-replay BAG --clock`` (no
-    --wait-subscribers): the replay waits for the node's subscription by default, so outputs arrive.
-    Before, it published before discovery and the node received nothing."""
+    """The README's two commands as written: the node first, then ``depth3dseg-replay BAG --clock``
+    (no --wait-subscribers): the replay waits for the node's subscription by default, so outputs
+    arrive. Before, it published before discovery and the node received nothing."""
     import os
     import signal
 
     from nodeutil import REPO
     from depth3dseg_ros.procutil import popen_tied
+
     node_line, replay_line = readme_run_commands()
     assert '--wait-subscribers' not in replay_line and '--clock' in replay_line
     env = dict(os.environ, PATH=f'{Path(sys.executable).parent}:{os.environ["PATH"]}')
     rclpy.init()
     h = rclpy.create_node('readme_harness')
     got = []
-    h.create_subscription(Image, '/depth3dseg/labels', got.append,
-                          QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE))
+    h.create_subscription(
+        Image,
+        '/depth3dseg/labels',
+        got.append,
+        QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE),
+    )
     node_log = open(tmp_path / 'node.log', 'w')
-    node = popen_tied(['bash', '-c', f'exec {node_line}'], cwd=REPO, env=env, stdout=node_log, stderr=subprocess.STDOUT)
+    node = popen_tied(
+        ['bash', '-c', f'exec {node_line}'],
+        cwd=REPO,
+        env=env,
+        stdout=node_log,
+        stderr=subprocess.STDOUT,
+    )
     replay = None
     try:
         end = time.monotonic() + 180
         while 'model ' not in (tmp_path / 'node.log').read_text() and time.monotonic() < end:
             assert node.poll() is None, (tmp_path / 'node.log').read_text()
             rclpy.spin_once(h, timeout_sec=0.1)
-        replay = popen_tied(['bash', '-c', replay_line], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+        replay = popen_tied(
+            ['bash', '-c', replay_line],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         end = time.monotonic() + 120
         while replay.poll() is None and time.monotonic() < end:
             rclpy.spin_once(h, timeout_sec=0.05)

@@ -1,4 +1,5 @@
-"""``depth3dseg-replay BAG``: publish a bag's camera topics in real (or scaled) time, with ``/clock``.
+"""``depth3dseg-replay BAG``: publish a bag's camera topics in real (or scaled) time, with
+``/clock``.
 
 A stand-in for ``ros2 bag play`` (rosbag2 is not on pip: docs/pip_ros_stack.md §2, §5).
 Any bag bags.reader.BagReader opens (rosbag2 sqlite3/MCAP, compressed, ROS 1) is replayed:
@@ -12,9 +13,9 @@ Any bag bags.reader.BagReader opens (rosbag2 sqlite3/MCAP, compressed, ROS 1) is
   ``--clock-period`` s in between) so nodes started with ``use_sim_time:=true`` follow the bag;
 * QoS: RELIABLE, KEEP_LAST ``--depth`` by default (like ``ros2 bag play``); ``--qos best_effort``;
 * before the first message it waits (``--wait-subscribers``, default 10 s; 0 = not at all) until a
-  subscriber has matched, and then until no further one matches for 1 s, saying so on stderr: a node
-  started first then gets the bag from its first message (a volatile topic drops what was sent before
-  the match). Without a subscriber by then it says so and publishes anyway;
+  subscriber has matched, and then until no further one matches for 1 s, saying so on stderr: a
+  node started first then gets the bag from its first message (a volatile topic drops what was sent
+  before the match). Without a subscriber by then it says so and publishes anyway;
 * SIGINT/SIGTERM at any moment end it within about 2 s, exit code 0, no traceback (C40, C45;
   procutil.StopSignals): rclpy runs without its own signal handlers, so no publisher's context
   becomes invalid under the loop.
@@ -58,10 +59,12 @@ def ros_msg_class(msgtype: str) -> type:
 
 
 def select_topics(topics: dict[str, str], wanted: list[str] | None) -> dict[str, str]:
-    """Pick ``{topic: msgtype}`` to replay: ``wanted`` (each must exist) or every camera-type topic.
+    """Pick ``{topic: msgtype}`` to replay: ``wanted`` (each must exist) or every camera-type
+    topic.
 
     Raises:
-        ValueError: a wanted topic is not in the bag (listing the bag's topics), or nothing to replay.
+        ValueError: a wanted topic is not in the bag (listing the bag's topics), or nothing to
+            replay.
     """
     if wanted:
         missing = [t for t in wanted if t not in topics]
@@ -78,8 +81,9 @@ def select_topics(topics: dict[str, str], wanted: list[str] | None) -> dict[str,
 def to_rclpy(obj: Any, cls: type) -> Any:
     """Copy a rosbags message object (e.g. decoded from a ROS 1 bag) into the rclpy class ``cls``.
 
-    Fields are matched by the rclpy name, then its upper-case ROS 1 spelling (CameraInfo ``K``/``k``);
-    fields the rclpy type lacks (ROS 1 ``Header.seq``) are dropped, nested messages are copied recursively.
+    Fields are matched by the rclpy name, then its upper-case ROS 1 spelling (CameraInfo
+    ``K``/``k``); fields the rclpy type lacks (ROS 1 ``Header.seq``) are dropped, nested messages
+    are copied recursively.
 
     Raises:
         ValueError: a field of ``cls`` is missing from ``obj`` (naming the type and field).
@@ -176,13 +180,14 @@ class Replayer:
     def wait_for_subscribers(
         self, timeout: float, spin: Callable[[float], None], quiet: float = 1.0
     ) -> bool:
-        """Wait (at most ``timeout`` s) until a subscriber has matched one of the publishers, then until
-        no further publisher matches for ``quiet`` s (or all have one), then 1 s more. True when one
-        matched.
+        """Wait (at most ``timeout`` s) until a subscriber has matched one of the publishers, then
+        until no further publisher matches for ``quiet`` s (or all have one), then 1 s more. True
+        when one matched.
 
-        Discovery is not symmetric, and a sample sent before the subscriber has matched this publisher
-        too is lost even on a reliable volatile topic; a node subscribes all its inputs together, so
-        its other subscriptions match within the quiet second. ``spin(s)`` runs the node for s seconds.
+        Discovery is not symmetric, and a sample sent before the subscriber has matched this
+        publisher too is lost even on a reliable volatile topic; a node subscribes all its inputs
+        together, so its other subscriptions match within the quiet second. ``spin(s)`` runs the
+        node for s seconds.
         """
         end = time.monotonic() + timeout
         matched: set[str] = set()
@@ -205,8 +210,8 @@ class Replayer:
         """Wait (at most ``timeout`` s) until reliable subscribers acknowledged every sample sent.
 
         Exiting right after the last publish would lose samples still being (re)sent: FastDDS
-        recovers a lost fragment only at its next heartbeat (about 3 s). Waits in 0.1 s steps so that
-        a signal is handled at once (C40).
+        recovers a lost fragment only at its next heartbeat (about 3 s). Waits in 0.1 s steps so
+        that a signal is handled at once (C40).
         """
         from rclpy.duration import Duration
 
@@ -236,7 +241,8 @@ class Replayer:
     def run(
         self, loop: bool = False, should_stop: Callable[[], bool] = lambda: False
     ) -> dict[str, int]:
-        """Replay (forever with ``loop``; until ``should_stop()``); return per-topic publish counts."""
+        """Replay (forever with ``loop``; until ``should_stop()``); return per-topic publish
+        counts."""
         ros1 = self._reader.is_ros1
         while True:
             bag_t0, wall0 = None, time.monotonic()
@@ -277,7 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=10.0,
         metavar='S',
-        help='wait up to S seconds (default 10; 0 = do not wait) for a subscriber before the first '
+        help='wait up to S seconds (default 10; 0 = do not wait) for a subscriber before the '
+             'first '
         'message, then until no more match for 1 s',
     )
     p.add_argument(
@@ -287,9 +294,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: exit code 0 on success or after SIGINT/SIGTERM, 2 on a bad argument or bag (message on
-    stderr). Signals: procutil.StopSignals (C40, C45), installed before the heavy imports. Ends the
-    process itself (``os._exit`` after the clean-up, output flushed) instead of returning."""
+    """Entry point: exit code 0 on success or after SIGINT/SIGTERM, 2 on a bad argument or bag
+    (message on stderr). Signals: procutil.StopSignals (C40, C45), installed before the heavy
+    imports. Ends the process itself (``os._exit`` after the clean-up, output flushed) instead of
+    returning."""
     from depth3dseg_ros.procutil import StopRequested, StopSignals
 
     stop = StopSignals('depth3dseg-replay', raise_running=True)
@@ -339,7 +347,8 @@ def _main(argv: list[str] | None, stop: Any) -> int:
         stop.set_phase(RUNNING)  # raise_running: a signal raises StopRequested out of the loop
         if args.wait_subscribers > 0:
             print(
-                f'depth3dseg-replay: waiting up to {args.wait_subscribers:g} s for a subscriber on '
+                f'depth3dseg-replay: waiting up to {args.wait_subscribers:g} s for a subscriber '
+                'on '
                 f'{", ".join(rep.topics)} (--wait-subscribers)',
                 file=sys.stderr,
                 flush=True,
@@ -348,14 +357,16 @@ def _main(argv: list[str] | None, stop: Any) -> int:
                 args.wait_subscribers, lambda s: rclpy.spin_once(node, timeout_sec=s)
             ):
                 print(
-                    f'depth3dseg-replay: no subscriber after {args.wait_subscribers:g} s; publishing anyway',
+                    f'depth3dseg-replay: no subscriber after {args.wait_subscribers:g} s; '
+                    'publishing anyway',
                     file=sys.stderr,
                     flush=True,
                 )
         if args.delay > 0:
             time.sleep(args.delay)
         print(
-            f'depth3dseg-replay: replaying {", ".join(rep.topics)} from {args.bag} at rate {args.rate:g}'
+            f'depth3dseg-replay: replaying {", ".join(rep.topics)} from {args.bag} at rate '
+            f'{args.rate:g}'
             f'{" with /clock" if args.clock else ""}{" in a loop" if args.loop else ""}',
             file=sys.stderr,
             flush=True,
@@ -372,7 +383,8 @@ def _main(argv: list[str] | None, stop: Any) -> int:
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
-        rclpy.get_default_context().destroy()  # the DDS participant leaves now (main ends with os._exit)
+        # the DDS participant leaves now (main ends with os._exit)
+        rclpy.get_default_context().destroy()
 
 
 if __name__ == '__main__':

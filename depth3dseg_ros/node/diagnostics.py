@@ -1,30 +1,34 @@
-"""The node's ``/diagnostics`` status: windowed rates, levels, frame ages (issue 14; REP-107 levels).
+"""The node's ``/diagnostics`` status: windowed rates, levels, frame ages (issue 14; REP-107
+levels).
 
-Pure logic, no rclpy (the node turns :class:`Report` into a ``diagnostic_msgs/DiagnosticStatus``), so
-every rule is unit-tested with made-up times (test/test_diagnostics.py).
+Pure logic, no rclpy (the node turns :class:`Report` into a ``diagnostic_msgs/DiagnosticStatus``),
+so every rule is unit-tested with made-up times (test/test_diagnostics.py).
 
 Rules (the thresholds are the documented constants below, docs/node.md "Diagnostics"):
 
-* **Rates are windowed.** ``rate_hz`` (processed frames/s) and ``input_rate_hz`` (received frames/s)
-  count the frames of the last :data:`WINDOW_S` seconds (from counter samples taken at each report),
-  so they decay to 0 within one window and one report period after the input stops. (Before: the
-  mean over the last 300 frames, which still read 7.8 Hz 30 s after the last frame.)
+* **Rates are windowed.** ``rate_hz`` (processed frames/s) and ``input_rate_hz`` (received
+  frames/s) count the frames of the last :data:`WINDOW_S` seconds (from counter samples taken at
+  each report), so they decay to 0 within one window and one report period after the input stops.
+  (Before: the mean over the last 300 frames, which still read 7.8 Hz 30 s after the last frame.)
 * **Levels** (diagnostic_msgs/DiagnosticStatus, REP-107): ERROR when no frame has arrived for
   :data:`STALE_S` seconds (or none since start-up, after STALE_S); WARN when, over the window, more
   than :data:`DROP_WARN_RATIO` of the received frames were dropped (model slower than the camera,
-  C26), the processed rate is below :data:`RATE_WARN_HZ` while frames arrive, or frames were skipped
-  (malformed, C04), refused (over max_image_pixels) or publishes failed (C25) within the window (a
-  fault long past no longer keeps the level at WARN); OK otherwise. The message names the first problem.
+  C26), the processed rate is below :data:`RATE_WARN_HZ` while frames arrive, or frames were
+  skipped (malformed, C04), refused (over max_image_pixels) or publishes failed (C25) within the
+  window (a fault long past no longer keeps the level at WARN); OK otherwise. The message names the
+  first problem.
 * **hardware_id** is the camera: the ``header.frame_id`` of the latest image ('' before the first).
 * **Frame ages** (node clock now - header.stamp) outside [:data:`AGE_MIN_S`, :data:`AGE_MAX_S`] are
-  not counted in the percentiles (a frame stamped 0, a bag replayed without ``use_sim_time``, another
-  machine's clock far off): they are counted in ``age_ignored`` instead. (Before: p95 read 7e11 ms.)
+  not counted in the percentiles (a frame stamped 0, a bag replayed without ``use_sim_time``,
+  another machine's clock far off): they are counted in ``age_ignored`` instead. (Before: p95 read
+  7e11 ms.)
 * **Time going backwards resets, never stalls.** Every time here is the steady (monotonic) clock,
   which never jumps; should a caller's ``now`` still go back, the window history is dropped and
   starts again from that sample. The node runs its diagnostics timer on the steady clock, so a
   ``/clock`` jump back (a looped bag with ``use_sim_time``) no longer stops it for good; only the
   DiagnosticArray header stamp and the frame ages use the node clock (sim time when asked).
 """
+
 from __future__ import annotations
 
 import threading
@@ -35,11 +39,11 @@ from typing import Any
 
 from depth3dseg_ros.node.worker import LatestSlot, StageStats
 
-WINDOW_S = 5.0            # s: rates and the drop ratio are taken over this window
-STALE_S = 5.0             # s without any input frame -> ERROR
-DROP_WARN_RATIO = 0.25    # dropped / received over the window above this -> WARN
-RATE_WARN_HZ = 1.0        # processed frames/s below this while input arrives -> WARN
-AGE_MIN_S = -1.0          # frame ages outside [AGE_MIN_S, AGE_MAX_S] are ignored (stamp 0, clock skew)
+WINDOW_S = 5.0  # s: rates and the drop ratio are taken over this window
+STALE_S = 5.0  # s without any input frame -> ERROR
+DROP_WARN_RATIO = 0.25  # dropped / received over the window above this -> WARN
+RATE_WARN_HZ = 1.0  # processed frames/s below this while input arrives -> WARN
+AGE_MIN_S = -1.0  # frame ages outside [AGE_MIN_S, AGE_MAX_S] are ignored (stamp 0, clock skew)
 AGE_MAX_S = 60.0
 
 # diagnostic_msgs/DiagnosticStatus levels (REP-107), repeated here to keep this module rclpy-free
@@ -47,20 +51,22 @@ OK, WARN, ERROR, STALE = 0, 1, 2, 3
 
 
 def age_is_valid(age_ms: float | None) -> bool:
-    """True when a frame age in ms is plausible: finite and within [AGE_MIN_S, AGE_MAX_S] seconds."""
+    """True when a frame age in ms is plausible: finite and within [AGE_MIN_S, AGE_MAX_S]
+    seconds."""
     return age_ms is not None and AGE_MIN_S * 1e3 <= age_ms <= AGE_MAX_S * 1e3
 
 
 class AgeFilteredStats(StageStats):
-    """``StageStats`` whose frame ages ignore implausible values (:func:`age_is_valid`), counting them
-    in ``age_ignored``: one frame stamped 0 no longer makes p95 read 7e11 ms."""
+    """``StageStats`` whose frame ages ignore implausible values (:func:`age_is_valid`), counting
+    them in ``age_ignored``: one frame stamped 0 no longer makes p95 read 7e11 ms."""
 
     def __init__(self, window: int = 300) -> None:
         super().__init__(window)
         self.age_ignored = 0
 
     def add(self, timings_ms: dict[str, float], age_ms: float | None) -> None:
-        """As StageStats.add; an implausible ``age_ms`` (ms) is counted and left out of the ages."""
+        """As StageStats.add; an implausible ``age_ms`` (ms) is counted and left out of the
+        ages."""
         if age_ms is not None and not age_is_valid(age_ms):
             self.age_ignored += 1
             age_ms = None
@@ -68,8 +74,8 @@ class AgeFilteredStats(StageStats):
 
 
 class CameraSlot(LatestSlot):
-    """``LatestSlot`` that also keeps what diagnostics needs of each frame put in: the steady time of
-    the latest one (``last_put``, ``time.monotonic()`` s; None before the first) and its camera
+    """``LatestSlot`` that also keeps what diagnostics needs of each frame put in: the steady time
+    of the latest one (``last_put``, ``time.monotonic()`` s; None before the first) and its camera
     ``frame_id`` (the image header's, via ``item.image.header`` for a ros.sync.Pair)."""
 
     def __init__(self) -> None:
@@ -90,6 +96,7 @@ class CameraSlot(LatestSlot):
 @dataclass
 class Counts:
     """Cumulative counters at one moment (what the node's slot and stats hold)."""
+
     received: int = 0
     processed: int = 0
     dropped: int = 0
@@ -102,6 +109,7 @@ class Counts:
 class Report:
     """One diagnostics report: ``level`` (OK/WARN/ERROR), ``message`` (the first problem, or 'ok'),
     ``values`` (key -> number for the KeyValues), ``hardware_id`` (camera frame_id)."""
+
     level: int
     message: str
     values: dict[str, float] = field(default_factory=dict)
@@ -113,47 +121,65 @@ class Health:
 
     Args:
         start: steady time (s) the node started (for "no input since start-up").
-        window_s, stale_s, drop_warn_ratio, rate_warn_hz: the thresholds (defaults: module constants).
+        window_s, stale_s, drop_warn_ratio, rate_warn_hz: the thresholds (defaults: module
+            constants).
     """
 
-    def __init__(self, start: float, window_s: float = WINDOW_S, stale_s: float = STALE_S,
-                 drop_warn_ratio: float = DROP_WARN_RATIO, rate_warn_hz: float = RATE_WARN_HZ) -> None:
+    def __init__(
+        self,
+        start: float,
+        window_s: float = WINDOW_S,
+        stale_s: float = STALE_S,
+        drop_warn_ratio: float = DROP_WARN_RATIO,
+        rate_warn_hz: float = RATE_WARN_HZ,
+    ) -> None:
         self.start, self.window_s, self.stale_s = float(start), float(window_s), float(stale_s)
         self.drop_warn_ratio, self.rate_warn_hz = float(drop_warn_ratio), float(rate_warn_hz)
         self._samples: deque[tuple[float, Counts]] = deque()
         self._lock = threading.Lock()
-        self.resets = 0                       # times ``now`` went backwards
+        self.resets = 0  # times ``now`` went backwards
 
     def _window(self, now: float, counts: Counts) -> tuple[float, Counts]:
-        """Add the sample; return (seconds covered, counter increase) over the window ending now."""
-        if self._samples and now < self._samples[-1][0]:        # time went backwards: start again
+        """Add the sample; return (seconds covered, counter increase) over the window ending
+        now."""
+        if self._samples and now < self._samples[-1][0]:  # time went backwards: start again
             self._samples.clear()
             self.resets += 1
             self.start = min(self.start, now)
         if self._samples and (counts.received < self._samples[-1][1].received):
-            self._samples.clear()                                 # counters reset (a new slot)
+            self._samples.clear()  # counters reset (a new slot)
         self._samples.append((now, counts))
-        # keep the newest sample at or before now - window (the window's base) and everything after it
+        # keep the newest sample at or before now - window (the window's base) and everything after
+        # it
         while len(self._samples) > 2 and self._samples[1][0] <= now - self.window_s:
             self._samples.popleft()
         t0, c0 = self._samples[0]
-        if len(self._samples) == 1:        # the first report: count from start-up, all frames so far
+        if len(self._samples) == 1:  # the first report: count from start-up, all frames so far
             t0, c0 = min(self.start, now), Counts()
         dt = now - t0
-        delta = Counts(**{k: getattr(counts, k) - getattr(c0, k) for k in Counts.__dataclass_fields__})
+        delta = Counts(
+            **{k: getattr(counts, k) - getattr(c0, k) for k in Counts.__dataclass_fields__}
+        )
         return dt, delta
 
-    def report(self, now: float, counts: Counts, last_input: float | None, frame_id: str = '',
-               extra: dict[str, float] | None = None) -> Report:
-        """The report at steady time ``now`` (s) for cumulative ``counts``; ``last_input`` is the steady
-        time of the latest received frame (None: none yet); ``extra`` values are passed through."""
+    def report(
+        self,
+        now: float,
+        counts: Counts,
+        last_input: float | None,
+        frame_id: str = '',
+        extra: dict[str, float] | None = None,
+    ) -> Report:
+        """The report at steady time ``now`` (s) for cumulative ``counts``; ``last_input`` is the
+        steady time of the latest received frame (None: none yet); ``extra`` values are passed
+        through."""
         with self._lock:
             dt, d = self._window(now, counts)
         rate = d.processed / dt if dt > 0 else 0.0
         in_rate = d.received / dt if dt > 0 else 0.0
         drop_ratio = d.dropped / d.received if d.received > 0 else 0.0
         since = now - (self.start if last_input is None else last_input)
-        if last_input is not None and since < 0:         # the input time is from before a clock reset
+        if last_input is not None and since < 0:  # the input time is from before a clock reset
             since = 0.0
         problems: list[tuple[int, str]] = []
         if since >= self.stale_s:
@@ -161,24 +187,47 @@ class Health:
             problems.append((ERROR, f'{what} for {since:.1f} s (> {self.stale_s:g} s)'))
         else:
             if d.received and drop_ratio > self.drop_warn_ratio:
-                problems.append((WARN, f'{drop_ratio:.0%} of the frames of the last {dt:.0f} s dropped '
-                                       f'(> {self.drop_warn_ratio:.0%}): model slower than the camera'))
+                problems.append(
+                    (
+                        WARN,
+                        f'{drop_ratio:.0%} of the frames of the last {dt:.0f} s dropped '
+                        f'(> {self.drop_warn_ratio:.0%}): model slower than the camera',
+                    )
+                )
             if d.received and rate < self.rate_warn_hz:
-                problems.append((WARN, f'processing {rate:.2f} Hz (< {self.rate_warn_hz:g} Hz) while '
-                                       f'receiving {in_rate:.2f} Hz'))
+                problems.append(
+                    (
+                        WARN,
+                        f'processing {rate:.2f} Hz (< {self.rate_warn_hz:g} Hz) while '
+                        f'receiving {in_rate:.2f} Hz',
+                    )
+                )
         if d.skipped:
-            problems.append((WARN, f'{d.skipped} malformed or empty frames skipped in the last {dt:.0f} s'))
+            problems.append(
+                (WARN, f'{d.skipped} malformed or empty frames skipped in the last {dt:.0f} s')
+            )
         if d.refused:
-            problems.append((WARN, f'{d.refused} frames over max_image_pixels refused in the last {dt:.0f} s'))
+            problems.append(
+                (WARN, f'{d.refused} frames over max_image_pixels refused in the last {dt:.0f} s')
+            )
         if d.publish_errors:
             problems.append((WARN, f'{d.publish_errors} publishes failed in the last {dt:.0f} s'))
         level = max((lvl for lvl, _ in problems), default=OK)
         message = next((text for lvl, text in problems if lvl == level), 'ok')
         values: dict[str, float] = dict(extra or {})
-        values.update(rate_hz=rate, input_rate_hz=in_rate, window_s=dt, drop_ratio=drop_ratio,
-                      seconds_since_input=since if last_input is not None else -1.0,
-                      received=counts.received, processed=counts.processed, dropped=counts.dropped,
-                      skipped=counts.skipped, refused=counts.refused, publish_errors=counts.publish_errors)
+        values.update(
+            rate_hz=rate,
+            input_rate_hz=in_rate,
+            window_s=dt,
+            drop_ratio=drop_ratio,
+            seconds_since_input=since if last_input is not None else -1.0,
+            received=counts.received,
+            processed=counts.processed,
+            dropped=counts.dropped,
+            skipped=counts.skipped,
+            refused=counts.refused,
+            publish_errors=counts.publish_errors,
+        )
         return Report(level=level, message=message, values=values, hardware_id=frame_id)
 
 

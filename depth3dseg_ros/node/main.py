@@ -26,7 +26,8 @@ from typing import Any, Callable
 
 PROG = 'depth3dseg_node'
 
-USAGE = """usage: depth3dseg_node [-h] [--ros-args [--params-file FILE] [-p NAME:=VALUE] [-r FROM:=TO] ...]
+USAGE = """usage: depth3dseg_node [-h]
+                       [--ros-args [--params-file FILE] [-p NAME:=VALUE] [-r FROM:=TO] ...]
 
 Semantic segmentation and depth of an RGB camera stream: a label image, a colour overlay, a depth
 image and a labelled PointCloud2 per frame (model: core.inference.Segmenter).
@@ -60,9 +61,9 @@ def scan_args(argv: list[str]) -> tuple[bool, list[str | None], list[str]]:
     """(help asked, ``--params-file`` paths, stray arguments) in ``argv`` (program name first).
 
     Help is ``-h``/``--help`` outside ``--ros-args ... [--]`` (inside, tokens belong to rcl).
-    The paths are those after ``--params-file`` inside ``--ros-args``; None where the path is missing.
-    Stray arguments are the others outside ``--ros-args``: the node takes none, so e.g. ``-p
-    device:=cpu`` typed without ``--ros-args`` would be ignored by rcl.
+    The paths are those after ``--params-file`` inside ``--ros-args``; None where the path is
+    missing. Stray arguments are the others outside ``--ros-args``: the node takes none, so e.g.
+    ``-p device:=cpu`` typed without ``--ros-args`` would be ignored by rcl.
     """
     help_asked, files, stray, in_ros = False, [], [], False
     i = 1
@@ -102,17 +103,18 @@ def main(
 ) -> int:
     """Run the node until SIGINT/SIGTERM. Returns 0, or 2 when start-up fails (message on stderr).
 
-    Signals (docs/cases.md C40, C45; procutil.StopSignals): SIGINT or SIGTERM at any moment (imports,
-    model loading, idle, busy, a second one during shutdown) ends the process within about 2 s, without
-    a traceback, exit code 0. rclpy runs with ``SignalHandlerOptions.NO``; the executor spins in a thread
-    while the main thread waits for the signal, then stops the worker, the executor, the node and rclpy.
-    Once rclpy has been initialised, ``main`` does not return: after the clean-up it ends the process
-    with the exit code (``os._exit``, output flushed), skipping the interpreter's slow teardown.
+    Signals (docs/cases.md C40, C45; procutil.StopSignals): SIGINT or SIGTERM at any moment
+    (imports, model loading, idle, busy, a second one during shutdown) ends the process within
+    about 2 s, without a traceback, exit code 0. rclpy runs with ``SignalHandlerOptions.NO``; the
+    executor spins in a thread while the main thread waits for the signal, then stops the worker,
+    the executor, the node and rclpy. Once rclpy has been initialised, ``main`` does not return:
+    after the clean-up it ends the process with the exit code (``os._exit``, output flushed),
+    skipping the interpreter's slow teardown.
 
     Args:
         argv: command line (default ``sys.argv``), ROS arguments included.
-        segmenter_factory: optional ``(params, model_file) -> segmenter`` (default: core.inference.Segmenter);
-            tests use it to wrap the real Segmenter.
+        segmenter_factory: optional ``(params, model_file) -> segmenter`` (default:
+            core.inference.Segmenter); tests use it to wrap the real Segmenter.
     """
     from depth3dseg_ros.procutil import StopRequested, StopSignals
 
@@ -194,7 +196,8 @@ def _main(argv: list[str] | None, segmenter_factory: Callable[..., Any] | None, 
 
 
 def _spin(executor: Any, node: Any, stop: Any) -> None:
-    """The executor thread: spin until the executor is shut down; any end of it stops the process."""
+    """The executor thread: spin until the executor is shut down; any end of it stops the
+    process."""
     from rclpy.executors import ExternalShutdownException
 
     try:
@@ -211,13 +214,15 @@ def _spin(executor: Any, node: Any, stop: Any) -> None:
 
 
 def _shutdown(node: Any, executor: Any, spinner: Any, worker_timeout: float = 1.0) -> None:
-    """Stop the worker (at most ``worker_timeout`` s: the whole shutdown stays within 2 s, C40), the
-    executor, the node and rclpy, in that order: nothing publishes on a context that is gone."""
+    """Stop the worker (at most ``worker_timeout`` s: the whole shutdown stays within 2 s, C40),
+    the executor, the node and rclpy, in that order: nothing publishes on a context that is
+    gone."""
     import rclpy
 
     if node is not None and not node.worker.stop(timeout=worker_timeout):
         print(
-            f'{PROG}: the worker is still inside a frame after {worker_timeout:.0f} s; exiting anyway',
+            f'{PROG}: the worker is still inside a frame after {worker_timeout:.0f} s; exiting '
+            'anyway',
             file=sys.stderr,
         )
         sys.stdout.flush()
