@@ -15,7 +15,7 @@ depth3dseg-train "${common[@]}" --set loss.w_seg3d=0 --set loss.w_consistency=0 
 depth3dseg-train "${common[@]}" --set loss.w_consistency=0 --out "$out/plus_3d"
 depth3dseg-train "${common[@]}" --out "$out/plus_consistency"
 for r in 2d_depth plus_3d plus_consistency; do  # the real-camera figures of models/README.md
-  depth3dseg-eval --model "$out/$r/model.pt" --bag demo_data/real_camera --out "$out/$r/eval_real" --device cpu >/dev/null
+  depth3dseg-eval --model "$out/$r/model.pt" --bag "$(python -m depth3dseg_ros.samples bag)" --out "$out/$r/eval_real" --device cpu >/dev/null
 done
 for r in 2d_depth plus_3d plus_consistency; do
   python3 -c "import json,sys; h=json.load(open('$out/$r/summary.json'))['history'][-1]; \

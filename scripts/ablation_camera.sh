@@ -6,7 +6,7 @@
 # Usage: scripts/ablation_camera.sh OUT_DIR [SEED] [EPOCHS] [RUN ...]
 #   RUN: camera (default; --set augment.camera=real_camera) and/or base (the same run without it, which
 #   reproduces scripts/ablation.sh's plus_consistency run)
-# Env: BAG (default demo_data/real_camera), PRESET (default real_camera).
+# Env: BAG (default: the real-camera sample bag, python -m depth3dseg_ros.samples bag), PRESET (default real_camera).
 # Table: python scripts/ablation_camera_table.py OUT_DIR_seed0 OUT_DIR_seed1 ... [--base ABL_DIR_seed0 ...]
 set -euo pipefail
 out=${1:?usage: scripts/ablation_camera.sh OUT_DIR [SEED] [EPOCHS] [RUN ...]}
@@ -15,7 +15,7 @@ epochs=${3:-3}
 shift $(( $# < 3 ? $# : 3 ))
 runs=("$@")
 [ ${#runs[@]} -gt 0 ] || runs=(camera)
-bag=${BAG:-demo_data/real_camera}
+bag=${BAG:-$(python -m depth3dseg_ros.samples bag)}
 preset=${PRESET:-real_camera}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 common=(--config config/train_shipped.yaml --set "data.input_size=[160,120]" --set train.epochs=$epochs

@@ -3,8 +3,8 @@
 per configuration the last validation epoch's figures, then the mean ± sample standard deviation
 over the seeds and the per-seed paired difference of each configuration against '2D + depth'. When
 every run directory also holds ``eval_real/report.json`` (``depth3dseg-eval --model RUN/model.pt
---bag demo_data/real_camera --out RUN/eval_real``), a second table gives the same for the
-real-camera bag.
+--bag "$(python -m depth3dseg_ros.samples bag)" --out RUN/eval_real``), a second table gives the
+same for the real-camera bag.
 
 Usage: python scripts/ablation_table.py RUN_DIR [RUN_DIR ...]
 (each RUN_DIR holds 2d_depth/, plus_3d/, plus_consistency/ with summary.json from depth3dseg-train)
@@ -78,7 +78,7 @@ def main(argv: list) -> int:
     table(dirs, {r: [last_epoch(d / r) for d in dirs] for r, _ in RUNS})
     reports = [d / r / 'eval_real' / 'report.json' for d in dirs for r, _ in RUNS]
     if all(p.is_file() for p in reports):
-        print('\nReal-camera bag demo_data/real_camera (7 labelled frames, 13 with depth):\n')
+        print('\nReal-camera sample bag (python -m depth3dseg_ros.samples bag):\n')
         table(
             dirs,
             {
