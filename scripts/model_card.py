@@ -23,20 +23,7 @@ from depth3dseg_ros.samples import real_camera_bag
 from depth3dseg_ros.training import evaluate
 
 REPO = Path(__file__).resolve().parents[1]
-KEYS = (
-    'miou_2d',
-    'miou_3d',
-    'miou_fused',
-    'pixel_acc_2d',
-    'pixel_acc_3d',
-    'pixel_acc_fused',
-    'absrel',
-    'rmse',
-    'delta1',
-    'delta2',
-    'delta3',
-    'frames',
-)
+KEYS = (*evaluate.FLAT_KEYS, 'frames')  # the flat figures depth3dseg-eval reports, and the count
 
 
 def run_eval(model: Path, source: list[str], out: Path) -> dict:
