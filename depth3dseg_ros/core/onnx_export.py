@@ -62,17 +62,7 @@ REQUIRED_KEYS = (
     'arch',
     'dynamic_size',
 )
-_JSON_KEYS = (
-    'version',
-    'classes',
-    'input_size',
-    'mean',
-    'std',
-    'max_depth',
-    'arch',
-    'dynamic_size',
-    'opset',
-)
+_JSON_KEYS = (*REQUIRED_KEYS[1:], 'opset')  # every required key but 'format', and the opset
 
 
 def sha256_file(path: Union[str, Path]) -> str:
