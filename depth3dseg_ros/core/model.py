@@ -98,6 +98,7 @@ class InvertedResidual(nn.Module):
         self.skip = stride == 1 and cin == cout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x B×C_in×H×W float -> B×C_out×(H/stride)×(W/stride) float (residual when shapes match)."""
         return x + self.body(x) if self.skip else self.body(x)
 
 
@@ -128,6 +129,8 @@ class Encoder(nn.Module):
             cin = cout
 
     def forward(self, x: torch.Tensor) -> List[torch.Tensor]:
+        """x B×3×H×W float (normalised RGB) -> 5 feature maps B×C_s×⌈H/s⌉×⌈W/s⌉, s = 2, 4, 8, 16,
+        32 (C_s = ``self.channels``)."""
         x = self.stem(x)
         feats = []
         for i, stage in enumerate(self.stages):

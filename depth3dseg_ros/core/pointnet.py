@@ -172,7 +172,10 @@ class EdgeConv(nn.Module):
         mask: Optional[torch.Tensor],
         g: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
-        """``mask`` None: every neighbour valid (no masking pass). ``g``: W_g geo (B×k×N×C_out)
+        """f B×N×C_in float point features, geo B×k×N×G float edge geometry, idx B×k×N int64
+        neighbour indices into N, mask B×k×N bool valid neighbours -> B×N×C_out float.
+
+        ``mask`` None: every neighbour valid (no masking pass). ``g``: W_g geo (B×k×N×C_out)
         when the caller computed it already (PointSegNet does, for all layers at once); default
         computed here."""
         b, n, _ = f.shape
