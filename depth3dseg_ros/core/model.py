@@ -98,7 +98,7 @@ class InvertedResidual(nn.Module):
         self.skip = stride == 1 and cin == cout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x B×C_in×H×W float -> B×C_out×(H/stride)×(W/stride) float (residual when shapes match)."""
+        """x B×C_in×H×W float -> B×C_out×(H/stride)×(W/stride) float (residual if shapes match)."""
         return x + self.body(x) if self.skip else self.body(x)
 
 
