@@ -363,7 +363,9 @@ def test_unexpected_errors_keep_their_traceback(ds_dir, tmp_path, monkeypatch):
     def broken(*a, **k):
         raise RuntimeError('a bug, not a user error')
 
-    monkeypatch.setattr(train, 'build_datasets', broken)
+    from depth3dseg_ros.training import run
+
+    monkeypatch.setattr(run, 'build_datasets', broken)
     with pytest.raises(RuntimeError, match='a bug'):
         train.main(tiny_train_args(ds_dir, tmp_path / 'run'))
 

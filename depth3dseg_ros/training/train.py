@@ -1,8 +1,9 @@
 """``depth3dseg-train``: train Depth3DSeg (METHOD M1–M6) on extracted dataset directories.
 
-Reads top to bottom like nanoGPT's train.py: ``_run`` calls four named steps in order — `setup_run`
-(config as plain data, data, model, optimiser, schedule, resumed state), `train_epoch`,
-`validate_and_checkpoint`, `export` — on one `Run` that holds the state they share.
+Reads top to bottom like nanoGPT's train.py: ``_run`` calls the named steps in order —
+`setup_run` (training/run.py: config as plain data, data, model, optimiser, schedule, resumed
+state), then `train` (`train_epoch` and `validate_and_checkpoint` per epoch) and `export` — on one
+`Run` that holds the state they share.
 ``python -m torch.distributed.run --nproc_per_node N`` (torchrun) runs the same script as DDP (nccl
 on CUDA, gloo on CPU); only rank 0 validates, logs and writes files.
 
@@ -20,53 +21,35 @@ chunk.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
-import math
 import sys
 import time
-from contextlib import nullcontext
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from depth3dseg_ros.bags.dataset_writer import check_label_range
-from depth3dseg_ros.core.model import Depth3DSeg, check_arch
+from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import save_model
-from depth3dseg_ros.core.train_step import LossConfig, compute_losses, make_weighting
+from depth3dseg_ros.core.train_step import compute_losses
 from depth3dseg_ros.training.checkpoint import (
     load_checkpoint,
-    load_init_model,
-    load_resume,
-    resume_position,
-    rng_state,
     save_checkpoint,
-    set_rng_state,
 )
 from depth3dseg_ros.training.config import (
     USER_ERRORS,
-    dump_config,
     early_stop_reason,
-    load_config,
     update_early_stop,
-    validate,
 )
-from depth3dseg_ros.training.dataset import FrameDataset, load_classes, load_records, split_records
 from depth3dseg_ros.training.distributed import (
     agree,
-    pick_device,
-    seed_everything,
-    setup_distributed,
     worker_init,
 )
 from depth3dseg_ros.training.evaluate import evaluate_model, sample_grid
-from depth3dseg_ros.training.sampling import EpochBatchSampler, step_sizes, steps_before
+from depth3dseg_ros.training.run import Run, setup_run
+from depth3dseg_ros.training.sampling import EpochBatchSampler, steps_before
 
 LOSS_KEYS = ('total', 'seg2d', 'seg3d', 'depth', 'consistency')
 
@@ -98,245 +81,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help='stop after this many minutes of this chunk, saving last.pt (resume later)',
     )
     return p.parse_args(argv)
-
-
-def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
-    """Linear warmup over ``warmup`` steps, then cosine from 1 to ``min_ratio`` at ``total``
-    steps."""
-    if step < warmup:
-        return (step + 1) / warmup
-    t = min(1.0, (step - warmup) / max(1, total - warmup))
-    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * t))
-
-
-def build_datasets(cfg: dict, classes) -> tuple[FrameDataset, FrameDataset]:
-    """The (training, validation) datasets of a config; label ranges are checked first (C43)."""
-    d, m = cfg['data'], cfg['model']
-    if not d['train']:
-        raise ValueError('config data.train=[] must name at least one dataset directory')
-    records = load_records(d['train'], classes)
-    if d['val']:
-        train_recs, val_recs = records, load_records(d['val'], classes)
-    else:
-        train_recs, val_recs = split_records(records, d['val_split'], cfg['train']['seed'])
-        if not val_recs:  # nothing held out: validate on the (un-augmented) training frames
-            val_recs = train_recs
-    # label ids outside the class set stop the run here, before the first step, never mid-epoch
-    # (C43):
-    # from the index's label_max, decoding only label PNGs of datasets extracted before it was
-    # recorded
-    check_label_range(records if not d['val'] else records + val_recs, classes)
-    common = dict(input_size=d['input_size'], classes=classes, mean=m['mean'], std=m['std'])
-    train_ds = FrameDataset(
-        records=train_recs, augment=cfg['augment'], seed=cfg['train']['seed'], **common
-    )
-    return train_ds, FrameDataset(records=val_recs, augment=None, **common)
-
-
-# ----------------------------------------------------------------------------------------- the run
-@dataclass
-class Run:
-    """What one training run holds: built by `setup_run`, advanced by `train_epoch` and
-    `validate_and_checkpoint`, written out by `export`. ``epoch`` / ``samples_in_epoch`` say where
-    training stands: the epoch in progress (0-based) and the positions of its global order consumed
-    so far (training.sampling, C34); after a completed epoch ``epoch`` is the next one and
-    ``samples_in_epoch`` 0."""
-
-    out: Path
-    cfg: dict
-    classes: Any
-    rank: int
-    world: int
-    device: torch.device
-    train_ds: FrameDataset
-    val_ds: FrameDataset
-    model: Depth3DSeg
-    ddp_model: torch.nn.Module
-    loss_cfg: LossConfig
-    weighting: Any
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    scaler: Any
-    amp_ctx: Callable
-    writer: Any = None
-    epoch: int = 0
-    samples_in_epoch: int = 0
-    step_in_epoch: int = 0
-    global_step: int = 0
-    es: dict = field(default_factory=lambda: {'best': None, 'best_epoch': -1, 'bad_epochs': 0})
-    history: list = field(default_factory=list)
-    t0: float = field(default_factory=time.monotonic)
-
-    @property
-    def master(self) -> bool:
-        """True on rank 0 (the process that logs and writes files)."""
-        return self.rank == 0
-
-    def checkpoint(self) -> dict[str, Any]:
-        """The resumable state (training.checkpoint), with the epoch position in samples and the
-        batch shape that reached it (C34)."""
-        tc = self.cfg['train']
-        return {
-            'model': self.model.state_dict(),
-            'optimizer': self.optimizer.state_dict(),
-            'scheduler': self.scheduler.state_dict(),
-            'scaler': self.scaler.state_dict(),
-            'weighting': None if self.weighting is None else self.weighting.state_dict(),
-            'epoch': self.epoch,
-            'step_in_epoch': self.step_in_epoch,
-            'samples_in_epoch': self.samples_in_epoch,
-            'batch_size': tc['batch_size'],
-            'world_size': self.world,
-            'sampler_seed': tc['seed'],
-            'global_step': self.global_step,
-            'early_stop': dict(self.es),
-            'history': list(self.history),
-            'rng': rng_state(),
-            'config': self.cfg,
-        }
-
-
-def setup_run(args: argparse.Namespace) -> Run:
-    """Config (resume: the run's own config completed from DEFAULTS, then --set / chunk flags on
-    top), data, model, loss, optimiser, schedule, AMP and the resumed state. Creates the run
-    directory only when all of it succeeded (a failed start leaves none)."""
-    out = Path(args.out)
-    rank, world, local_rank = setup_distributed()
-    ckpt = None
-    if args.resume:
-        ckpt, cfg = load_resume(out / 'last.pt', args.set)
-    else:
-        if (out / 'last.pt').exists():
-            raise FileExistsError(
-                f'{out / "last.pt"} exists: pass --resume to continue that run, or choose '
-                'another --out'
-            )
-        cfg = load_config(args.config, args.set)
-    if args.max_steps_per_epoch is not None:
-        cfg['train']['max_steps_per_epoch'] = args.max_steps_per_epoch
-    if args.time_limit_min is not None:
-        cfg['train']['time_limit_min'] = args.time_limit_min
-    cfg = validate(cfg)
-    classes = load_classes(cfg['data']['classes'])
-    init = None  # fine-tuning: start from a model file's weights, with its arch and normalisation
-    if cfg['model']['init'] and ckpt is None:
-        init = load_init_model(cfg, classes)
-        cfg = validate(cfg)
-    # every arch key goes into config.yaml and the checkpoints, so --resume rebuilds this network
-    # even after core.model.DEFAULT_ARCH changes (a resumed run stored without them:
-    # checkpoint.load_resume warns)
-    cfg['model']['arch'] = {
-        k: v for k, v in check_arch(dict(cfg['model']['arch'])).items() if k != 'num_classes'
-    }
-    tc, oc = cfg['train'], cfg['optim']
-    device = pick_device(tc['device'], local_rank)
-    seed_everything(tc['seed'], tc['deterministic'], device)
-    train_ds, val_ds = build_datasets(cfg, classes)
-    start_pos = 0 if ckpt is None else resume_position(ckpt, out / 'last.pt', len(train_ds))
-
-    model = Depth3DSeg(**dict(cfg['model']['arch'], num_classes=len(classes)))
-    if init is not None:
-        model.load_state_dict(init.state_dict())
-        if rank == 0:
-            print(f"initialised from {cfg['model']['init']} (model.init)")
-    model = model.to(device)
-    loss_cfg = LossConfig.from_dict(cfg['loss'])
-    if loss_cfg.void_id != classes.void_id:
-        raise ValueError(
-            f'config loss.void_id={loss_cfg.void_id} differs from the classes\' '
-            f'void_id={classes.void_id}'
-        )
-    weighting = make_weighting(loss_cfg)  # learned (Kendall) weights, or None
-    groups = [{'params': list(model.parameters())}]
-    if weighting is not None:
-        weighting.to(device)
-        groups.append({'params': list(weighting.parameters()), 'weight_decay': 0.0})
-    optimizer = torch.optim.AdamW(
-        groups, lr=oc['lr'], betas=tuple(oc['betas']), weight_decay=oc['weight_decay']
-    )
-    steps_per_epoch = len(
-        step_sizes(len(train_ds), tc['batch_size'], world, 0, tc['max_steps_per_epoch'])
-    )
-    total_steps = tc['epochs'] * steps_per_epoch
-    warmup = min(oc['warmup_steps'], max(0, total_steps - 1))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer,
-        functools.partial(
-            lr_factor, warmup=warmup, total=total_steps, min_ratio=oc['min_lr_ratio']
-        ),
-    )
-    amp = tc['amp'] if device.type == 'cuda' else 'none'
-    if tc['amp'] != 'none' and amp == 'none' and rank == 0:
-        print(f"train.amp={tc['amp']!r} ignored on {device} (AMP is CUDA-only)")
-    amp_ctx = (
-        (lambda: torch.autocast('cuda', dtype=torch.bfloat16 if amp == 'bf16' else torch.float16))
-        if amp != 'none'
-        else nullcontext
-    )
-    scaler = torch.amp.GradScaler('cuda', enabled=amp == 'fp16')
-    ddp_model = (
-        DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == 'cuda' else None
-        )
-        if world > 1
-        else model
-    )
-    run = Run(
-        out,
-        cfg,
-        classes,
-        rank,
-        world,
-        device,
-        train_ds,
-        val_ds,
-        model,
-        ddp_model,
-        loss_cfg,
-        weighting,
-        optimizer,
-        scheduler,
-        scaler,
-        amp_ctx,
-    )
-    if ckpt is not None:
-        model.load_state_dict(ckpt['model'])
-        optimizer.load_state_dict(ckpt['optimizer'])
-        scheduler.load_state_dict(ckpt['scheduler'])
-        scaler.load_state_dict(ckpt['scaler'])
-        if weighting is not None:
-            weighting.load_state_dict(ckpt['weighting'])
-        run.epoch, run.samples_in_epoch, run.global_step = (
-            ckpt['epoch'],
-            start_pos,
-            ckpt['global_step'],
-        )
-        run.es, run.history = ckpt['early_stop'], ckpt['history']
-        set_rng_state(ckpt['rng'])
-        if rank == 0:
-            shape = (ckpt.get('batch_size', tc['batch_size']), ckpt.get('world_size', world))
-            note = (
-                ''
-                if shape == (tc['batch_size'], world)
-                else (
-                    f' (batch size {shape[0]} x {shape[1]} process(es) then, {tc["batch_size"]} x '
-                    f'{world} now: the epoch continues with exactly the samples not yet trained)'
-                )
-            )
-            print(
-                f'resumed from {out / "last.pt"}: epoch {run.epoch}, sample {start_pos} of '
-                f'{len(train_ds)}{note}'
-            )
-    if (
-        rank == 0
-    ):  # only now, so that a run failing to start (no data, bad config) leaves no run directory
-        out.mkdir(parents=True, exist_ok=True)
-        dump_config(cfg, out / 'config.yaml')
-        if cfg['log']['tensorboard']:
-            from torch.utils.tensorboard import SummaryWriter
-
-            run.writer = SummaryWriter(str(out / 'tb'))
-    return run
 
 
 def train_epoch(run: Run, epoch: int, limit_s: float | None) -> bool:
