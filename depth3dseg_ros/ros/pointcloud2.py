@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
@@ -35,7 +35,6 @@ from depth3dseg_ros.core.geometry import backproject_np
 from depth3dseg_ros.core.imageops import check_same_hw
 from depth3dseg_ros.ros.msgutil import (
     alloc_uint8_field,
-    as_uint8,
     build,
     convert_header,
     is_rosbags_cls,
@@ -43,19 +42,23 @@ from depth3dseg_ros.ros.msgutil import (
     uint8_field,
 )
 
-# sensor_msgs/PointField datatype constants.
-INT8, UINT8, INT16, UINT16, INT32, UINT32, FLOAT32, FLOAT64 = range(1, 9)
-_TO_NP = {
-    INT8: 'i1',
-    UINT8: 'u1',
-    INT16: 'i2',
-    UINT16: 'u2',
-    INT32: 'i4',
-    UINT32: 'u4',
-    FLOAT32: 'f4',
-    FLOAT64: 'f8',
-}
-_FROM_NP = {np.dtype(v).newbyteorder('<').str[1:]: k for k, v in _TO_NP.items()}
+# The reader half (and the PointField datatype tables both halves use), re-exported here.
+from depth3dseg_ros.ros.pointcloud2_read import (  # noqa: F401 - re-exported API
+    FLOAT32,
+    FLOAT64,
+    INT8,
+    INT16,
+    INT32,
+    UINT8,
+    UINT16,
+    UINT32,
+    _FROM_NP,
+    _finite_xyz,
+    dtype_from_fields,
+    read_points,
+    read_points_numpy,
+    unpack_rgb,
+)
 
 
 def pack_rgb(rgb: np.ndarray) -> np.ndarray:
@@ -69,180 +72,6 @@ def pack_rgb(rgb: np.ndarray) -> np.ndarray:
         raise ValueError(f'rgb shape={c.shape} dtype={c.dtype} must be ...×3 uint8')
     c = c.astype(np.uint32)
     return ((c[..., 0] << 16) | (c[..., 1] << 8) | c[..., 2]).view(np.float32)
-
-
-def unpack_rgb(packed: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`pack_rgb`: float32 (or uint32) packed colours -> ...×3 uint8 RGB."""
-    u = np.ascontiguousarray(packed).view(np.uint32)
-    return np.stack([(u >> 16) & 0xFF, (u >> 8) & 0xFF, u & 0xFF], axis=-1).astype(np.uint8)
-
-
-def dtype_from_fields(
-    fields: Sequence[Any], point_step: int, is_bigendian: bool = False
-) -> np.dtype:
-    """Structured dtype of a cloud: names, formats, explicit offsets and ``itemsize = point_step``
-    (C12).
-
-    A field with count > 1 becomes a sub-array. Raises ValueError for an unknown datatype, a field
-    that does not fit in point_step, or overlapping/duplicate names (field named).
-    """
-    order = '>' if is_bigendian else '<'
-    names, formats, offsets = [], [], []
-    for f in fields:
-        if int(f.datatype) not in _TO_NP:
-            raise ValueError(f'PointField {f.name!r} datatype={f.datatype} is not 1..8')
-        base = np.dtype(order + _TO_NP[int(f.datatype)])
-        count = max(int(f.count), 1)
-        fmt = base if count == 1 else np.dtype((base, (count,)))
-        if int(f.offset) + fmt.itemsize > int(point_step):
-            raise ValueError(
-                f'PointField {f.name!r} offset={f.offset} size={fmt.itemsize} '
-                f'exceeds point_step={point_step}'
-            )
-        if f.name in names:
-            raise ValueError(f'PointField name {f.name!r} appears twice')
-        names.append(f.name), formats.append(fmt), offsets.append(int(f.offset))
-    return np.dtype(
-        {'names': names, 'formats': formats, 'offsets': offsets, 'itemsize': int(point_step)}
-    )
-
-
-def read_points(
-    msg: Any,
-    field_names: Sequence[str] | None = None,
-    skip_nans: bool = False,
-    organized: bool = False,
-) -> np.ndarray:
-    """PointCloud2 -> structured array (native byte order), honouring offsets, padding and
-    row_step.
-
-    Args:
-        msg: PointCloud2 (rclpy or rosbags): fields, point_step, row_step, height, width,
-            is_bigendian, data.
-        field_names: fields to keep (default all, in the message's field order).
-        skip_nans: drop points where any of x, y, z is non-finite (NaN or ±inf; result is flat).
-        organized: return height×width instead of flat (ignored with skip_nans).
-    Returns:
-        structured ndarray (N,) or (height, width); a copy, safe to modify.
-    Raises:
-        ValueError: len(data) != height*row_step, row_step < width*point_step, bad fields, unknown
-            names.
-    """
-    view, dt = _cloud_view(msg)
-    names = _check_names(dt, field_names)
-    h, w = view.shape
-    out_dt = np.dtype([(n, dt.fields[n][0].newbyteorder('=')) for n in names])
-    out = np.empty((h, w), dtype=out_dt)
-    for n in names:
-        out[n] = view[n]
-    if skip_nans and {'x', 'y', 'z'} <= set(dt.names):
-        return out[_finite_xyz(view)]
-    return out if organized else out.reshape(-1)
-
-
-def read_points_numpy(
-    msg: Any,
-    field_names: Sequence[str] | None = None,
-    skip_nans: bool = False,
-    organized: bool = False,
-) -> np.ndarray:
-    """PointCloud2 -> plain array of the asked fields, one column per field (``sensor_msgs_py``'s
-    ``read_points_numpy``).
-
-    The asked fields must share one PointField datatype; the cloud's *other* fields may be anything
-    (e.g. ``field_names=['x', 'y', 'z']`` of a cloud x, y, z FLOAT32 + rgb FLOAT32 + label UINT32
-    gives N×3 float32). A field with count > 1 contributes count columns.
-
-    Args:
-        msg: PointCloud2 (rclpy or rosbags), as for :func:`read_points`.
-        field_names: fields in the wanted column order (default all the cloud's fields).
-        skip_nans: drop points with a non-finite x, y or z (NaN or ±inf); the result is flat.
-        organized: return height×width×k instead of N×k (ignored with skip_nans).
-    Returns:
-        ndarray (N, k) or (height, width, k), N = height*width (fewer with skip_nans), of the
-        fields' common dtype in native byte order (e.g. float32 for FLOAT32); a copy, safe to
-        modify.
-    Raises:
-        ValueError: the asked fields have different datatypes (message names each field and its
-            datatype, e.g. ``x FLOAT32, label UINT32``), unknown names, or a malformed cloud (as
-            :func:`read_points`).
-    """
-    view, dt = _cloud_view(msg)
-    names = _check_names(dt, field_names)
-    bases = {
-        n: (dt.fields[n][0].base if dt.fields[n][0].shape else dt.fields[n][0]) for n in names
-    }
-    if len({b.newbyteorder('<') for b in bases.values()}) > 1:
-        desc = ', '.join(
-            f'{n} {_DATATYPE_NAMES[_FROM_NP[b.newbyteorder("<").str[1:]]]}'
-            for n, b in bases.items()
-        )
-        raise ValueError(
-            f'PointCloud2 fields of different datatypes cannot form one plain array: {desc}; '
-            'ask for fields of one datatype or use read_points (structured array)'
-        )
-    h, w = view.shape
-    base = next(iter(bases.values())).newbyteorder('=') if names else np.dtype(np.float32)
-    cols = [np.asarray(view[n]).reshape(h, w, -1) for n in names]
-    out = (
-        np.concatenate(cols, axis=2).astype(base, copy=False)
-        if cols
-        else np.zeros((h, w, 0), base)
-    )
-    out = np.ascontiguousarray(out, dtype=base)
-    if skip_nans and {'x', 'y', 'z'} <= set(dt.names):
-        return out[_finite_xyz(view)]
-    return out if organized else out.reshape(h * w, -1)
-
-
-_DATATYPE_NAMES = {
-    INT8: 'INT8',
-    UINT8: 'UINT8',
-    INT16: 'INT16',
-    UINT16: 'UINT16',
-    INT32: 'INT32',
-    UINT32: 'UINT32',
-    FLOAT32: 'FLOAT32',
-    FLOAT64: 'FLOAT64',
-}
-
-
-def _cloud_view(msg: Any) -> tuple[np.ndarray, np.dtype]:
-    """(height×width structured view of the message's points in its own byte order, that dtype)."""
-    h, w, ps, rs = int(msg.height), int(msg.width), int(msg.point_step), int(msg.row_step)
-    dt = dtype_from_fields(msg.fields, ps, bool(msg.is_bigendian))
-    buf = as_uint8(msg.data)
-    if rs < w * ps:
-        raise ValueError(f'PointCloud2.row_step={rs} < width*point_step={w * ps}')
-    if buf.size != h * rs:
-        raise ValueError(f'PointCloud2 len(data)={buf.size} != height*row_step={h * rs}')
-    rows = (
-        np.ascontiguousarray(buf.reshape(h, rs)[:, : w * ps])
-        if h * w
-        else np.zeros((h, 0), np.uint8)
-    )
-    return rows.view(dt).reshape(h, w), dt
-
-
-def _check_names(dt: np.dtype, field_names: Sequence[str] | None) -> list[str]:
-    names = list(dt.names) if field_names is None else list(field_names)
-    missing = [n for n in names if n not in dt.names]
-    if missing:
-        raise ValueError(f'PointCloud2 has no field(s) {missing}; fields are {list(dt.names)}')
-    return names
-
-
-def _finite_xyz(points: np.ndarray) -> np.ndarray:
-    """Bool mask (points' shape): x, y and z all finite (NaN and ±inf are invalid; integer fields
-    are finite)."""
-    keep = np.ones(points.shape, bool)
-    for n in ('x', 'y', 'z'):
-        if points.dtype.names and n in points.dtype.names:
-            v = np.asarray(points[n])
-            if v.dtype.kind == 'f':
-                fin = np.isfinite(v)
-                keep &= fin if fin.ndim == keep.ndim else fin.reshape(*keep.shape, -1).all(axis=-1)
-    return keep
 
 
 def cloud_dtype(
@@ -295,6 +124,24 @@ def _pointfield_cls(msg_cls: type | None) -> type:
     return rclpy_cls('sensor_msgs/msg/PointField')
 
 
+def _cloud_msg(cls: type, header: Any, pts: np.ndarray, data: Any, is_dense: bool) -> Any:
+    """A PointCloud2 of class ``cls`` for the H×W structured array ``pts`` whose bytes are ``data``
+    (little-endian, point_step = itemsize, row_step = width × point_step)."""
+    h, w = pts.shape
+    return build(
+        cls,
+        header=convert_header(header, cls),
+        height=h,
+        width=w,
+        fields=fields_from_dtype(pts.dtype, cls),
+        is_bigendian=False,
+        point_step=pts.dtype.itemsize,
+        row_step=w * pts.dtype.itemsize,
+        data=data,
+        is_dense=bool(is_dense),
+    )
+
+
 def create_cloud_from_array(
     header: Any, points: np.ndarray, is_dense: bool | None = None, msg_cls: type | None = None
 ) -> Any:
@@ -319,7 +166,6 @@ def create_cloud_from_array(
         )
     if pts.ndim == 1:
         pts = pts.reshape(1, -1)
-    h, w = pts.shape
     le = pts.dtype.newbyteorder('<') if pts.dtype.byteorder == '>' else pts.dtype
     pts = np.ascontiguousarray(pts, dtype=le)
     n_bad = int(pts.size - np.count_nonzero(_finite_xyz(pts)))
@@ -331,18 +177,7 @@ def create_cloud_from_array(
             '(NaN or inf); pass is_dense=None to compute it'
         )
     cls = msg_cls or rclpy_cls('sensor_msgs/msg/PointCloud2')
-    return build(
-        cls,
-        header=convert_header(header, cls),
-        height=h,
-        width=w,
-        fields=fields_from_dtype(pts.dtype, cls),
-        is_bigendian=False,
-        point_step=pts.dtype.itemsize,
-        row_step=w * pts.dtype.itemsize,
-        data=uint8_field(pts.view(np.uint8), cls),
-        is_dense=bool(is_dense),
-    )
+    return _cloud_msg(cls, header, pts, uint8_field(pts.view(np.uint8), cls), is_dense)
 
 
 def pack_cloud(
@@ -466,19 +301,7 @@ def create_cloud(
     pts, dense = pack_cloud(
         xyz, rgb, labels, confidence, organized, stride, label_dtype, alloc=alloc
     )
-    h, w = pts.shape
-    return build(
-        cls,
-        header=convert_header(header, cls),
-        height=h,
-        width=w,
-        fields=fields_from_dtype(pts.dtype, cls),
-        is_bigendian=False,
-        point_step=pts.dtype.itemsize,
-        row_step=w * pts.dtype.itemsize,
-        data=field[0],
-        is_dense=bool(dense),
-    )
+    return _cloud_msg(cls, header, pts, field[0], dense)
 
 
 def create_cloud_from_depth(
