@@ -33,11 +33,9 @@ import os
 import re
 import shutil
 import sys
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
-
-import yaml
 
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES, DatasetWriter
 from depth3dseg_ros.bags.frames import (
@@ -54,160 +52,13 @@ from depth3dseg_ros.bags.label_policy import (  # noqa: F401
     _refuse,
     refused_reason,
 )
-from depth3dseg_ros.bags.pairing import DEFAULT_TOLERANCE_NS
-from depth3dseg_ros.bags.reader import (
-    DEFAULT_TYPESTORE,
-    BagReader,
-    detect_format,
-    resolve_typestore,
-)
-from depth3dseg_ros.bags.topic_check import MissingTopics, check_topics, parse_allow_missing
+from depth3dseg_ros.bags.extract_config import PRESETS, ExtractConfig, load_extract_config
+from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, BagReader, detect_format
+from depth3dseg_ros.bags.topic_check import MissingTopics, check_topics
 from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.dataset_format import complete_index_bytes
 
 LOG = logging.getLogger('depth3dseg-extract')
-
-#: Topic names of common camera drivers (role -> topic). 'depth3dseg' is the package's synthetic
-#: bags.
-PRESETS: Dict[str, Dict[str, Optional[str]]] = {
-    'depth3dseg': {
-        'rgb': '/camera/color/image_raw',
-        'depth': '/camera/depth/image_raw',
-        'camera_info': '/camera/color/camera_info',
-        'labels': '/camera/semantic/labels',
-    },
-    'realsense': {
-        'rgb': '/camera/color/image_raw',
-        'depth': '/camera/aligned_depth_to_color/image_raw',
-        'camera_info': '/camera/color/camera_info',
-        'labels': None,
-    },
-    'azure_kinect': {
-        'rgb': '/rgb/image_raw',
-        'depth': '/depth_to_rgb/image_raw',
-        'camera_info': '/rgb/camera_info',
-        'labels': None,
-    },
-    'zed': {
-        'rgb': '/zed/zed_node/rgb/image_rect_color',
-        'depth': '/zed/zed_node/depth/depth_registered',
-        'camera_info': '/zed/zed_node/rgb/camera_info',
-        'labels': None,
-    },
-}
-
-
-@dataclass
-class ExtractConfig:
-    """Extraction settings (CLI flags override the YAML file, which overrides these defaults).
-
-    Attributes:
-        rgb_topic, depth_topic, camera_info_topic, labels_topic: topics; None/'' disables a role.
-        tolerance_ms: max |stamp difference| for pairing (ms). typestore: rosbags distro for bags
-        without definitions (C28). every: keep every N-th RGB frame. max_frames: total frame limit.
-        png_level: PNG compression 0..9: 0 (default) = stored PNGs (bags.png_stored: fastest, as
-            large as the pixels), 1..9 = zlib via cv2 (1 with strategy rle: ~1/3 of the size, ~8x
-            slower extraction; docs/extraction.md). classes: ClassSet YAML path (None = NYU13).
-        depth_scale: metres per unit of integer depth (None = mm). use_rectified: K from P.
-        workers: PNG encoding/writing threads (default min(4, CPUs)). png_strategy: zlib strategy.
-        out_of_range_labels: what to do with label ids outside the class set (>= len(classes), e.g.
-            255 = ignore; C43): 'void' (default) maps those pixels to the void id and counts them;
-            'refuse' skips the whole frame, counted in the per-topic table as
-            ``label ids outside 0..C-1 (refused)``.
-        allow_missing: roles (``'depth'``, ``'labels'``) a bag may lack although a topic is
-            configured for them; any other requested role a bag lacks is an error before anything
-            is written (:class:`bags.topic_check.MissingTopics`, issue 15). YAML list or
-            ``'depth,labels'``. ``None`` (the library default, kept for callers such as
-            ``depth3dseg-eval --bag``) skips the check: missing roles are only reported
-            (``missing_roles``). The ``depth3dseg-extract`` CLI always checks (``[]`` unless
-            ``--allow-missing`` or the YAML key says otherwise).
-    """
-
-    rgb_topic: Optional[str] = PRESETS['depth3dseg']['rgb']
-    depth_topic: Optional[str] = PRESETS['depth3dseg']['depth']
-    camera_info_topic: Optional[str] = PRESETS['depth3dseg']['camera_info']
-    labels_topic: Optional[str] = PRESETS['depth3dseg']['labels']
-    tolerance_ms: float = DEFAULT_TOLERANCE_NS / 1e6
-    typestore: str = DEFAULT_TYPESTORE
-    every: int = 1
-    max_frames: Optional[int] = None
-    png_level: int = 0
-    png_strategy: str = 'rle'
-    classes: Optional[str] = None
-    depth_scale: Optional[float] = None
-    use_rectified: bool = False
-    workers: int = min(4, os.cpu_count() or 1)
-    out_of_range_labels: str = 'void'
-    allow_missing: Optional[List[str]] = None
-
-    def topics(self) -> Dict[str, Optional[str]]:
-        """role -> topic (None when disabled)."""
-        return {r: (getattr(self, f'{r}_topic') or None) for r in ROLES}
-
-    def validate(self) -> None:
-        """Raises ValueError naming the field and the value."""
-        if not self.rgb_topic:
-            raise ValueError('rgb_topic is empty: an RGB topic is required')
-        if not (self.tolerance_ms >= 0):
-            raise ValueError(f'tolerance_ms={self.tolerance_ms} must be >= 0')
-        if int(self.every) < 1:
-            raise ValueError(f'every={self.every} must be >= 1')
-        if self.max_frames is not None and int(self.max_frames) < 0:
-            raise ValueError(f'max_frames={self.max_frames} must be >= 0')
-        if not 0 <= int(self.png_level) <= 9:
-            raise ValueError(f'png_level={self.png_level} must be in 0..9')
-        if self.png_strategy not in PNG_STRATEGIES:
-            raise ValueError(
-                f'png_strategy={self.png_strategy!r} is not one of {sorted(PNG_STRATEGIES)}'
-            )
-        if int(self.workers) < 1:
-            raise ValueError(f'workers={self.workers} must be >= 1')
-        if self.out_of_range_labels not in LABEL_POLICIES:
-            raise ValueError(
-                f'out_of_range_labels={self.out_of_range_labels!r} is not one of '
-                f'{list(LABEL_POLICIES)}'
-            )
-        resolve_typestore(self.typestore)
-        if self.allow_missing is not None:
-            self.allow_missing = parse_allow_missing(self.allow_missing)
-
-
-def load_extract_config(
-    path: Optional[str], preset: Optional[str] = None, overrides: Optional[Dict[str, Any]] = None
-) -> ExtractConfig:
-    """Defaults <- preset <- YAML file <- overrides (None values in ``overrides`` are ignored).
-
-    Raises:
-        ValueError: unknown preset, unknown YAML key, or invalid value.
-    """
-    cfg = ExtractConfig()
-    names = {f.name for f in fields(ExtractConfig)}
-    if preset:
-        if preset not in PRESETS:
-            raise ValueError(f'preset={preset!r} is not one of {sorted(PRESETS)}')
-        for role, topic in PRESETS[preset].items():
-            setattr(cfg, f'{role}_topic', topic)
-    if path:
-        data = yaml.safe_load(Path(path).read_text(encoding='utf-8')) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f'{path}: expected a mapping of extract settings')
-        if 'preset' in data:
-            return load_extract_config(
-                None,
-                data.pop('preset'),
-                {**data, **{k: v for k, v in (overrides or {}).items() if v is not None}},
-            )
-        for key, value in data.items():
-            if key not in names:
-                raise ValueError(f'{path}: unknown key {key!r} (known: {sorted(names)})')
-            setattr(cfg, key, value)
-    for key, value in (overrides or {}).items():
-        if value is not None:
-            if key not in names:
-                raise ValueError(f'unknown setting {key!r}')
-            setattr(cfg, key, value)
-    cfg.validate()
-    return cfg
 
 
 def bag_names(paths: Sequence[Path]) -> List[str]:
