@@ -81,8 +81,11 @@ def test_rviz_config_shows_overlay_depth_and_labelled_cloud():
     vm = cfg['Visualization Manager']
     displays = {d['Name']: d for d in vm['Displays']}
     assert displays['Overlay']['Class'] == 'rviz_default_plugins/Image'
-    assert displays['Overlay']['Topic']['Value'].endswith('/overlay')
-    assert displays['Depth']['Topic']['Value'].endswith('/depth')
+    # image_transport layout (issue 14): <output>/image, its camera_info beside it
+    assert displays['Overlay']['Topic']['Value'] == '/depth3dseg/overlay/image'
+    assert displays['Depth']['Topic']['Value'] == '/depth3dseg/depth/image'
+    assert displays['Mask']['Class'] == 'rviz_default_plugins/Image'
+    assert displays['Mask']['Topic']['Value'] == '/depth3dseg/mask/image'
     cloud = displays['Labelled cloud']
     assert cloud['Class'] == 'rviz_default_plugins/PointCloud2'
     assert cloud['Topic']['Value'].endswith('/points')

@@ -48,10 +48,19 @@ OUT = (
     'labels/camera_info',
     'overlay',
     'overlay/camera_info',
+    'mask',
+    'mask/camera_info',
     'depth',
     'depth/camera_info',
     'points',
 )
+IMAGE_KEYS = ('labels', 'overlay', 'mask', 'depth')
+
+
+def out_topic(name: str, key: str) -> str:
+    """The topic of harness key ``key`` of node ``name``: image outputs are ``<key>/image``
+    (image_transport layout, issue 14), the rest ``<key>`` (``labels/camera_info``, ``points``)."""
+    return f'/{name}/{key}/image' if key in IMAGE_KEYS else f'/{name}/{key}'
 
 
 class Harness:
@@ -72,7 +81,7 @@ class Harness:
         types = {'points': PointCloud2}
         for k in OUT:
             cls = types.get(k, CameraInfo if k.endswith('camera_info') else Image)
-            self.node.create_subscription(cls, f'/{name}/{k}', self._rec(k), RELIABLE)
+            self.node.create_subscription(cls, out_topic(name, k), self._rec(k), RELIABLE)
         self.node.create_subscription(
             PointCloud2, f'/{name}/points', self._rec('points_be'), BEST_EFFORT
         )
@@ -195,8 +204,10 @@ def test_outputs_encodings_sizes_and_headers(node_a):
     proc, h, stamps = node_a
     for t in stamps:
         lab, ov, dep = h.got['labels'][t], h.got['overlay'][t], h.got['depth'][t]
+        mask = h.got['mask'][t]
         assert (lab.encoding, ov.encoding, dep.encoding) == ('mono8', 'rgb8', '32FC1')
-        for m in (lab, ov, dep, h.got['points'][t]) + tuple(
+        assert mask.encoding == 'rgb8'
+        for m in (lab, ov, mask, dep, h.got['points'][t]) + tuple(
             h.got[k][t] for k in OUT if 'camera_info' in k
         ):
             assert stamp_ns(m) == t and m.header.frame_id == 'cam_optical'
@@ -204,6 +215,9 @@ def test_outputs_encodings_sizes_and_headers(node_a):
                 assert (m.width, m.height) == (NW, NH)
         labels = imgmsg_to_cv2(lab)
         assert labels.max() < len(NYU13) and labels.min() >= 1  # void channel excluded
+        # ~/mask/image: each pixel exactly its label's class colour, no blending
+        palette = np.asarray(NYU13.colors, np.uint8)
+        assert np.array_equal(imgmsg_to_cv2(mask), palette[labels])
         depth = imgmsg_to_cv2(dep)
         assert depth.dtype == np.float32 and np.isfinite(depth).any()
     assert json.loads(h.classes[0].data) == NYU13.to_dict()
@@ -214,7 +228,12 @@ def test_camera_info_scaled_to_network_size(node_a):
     proc, h, stamps = node_a
     sx, sy = NW / W, NH / H
     expect = np.array([[70 * sx, 0, 39.5 * sx], [0, 72 * sy, 29.5 * sy], [0, 0, 1]])
-    for key in ('labels/camera_info', 'overlay/camera_info', 'depth/camera_info'):
+    for key in (
+        'labels/camera_info',
+        'overlay/camera_info',
+        'mask/camera_info',
+        'depth/camera_info',
+    ):
         ci = h.got[key][stamps[-1]]
         assert np.allclose(np.reshape(ci.k, (3, 3)), expect, atol=1e-9), key
         assert np.allclose(np.reshape(ci.p, (3, 4))[:, :3], expect, atol=1e-9)
@@ -418,7 +437,7 @@ def test_c25_full_hd_frame_gives_41mb_organized_cloud_over_dds(ros, model_file, 
 def test_use_sim_time_and_compressed_input(ros, model_file, tmp_path):
     """use_sim_time: the node's clock follows /clock (diagnostics stamp, frame age from sim time);
     use_compressed: a png CompressedImage on <image>/compressed is decoded like the raw image;
-    max_depth: depth beyond it is no data in ~/depth and ~/points."""
+    max_depth: depth beyond it is no data in ~/depth/image and ~/points."""
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import CompressedImage
     from depth3dseg_ros.ros.compressed import encode_compressed
@@ -497,8 +516,8 @@ def test_use_sim_time_and_compressed_input(ros, model_file, tmp_path):
 
 @pytest.mark.timeout(240)
 def test_more_than_256_classes_give_16uc1_labels_and_uint16_cloud_labels(ros, tmp_path):
-    """300 classes: ids above 255 cannot be mono8 (uint8 would wrap 300 to 44), so ~/labels is
-    16UC1 and the cloud's label field UINT16; ~/classes lists all 300."""
+    """300 classes: ids above 255 cannot be mono8 (uint8 would wrap 300 to 44), so
+    ~/labels/image is 16UC1 and the cloud's label field UINT16; ~/classes lists all 300."""
     model = make_tiny_model(tmp_path / 'c300.pt', num_classes=300)
     proc, h = _start(tmp_path, model, 'd3s_e')
     try:

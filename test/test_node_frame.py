@@ -78,7 +78,7 @@ def test_degenerate_intrinsics_named_and_frame_keeps_labels(row, col, value, wor
     plan = plan_input(intr(bad), (W, H))
     assert plan.K is None and plan.camera is None and not plan.cloud and plan.maps is None
     assert [p.key for p in plan.problems] == ['intrinsics'] and words in plan.problems[0].text
-    assert 'publishing labels (2D head), overlay and depth' in plan.problems[0].text
+    assert 'publishing labels (2D head), overlay, mask and depth' in plan.problems[0].text
 
 
 def test_plausible_intrinsics_pass_and_limits_are_inclusive():

@@ -26,7 +26,7 @@ from test_node import NH, NW, RELIABLE, H, Harness, K_CAM, W
 from test_ros_compressed_size import jpeg, with_jpeg_size
 
 NAME = 'd3s_in'
-IMAGES = ('labels', 'overlay', 'depth')
+IMAGES = ('labels', 'overlay', 'mask', 'depth')
 
 
 @pytest.fixture(scope='module')

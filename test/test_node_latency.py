@@ -77,7 +77,7 @@ def test_c26_bounded_frame_age_and_counted_drops_under_slow_model(tmp_path):
         ] = []  # (stamp, frames published when it arrived, age ms)
         node.create_subscription(
             Image,
-            '/d3s_slow/labels',
+            '/d3s_slow/labels/image',
             lambda m: outputs.append(
                 (stamp_ns(m), len(published), (time.time_ns() - stamp_ns(m)) / 1e6)
             ),
@@ -101,7 +101,7 @@ def test_c26_bounded_frame_age_and_counted_drops_under_slow_model(tmp_path):
             lambda: (
                 pub_img.get_subscription_count()
                 and pub_info.get_subscription_count()
-                and node.count_publishers('/d3s_slow/labels')
+                and node.count_publishers('/d3s_slow/labels/image')
             ),
             30,
             proc,

@@ -1,7 +1,7 @@
 """Measured depth in the node (issue 12, RGB-D cameras): with ``use_measured_depth`` a depth image
 registered to the colour image, paired by stamp, builds the cloud where it is valid; the prediction
-fills its holes and ``~/depth`` stays the prediction. Pure rules (node/frame.registered_depth,
-ros/sync.StampBuffer) and one node across processes."""
+fills its holes and ``~/depth/image`` stays the prediction. Pure rules
+(node/frame.registered_depth, ros/sync.StampBuffer) and one node across processes."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_node_builds_the_cloud_from_the_measured_depth(ros, tmp_path):
         net = resize_depth(measured, (NW, NH))
         right = np.isfinite(net)
         assert np.allclose(z[right], 2.5, atol=1e-5)  # measured where valid
-        pred = imgmsg_to_cv2(h.got['depth'][t])  # ~/depth: the prediction
+        pred = imgmsg_to_cv2(h.got['depth'][t])  # ~/depth/image: the prediction
         assert not np.allclose(pred[right], 2.5)
         left = ~right & np.isfinite(pred)
         assert np.allclose(z[left], pred[left], rtol=1e-5)  # the prediction fills the hole

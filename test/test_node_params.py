@@ -119,6 +119,23 @@ def test_c44_changes_are_applied_from_the_next_frame(node_p):
     assert proc.alive() and 'Traceback' not in proc.log()
 
 
+@pytest.mark.timeout(300)
+def test_c44_publish_mask_switches_the_mask_and_its_camera_info_at_run_time(node_p):
+    """publish_mask false: the next frame has its labels but no ~/mask/image and no
+    ~/mask/camera_info; true again: both come back (issue 14)."""
+    proc, h, client, stamps = node_p
+    r = _set(proc, h, client, 'publish_mask', False)
+    assert r.successful, r.reason
+    t = _frame(proc, h, stamps, ('labels', 'depth/camera_info'))
+    h.wait(proc, lambda: False, 1.0)
+    assert t not in h.got['mask'] and t not in h.got['mask/camera_info']
+    assert 'publish_mask: True -> False' in proc.log()
+    r = _set(proc, h, client, 'publish_mask', True)
+    assert r.successful, r.reason
+    t = _frame(proc, h, stamps, ('labels', 'mask', 'mask/camera_info'))
+    assert h.got['mask'][t].encoding == 'rgb8'
+
+
 @pytest.mark.parametrize(
     'name,value,words',
     [

@@ -58,7 +58,7 @@ def test_raw_image_over_the_limit_is_refused_and_counted_then_the_limit_changes(
     assert node.stats.skipped == 0 and node.stats.processed == 0
     assert node.set_parameters([Parameter('max_image_pixels', value=80 * 60)])[0].successful
     got = run(node, camera_info_msg(K, 80, 60, 0))
-    assert {'labels', 'overlay', 'depth', 'points', 'depth/camera_info'} <= set(got)
+    assert {'labels', 'overlay', 'mask', 'depth', 'points', 'depth/camera_info'} <= set(got)
     assert node.stats.refused == 1 and node.stats.summary()['refused'] == 1
 
 

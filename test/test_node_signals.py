@@ -172,14 +172,14 @@ def test_c40_signal_during_model_loading_ends_quietly(tmp_path, tiny_model):
 
 
 class Streamer:
-    """Publishes image + CameraInfo at 20 Hz to a node and counts its ~/labels outputs."""
+    """Publishes image + CameraInfo at 20 Hz to a node and counts its ~/labels/image outputs."""
 
     def __init__(self, name: str) -> None:
         self.node = rclpy.create_node(f'{name}_harness')
         self.pub_img = self.node.create_publisher(Image, f'/{name}/in/image', RELIABLE)
         self.pub_info = self.node.create_publisher(CameraInfo, f'/{name}/in/camera_info', RELIABLE)
         self.outputs = 0
-        self.node.create_subscription(Image, f'/{name}/labels', self._count, RELIABLE)
+        self.node.create_subscription(Image, f'/{name}/labels/image', self._count, RELIABLE)
         self.next_t = 0.0
 
     def _count(self, _msg) -> None:

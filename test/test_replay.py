@@ -316,7 +316,7 @@ def test_readme_commands_node_first_then_replay_outputs_arrive(tmp_path, real_ba
     got = []
     h.create_subscription(
         Image,
-        '/depth3dseg/labels',
+        '/depth3dseg/labels/image',
         got.append,
         QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE),
     )

@@ -97,9 +97,9 @@ class Recorder:
             durability=DurabilityPolicy.TRANSIENT_LOCAL,
         )
         node.create_subscription(Image, IMAGE_TOPIC, self._on_input, rel)
-        node.create_subscription(Image, f'/{NODE}/overlay', self._on_overlay, rel)
-        node.create_subscription(Image, f'/{NODE}/depth', self._on_depth, rel)
-        node.create_subscription(Image, f'/{NODE}/labels', self._on_labels, rel)
+        node.create_subscription(Image, f'/{NODE}/overlay/image', self._on_overlay, rel)
+        node.create_subscription(Image, f'/{NODE}/depth/image', self._on_depth, rel)
+        node.create_subscription(Image, f'/{NODE}/labels/image', self._on_labels, rel)
         node.create_subscription(Image, GT_DEPTH_TOPIC, lambda m: self._on_gt('depth', m), rel)
         node.create_subscription(Image, GT_LABELS_TOPIC, lambda m: self._on_gt('labels', m), rel)
         node.create_subscription(PointCloud2, f'/{NODE}/points', self._on_points, rel)

@@ -16,9 +16,9 @@ and publishes. One pass down and one up, K scaled once per output size:
    the published depth with the published K, core.geometry M2);
 5. node: ros converters (make_camera_info, create_cloud, cv2_to_imgmsg) and publish.
 
-What needs no geometry (labels from the 2D head, overlay, depth) is always published; a problem
-only drops what needs K (camera_info where K is untrustworthy, the cloud, the 3D branch) and is
-returned as a :class:`Problem` for the node to log (throttled, repeated while it lasts).
+What needs no geometry (labels from the 2D head, overlay, mask, depth) is always published; a
+problem only drops what needs K (camera_info where K is untrustworthy, the cloud, the 3D branch)
+and is returned as a :class:`Problem` for the node to log (throttled, repeated while it lasts).
 """
 
 from __future__ import annotations
@@ -298,7 +298,7 @@ def plan_input(
             problems=[
                 Problem(
                     'intrinsics',
-                    f'{why}: publishing labels (2D head), overlay and depth '
+                    f'{why}: publishing labels (2D head), overlay, mask and depth '
                     'without camera_info, no cloud',
                 )
             ]
@@ -312,8 +312,8 @@ def plan_input(
                     (
                         f'image is {w}x{h} but its CameraInfo describes '
                         f'{intr.width}x{intr.height} (after binning and '
-                        'ROI): K not rescaled; publishing labels (2D head), overlay and depth '
-                        'without camera_info, no cloud'
+                        'ROI): K not rescaled; publishing labels (2D head), overlay, mask and '
+                        'depth without camera_info, no cloud'
                     ),
                 )
             ]
@@ -348,7 +348,8 @@ def plan_input(
                 'distortion',
                 (
                     f'{refuse}: the pinhole K does not describe this image; publishing labels (2D '
-                    'head), overlay and depth, no cloud (distortion: rectify undistorts the input)'
+                    'head), overlay, mask and depth, no cloud (distortion: rectify undistorts the '
+                    'input)'
                 ),
             )
         ],

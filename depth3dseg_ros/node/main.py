@@ -29,12 +29,14 @@ PROG = 'depth3dseg_node'
 USAGE = """usage: depth3dseg_node [-h]
                        [--ros-args [--params-file FILE] [-p NAME:=VALUE] [-r FROM:=TO] ...]
 
-Semantic segmentation and depth of an RGB camera stream: a label image, a colour overlay, a depth
-image and a labelled PointCloud2 per frame (model: core.inference.Segmenter).
+Semantic segmentation and depth of an RGB camera stream: a label image, a colour overlay, a
+class-colour mask, a depth image and a labelled PointCloud2 per frame (model:
+core.inference.Segmenter).
 
 topics in:   image (sensor_msgs/Image; <image>/compressed with use_compressed:=true)
              camera_info (sensor_msgs/CameraInfo, paired by stamp; without it no ~/points)
-topics out:  ~/labels, ~/overlay, ~/depth (sensor_msgs/Image, each with ~/<name>/camera_info),
+topics out:  ~/labels/image, ~/overlay/image, ~/mask/image, ~/depth/image (sensor_msgs/Image,
+             each with its camera_info beside it: ~/labels/camera_info, ...),
              ~/points (sensor_msgs/PointCloud2), ~/classes (std_msgs/String JSON, latched),
              /diagnostics (diagnostic_msgs/DiagnosticArray); ~ is the node name (depth3dseg)
 

@@ -1,5 +1,5 @@
-"""``depth3dseg_node``: RGB (+ CameraInfo) -> label image, overlay, depth and a labelled
-PointCloud2.
+"""``depth3dseg_node``: RGB (+ CameraInfo) -> label image, overlay, class-colour mask, depth and
+a labelled PointCloud2.
 
 Topics (relative names, remap them; outputs under the node's private namespace ``~``):
 
@@ -7,13 +7,20 @@ Topics (relative names, remap them; outputs under the node's private namespace `
   ``use_compressed``)
 - ``camera_info``: sensor_msgs/CameraInfo, paired by stamp (ros.sync.StampSync)
 - ``depth`` (with ``use_measured_depth``): a depth image registered to ``image`` (issue 12)
-- ``~/labels`` + ``~/labels/camera_info``: mono8 class ids (16UC1 beyond 256 classes)
-- ``~/overlay`` + ``~/overlay/camera_info``: rgb8, ``overlay_alpha`` label colours over the image
-- ``~/depth`` + ``~/depth/camera_info``: 32FC1 metres, NaN = no data (16UC1 mm, 0 = no data, by
-  parameter)
+- ``~/labels/image`` + ``~/labels/camera_info``: mono8 class ids (16UC1 beyond 256 classes)
+- ``~/overlay/image`` + ``~/overlay/camera_info``: rgb8, ``overlay_alpha`` label colours over the
+  image
+- ``~/mask/image`` + ``~/mask/camera_info``: rgb8, each pixel its label's class colour (no
+  blending)
+- ``~/depth/image`` + ``~/depth/camera_info``: 32FC1 metres, NaN = no data (16UC1 mm, 0 = no data,
+  by parameter)
 - ``~/points``: organized PointCloud2 x, y, z, rgb, label [, confidence] (M9)
 - ``~/classes``: std_msgs/String, JSON ClassSet.to_dict(), transient-local, once
 - ``/diagnostics``: diagnostic_msgs/DiagnosticArray: rate, stage timings, drops
+
+Each image's camera_info sits beside it, ``<namespace of the image>/camera_info``, where
+image_transport, image_pipeline (depth_image_proc, image_proc) and RViz's Camera display look for
+it (issue 14; ``OUTPUT_TOPICS``).
 
 Every output carries the input image's header (stamp and frame_id); each image's camera_info
 describes that image's size (K scaled once, C18). Per frame (METHOD M7-M9): decode (ros.image /
@@ -51,7 +58,7 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from std_msgs.msg import String
 
 from depth3dseg_ros.core.depth import meters_to_16uc1
-from depth3dseg_ros.core.imageops import overlay
+from depth3dseg_ros.core.imageops import colorize_labels, overlay
 from depth3dseg_ros.node.diagnostics import (
     AgeFilteredStats,
     CameraSlot,
@@ -94,7 +101,28 @@ from depth3dseg_ros.ros.pointcloud2 import create_cloud
 from depth3dseg_ros.ros.sync import LATEST, NONE, Pair, StampBuffer, StampSync, header_stamp_ns
 
 SHIPPED_MODEL = ('models', 'depth3dseg_nyu13.pt')
-OUTPUTS = ('labels', 'overlay', 'depth', 'points')
+IMAGE_OUTPUTS = ('labels', 'overlay', 'mask', 'depth')
+OUTPUTS = IMAGE_OUTPUTS + ('points',)
+
+
+def image_topic(name: str) -> str:
+    """The private topic of image output ``name``: ``~/<name>/image``."""
+    return f'~/{name}/image'
+
+
+def info_topic(name: str) -> str:
+    """The camera_info beside image output ``name``: ``~/<name>/camera_info`` (image_transport's
+    rule: the image topic's namespace + ``/camera_info``)."""
+    return f'~/{name}/camera_info'
+
+
+#: every output topic (relative to the node) -> message type name
+OUTPUT_TOPICS = {
+    **{image_topic(n): 'sensor_msgs/msg/Image' for n in IMAGE_OUTPUTS},
+    **{info_topic(n): 'sensor_msgs/msg/CameraInfo' for n in IMAGE_OUTPUTS},
+    '~/points': 'sensor_msgs/msg/PointCloud2',
+    '~/classes': 'std_msgs/msg/String',
+}
 
 
 def resolve_model_file(model_file: str) -> str:
@@ -274,18 +302,16 @@ class Depth3DSegNode(Node):
         """Create the publishers of the outputs ``p`` switches on that do not exist yet. An output
         switched off later keeps its publisher (the topic stays advertised) and publishes
         nothing."""
-        on = dict(
-            zip(OUTPUTS, (p.publish_labels, p.publish_overlay, p.publish_depth, p.publish_points))
-        )
+        on = {name: getattr(p, f'publish_{name}') for name in OUTPUTS}
         for name in OUTPUTS:
             if not on[name] or name in self.pubs:
                 continue
             if name == 'points':
                 self.pubs['points'] = self.create_publisher(PointCloud2, '~/points', self._out_qos)
             else:
-                self.pubs[name] = self.create_publisher(Image, f'~/{name}', self._out_qos)
+                self.pubs[name] = self.create_publisher(Image, image_topic(name), self._out_qos)
                 self.pubs[name + '/camera_info'] = self.create_publisher(
-                    CameraInfo, f'~/{name}/camera_info', self._out_qos
+                    CameraInfo, info_topic(name), self._out_qos
                 )
 
     # -- run-time parameters (docs/cases.md C44) -----------------------------------------------
@@ -381,8 +407,8 @@ class Depth3DSegNode(Node):
                 )
             elif pair.how == NONE and self.p.publish_points:
                 self.get_logger().warning(
-                    'no CameraInfo received on camera_info: publishing labels, '
-                    'overlay and depth but no cloud',
+                    'no CameraInfo received on camera_info: publishing the images '
+                    '(labels, overlay, mask, depth) without camera_info and no cloud',
                     throttle_duration_sec=10.0,
                 )
             if self.slot.put(pair):
@@ -472,8 +498,8 @@ class Depth3DSegNode(Node):
         except ValueError as err:
             self._error_throttled(
                 'camera_info',
-                f'ignoring CameraInfo: {err}: publishing labels (2D head), '
-                'overlay and depth without camera_info, no cloud',
+                f'ignoring CameraInfo: {err}: publishing labels (2D head), overlay, '
+                'mask and depth without camera_info, no cloud',
             )
             return None
 
@@ -565,6 +591,10 @@ class Depth3DSegNode(Node):
                     overlay(rgb, labels, self.palette, p.overlay_alpha), 'rgb8', header
                 ),
             ),
+            'mask': (
+                p.publish_mask,
+                lambda: cv2_to_imgmsg(colorize_labels(labels, self.palette), 'rgb8', header),
+            ),
             'depth': (
                 p.publish_depth,
                 lambda: (
@@ -589,7 +619,7 @@ class Depth3DSegNode(Node):
         except RCLError as err:  # C25: never crash on a failed publish
             self.stats.publish_errors += 1
             self.get_logger().error(
-                f'publish on ~/{name} failed: {err}', throttle_duration_sec=5.0
+                f'publish on {self.pubs[name].topic_name} failed: {err}', throttle_duration_sec=5.0
             )
 
     # -- health -------------------------------------------------------------------------------

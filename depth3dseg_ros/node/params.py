@@ -82,25 +82,33 @@ SPECS: tuple[ParamSpec, ...] = (
         'or their fused probabilities (METHOD M7)',
         ('2d', '3d', 'fused'),
     ),
-    ParamSpec('publish_labels', True, 'publish ~/labels (+ camera_info)'),
-    ParamSpec('publish_overlay', True, 'publish ~/overlay (+ camera_info)'),
-    ParamSpec('publish_depth', True, 'publish ~/depth (+ camera_info)'),
+    ParamSpec('publish_labels', True, 'publish ~/labels/image (+ ~/labels/camera_info)'),
+    ParamSpec('publish_overlay', True, 'publish ~/overlay/image (+ ~/overlay/camera_info)'),
+    ParamSpec('publish_depth', True, 'publish ~/depth/image (+ ~/depth/camera_info)'),
+    ParamSpec(
+        'publish_mask',
+        True,
+        'publish ~/mask/image, rgb8 class colours, no blending (+ ~/mask/camera_info)',
+    ),
     ParamSpec('publish_points', True, 'publish ~/points (needs CameraInfo)'),
     ParamSpec(
         'overlay_alpha',
         0.5,
-        'label colour weight in ~/overlay (0 = image only, 1 = labels only)',
+        'label colour weight in ~/overlay/image (0 = image only, 1 = labels only)',
         min=0.0,
         max=1.0,
     ),
     ParamSpec(
         'depth_encoding',
         '32FC1',
-        '~/depth encoding: 32FC1 metres (NaN = no data) or 16UC1 mm (0 = no data)',
+        '~/depth/image encoding: 32FC1 metres (NaN = no data) or 16UC1 mm (0 = no data)',
         ('32FC1', '16UC1'),
     ),
     ParamSpec(
-        'max_depth', 10.0, 'depth beyond this (m) is no data in ~/depth and ~/points', min=1e-6
+        'max_depth',
+        10.0,
+        'depth beyond this (m) is no data in ~/depth/image and ~/points',
+        min=1e-6,
     ),
     ParamSpec('cloud_stride', 1, 'keep every n-th row and column in ~/points (C25)', min=1),
     ParamSpec(
@@ -160,8 +168,8 @@ SPECS: tuple[ParamSpec, ...] = (
         False,
         'RGB-D cameras: subscribe a depth image registered to the colour '
         'image on depth (16UC1 mm or 32FC1 m, paired by stamp within sync_slop); the cloud and '
-        'the 3D branch use it where valid, the prediction fills its holes; ~/depth stays the '
-        'prediction',
+        'the 3D branch use it where valid, the prediction fills its holes; ~/depth/image stays '
+        'the prediction',
         dynamic=False,
     ),
     ParamSpec(
@@ -210,6 +218,7 @@ class NodeParams:
     publish_labels: bool
     publish_overlay: bool
     publish_depth: bool
+    publish_mask: bool
     publish_points: bool
     overlay_alpha: float
     depth_encoding: str
