@@ -21,24 +21,7 @@ import numpy as np
 from depth3dseg_ros.core.classes import NYU13
 
 #: NYUv2 13-class ids used by the generator, looked up by name in :data:`core.classes.NYU13`.
-CLS = {
-    name: NYU13.names.index(name)
-    for name in (
-        'bed',
-        'books',
-        'ceiling',
-        'chair',
-        'floor',
-        'furniture',
-        'objects',
-        'picture',
-        'sofa',
-        'table',
-        'tv',
-        'wall',
-        'window',
-    )
-}
+CLS = {name: NYU13.names.index(name) for name in NYU13.names if name != 'void'}
 
 RGBA = Tuple[float, float, float, float]
 #: clearance (m) between furniture footprints and the camera's free zone
