@@ -170,7 +170,10 @@ def _main(argv: list[str] | None, segmenter_factory: Callable[..., Any] | None, 
         print(f'{PROG}: error: bad ROS arguments: {str(err).split(", at ")[0]}', file=sys.stderr)
         return 2
     stop.ros_started = True
-    node = executor = spinner = None
+    node = spinner = None
+    # built before a signal can raise StopRequested: an exception inside rclpy's constructors would
+    # leave a half-made guard condition whose __del__ prints 'Exception ignored' at exit (C40)
+    executor = SingleThreadedExecutor()
     try:
         stop.set_phase(STARTING)  # a signal now raises StopRequested (model loading, warm-up)
         try:
@@ -178,7 +181,6 @@ def _main(argv: list[str] | None, segmenter_factory: Callable[..., Any] | None, 
         except Exception as err:  # noqa: BLE001 - start-up failure: one clear line, no traceback
             print(f'{PROG}: start-up failed: {err}', file=sys.stderr)
             return 2
-        executor = SingleThreadedExecutor()
         executor.add_node(node)
         spinner = threading.Thread(
             target=_spin, args=(executor, node, stop), name='depth3dseg-executor', daemon=True

@@ -53,7 +53,6 @@ from rclpy._rclpy_pybind11 import RCLError
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from std_msgs.msg import String
 
@@ -83,7 +82,6 @@ from depth3dseg_ros.node.params import (
     validate,
 )
 from depth3dseg_ros.node.worker import Worker, summary_line
-from depth3dseg_ros.paths import share_file
 from depth3dseg_ros.ros.camera_info import (
     Intrinsics,
     camera_info_for_output,
@@ -100,77 +98,15 @@ from depth3dseg_ros.ros.image import (
 from depth3dseg_ros.ros.pointcloud2 import create_cloud
 from depth3dseg_ros.ros.sync import LATEST, NONE, Pair, StampBuffer, StampSync, header_stamp_ns
 
-SHIPPED_MODEL = ('models', 'depth3dseg_nyu13.pt')
-IMAGE_OUTPUTS = ('labels', 'overlay', 'mask', 'depth')
-OUTPUTS = IMAGE_OUTPUTS + ('points',)
-
-
-def image_topic(name: str) -> str:
-    """The private topic of image output ``name``: ``~/<name>/image``."""
-    return f'~/{name}/image'
-
-
-def info_topic(name: str) -> str:
-    """The camera_info beside image output ``name``: ``~/<name>/camera_info`` (image_transport's
-    rule: the image topic's namespace + ``/camera_info``)."""
-    return f'~/{name}/camera_info'
-
-
-#: every output topic (relative to the node) -> message type name
-OUTPUT_TOPICS = {
-    **{image_topic(n): 'sensor_msgs/msg/Image' for n in IMAGE_OUTPUTS},
-    **{info_topic(n): 'sensor_msgs/msg/CameraInfo' for n in IMAGE_OUTPUTS},
-    '~/points': 'sensor_msgs/msg/PointCloud2',
-    '~/classes': 'std_msgs/msg/String',
-}
-
-
-def resolve_model_file(model_file: str) -> str:
-    """``model_file`` or, when empty, the shipped model from the share dir.
-
-    Raises:
-        FileNotFoundError: naming the parameter and the path(s) looked at.
-    """
-    import os
-
-    if model_file:
-        if not os.path.isfile(model_file):
-            raise FileNotFoundError(f'parameter model_file={model_file!r}: no such file')
-        return model_file
-    try:
-        return str(share_file(*SHIPPED_MODEL))
-    except FileNotFoundError as err:
-        raise FileNotFoundError(f"parameter model_file='' (the shipped model): {err}") from None
-
-
-def make_qos(reliability: str, depth: int, transient_local: bool = False) -> QoSProfile:
-    """KEEP_LAST ``depth`` QoS with ``reliability`` in {'reliable', 'best_effort'} (C24)."""
-    return QoSProfile(
-        history=HistoryPolicy.KEEP_LAST,
-        depth=int(depth),
-        reliability=(
-            ReliabilityPolicy.RELIABLE
-            if reliability == 'reliable'
-            else ReliabilityPolicy.BEST_EFFORT
-        ),
-        durability=(
-            DurabilityPolicy.TRANSIENT_LOCAL if transient_local else DurabilityPolicy.VOLATILE
-        ),
-    )
-
-
-def default_segmenter(p: NodeParams, model_file: str) -> Any:
-    """The real ``core.inference.Segmenter`` for these parameters."""
-    from depth3dseg_ros.core.inference import Segmenter
-
-    return Segmenter(
-        model_file,
-        device=p.device,
-        half=p.half,
-        input_size=p.input_size,
-        num_threads=p.torch_threads or None,
-        backend=p.backend,
-    )
+from depth3dseg_ros.node.wiring import (  # noqa: F401 - OUTPUT_TOPICS re-exported (node API)
+    OUTPUT_TOPICS,
+    OUTPUTS,
+    default_segmenter,
+    image_topic,
+    info_topic,
+    make_qos,
+    resolve_model_file,
+)
 
 
 class Depth3DSegNode(Node):
