@@ -397,16 +397,15 @@ class Depth3DSegNode(Node):
     ) -> np.ndarray | None:
         """The frame's registered depth (node/frame.registered_depth), or None with a throttled
         log."""
-        dmsg = (
-            self._depths.nearest(header_stamp_ns(msg), p.sync_slop) if plan.K is not None else None
-        )
+        if plan.K is None:  # no geometry this frame: no cloud to build from measured depth
+            return None
+        dmsg = self._depths.nearest(header_stamp_ns(msg), p.sync_slop)
         if dmsg is None:
-            if plan.K is not None:
-                self.get_logger().warning(
-                    f'no depth image within sync_slop={p.sync_slop} s of the colour '
-                    'image: cloud from the predicted depth',
-                    throttle_duration_sec=10.0,
-                )
+            self.get_logger().warning(
+                f'no depth image within sync_slop={p.sync_slop} s of the colour '
+                'image: cloud from the predicted depth',
+                throttle_duration_sec=10.0,
+            )
             return None
         try:
             raw = imgmsg_to_cv2(dmsg)
