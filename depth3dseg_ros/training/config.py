@@ -36,6 +36,7 @@ from depth3dseg_ros.core.model import check_arch
 from depth3dseg_ros.core.modelfile import ModelFileError
 from depth3dseg_ros.core.train_step import LossConfig
 from depth3dseg_ros.training.camera_aug import resolve_camera
+from depth3dseg_ros.training.texture_rand import resolve_texture
 
 DEFAULTS: dict[str, Any] = {
     'data': {
@@ -56,6 +57,9 @@ DEFAULTS: dict[str, Any] = {
         # camera-true augmentation (training.camera_aug): null = off, a preset name ('real_camera':
         # all ops on) or {preset?: NAME, OP: {p: ..., ...}} (ops: camera_aug.OP_DEFAULTS)
         'camera': None,
+        # label-guided texture/colour randomisation (training.texture_rand): null = off,
+        # 'domain_rand' (the preset) or {preset?: NAME, p: ..., p_segment: ..., ...}
+        'texture': None,
     },
     'model': {
         'arch': {},
@@ -278,6 +282,7 @@ def validate(cfg: dict) -> dict:
     for key in ('brightness', 'contrast', 'saturation'):
         _num(cfg, f'augment.{key}', 0.0, 1.0)
     resolve_camera(a.get('camera'))  # raises ValueError naming augment.camera.<op>.<field>
+    resolve_texture(a.get('texture'))  # raises ValueError naming augment.texture.<field>
     sc = a['scale']
     if (
         not isinstance(sc, (list, tuple))

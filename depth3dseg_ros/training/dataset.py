@@ -36,6 +36,7 @@ from depth3dseg_ros.core.geometry import crop_intrinsics, resize_intrinsics
 from depth3dseg_ros.core.imageops import resize_depth, resize_labels
 from depth3dseg_ros.dataset_format import read_index, read_manifest
 from depth3dseg_ros.training.camera_aug import augment_depth, augment_rgb, resolve_camera
+from depth3dseg_ros.training.texture_rand import randomize_texture, resolve_texture
 
 
 def load_classes(spec: str | ClassSet) -> ClassSet:
@@ -231,6 +232,8 @@ class FrameDataset(Dataset):
         self.augment = augment if (augment and augment.get('enabled', True)) else None
         #: camera-true photometric/depth-sensor ops (training.camera_aug; None = off)
         self.camera = resolve_camera(self.augment.get('camera')) if self.augment else None
+        #: label-guided texture/colour randomisation (training.texture_rand; None = off)
+        self.texture = resolve_texture(self.augment.get('texture')) if self.augment else None
         self.seed = int(seed)
         self.epoch = 0
 
@@ -299,9 +302,10 @@ class FrameDataset(Dataset):
             rgb, depth, labels, K = geometric_transform(
                 rgb, depth, labels, K, p.scaled_wh, (p.x0, p.y0), (w, h), p.flip
             )
-            if (
-                self.camera is not None
-            ):  # drawn after the geometric params: those stay as without it
+            # drawn after the geometric params: those stay as without these ops
+            if self.texture is not None:  # the scene's appearance first, then the camera
+                rgb = randomize_texture(rgb, labels, rng, self.texture)
+            if self.camera is not None:
                 rgb = augment_rgb(rgb, rng, self.camera)
                 depth = augment_depth(depth, rng, self.camera)
             x = color_jitter(rgb, p.brightness, p.contrast, p.saturation)
