@@ -1,5 +1,5 @@
-"""sensor_msgs/CompressedImage: jpeg/png (8- and 16-bit) and ``compressedDepth`` decoding and
-encoding.
+"""sensor_msgs/CompressedImage: jpeg/png (8- and 16-bit) and ``compressedDepth`` decoding (the
+encoders live in ros/compressed_out.py and are re-exported here).
 
 Format strings have no fixed grammar (image_transport_plugins #63, docs/cases.md C07): ``"jpeg"``,
 ``"png"``, ``"rgb8; jpeg compressed bgr8"``, ``"16UC1; compressedDepth"``, ``"32FC1;
@@ -20,7 +20,6 @@ decoding, and ``decode_compressed(msg, max_pixels=N)`` refuses a larger image wi
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import cv2
@@ -31,17 +30,18 @@ from depth3dseg_ros.ros.image import (
     ENCODINGS,
     EmptyImageError,
     array_to_rgb,
-    check_array_encoding,
     convert_layout,
-    has_channel_order,
     is_encoding,
 )
-from depth3dseg_ros.ros.msgutil import as_uint8, build, convert_header, rclpy_cls, uint8_field
+from depth3dseg_ros.ros.compressed_out import (  # noqa: F401 - encoders re-exported (API)
+    CONFIG_HEADER as _HEADER,
+    INV_DEPTH,
+    PNG_SIGNATURE,
+    encode_compressed,
+    encode_compressed_depth,
+)
+from depth3dseg_ros.ros.msgutil import as_uint8
 
-PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
-#: compressed_depth_image_transport's compressionFormat enum value written in the header for PNG.
-INV_DEPTH = 0
-_HEADER = struct.Struct('<iff')
 #: suggested pixel limit (8192×8192 = 67,108,864), the node's ``max_image_pixels`` default
 DEFAULT_MAX_PIXELS = 8192 * 8192
 # JPEG start-of-frame markers (ITU T.81 B.1.1.3): C0..CF except DHT (C4), JPG (C8) and DAC (CC)
@@ -318,97 +318,3 @@ def compressed_to_rgb(msg: Any, max_pixels: int | None = None) -> np.ndarray:
     images over ``max_pixels`` refused before decoding (ImageTooLargeError)."""
     arr, enc = decode_compressed(msg, max_pixels)
     return array_to_rgb(arr, enc)
-
-
-def encode_compressed_depth(
-    depth: np.ndarray,
-    encoding: str = '16UC1',
-    header: Any = None,
-    msg_cls: type | None = None,
-    depth_max: float = 10.0,
-    depth_quantization: float = 100.0,
-    fmt_suffix: str = ' png',
-) -> Any:
-    """Build a compressedDepth CompressedImage (compressed_depth_image_transport's PNG layout).
-
-    Args:
-        depth: uint16 H×W millimetres for ``16UC1``; float H×W metres for ``32FC1``.
-        encoding: '16UC1' or '32FC1'.
-        depth_max, depth_quantization: 32FC1 quantisation: A = q(q+1), B = 1 - A/depth_max,
-            v = rint(A/d + B) for 0 < d < depth_max, else 0 (no data).
-        fmt_suffix: text after 'compressedDepth' (' png' as current writers, '' as old bags).
-    Raises:
-        ValueError: wrong dtype for the encoding, unsupported encoding, or PNG encoding failure.
-    """
-    d = np.asarray(depth)
-    qa = qb = 0.0
-    if encoding == '16UC1':
-        check_array_encoding(d, '16UC1')
-        png_in = d
-    elif encoding == '32FC1':
-        if d.ndim != 2 or d.dtype.kind != 'f':
-            raise ValueError(
-                f'depth shape={d.shape} dtype={d.dtype} must be H×W float metres for 32FC1'
-            )
-        qa = float(np.float32(depth_quantization * (depth_quantization + 1.0)))
-        qb = float(np.float32(1.0 - qa / depth_max))
-        ok = valid_depth(d) & (d < depth_max)
-        png_in = np.zeros(d.shape, np.uint16)
-        with np.errstate(divide='ignore'):
-            png_in[ok] = np.clip(np.rint(qa / d[ok].astype(np.float64) + qb), 1, 65535).astype(
-                np.uint16
-            )
-    else:
-        raise ValueError(f'encoding={encoding!r}: compressedDepth supports 16UC1 and 32FC1')
-    ok, png = cv2.imencode('.png', np.ascontiguousarray(png_in))
-    if not ok:
-        raise ValueError(f'PNG encoding failed for depth shape={d.shape}')
-    payload = np.concatenate(
-        [np.frombuffer(_HEADER.pack(INV_DEPTH, qa, qb), np.uint8), png.reshape(-1)]
-    )
-    return _build(payload, f'{encoding}; compressedDepth{fmt_suffix}', header, msg_cls)
-
-
-def encode_compressed(
-    arr: np.ndarray,
-    encoding: str = 'rgb8',
-    codec: str = 'png',
-    header: Any = None,
-    msg_cls: type | None = None,
-    jpeg_quality: int = 95,
-) -> Any:
-    """Build a jpeg/png CompressedImage from an array with layout ``encoding``.
-
-    Colour is stored BGR in the file (OpenCV); the format string is
-    ``"<encoding>; <codec> compressed <bgr8|mono8|...>"`` so :func:`decode_compressed` restores the
-    order. 16-bit mono (16UC1/mono16) needs png.
-
-    Raises:
-        ValueError: codec not png/jpeg, array not fitting the encoding, 16-bit with jpeg, failure.
-    """
-    if codec not in ('png', 'jpeg'):
-        raise ValueError(f'codec={codec!r} must be png or jpeg')
-    if not has_channel_order(encoding):
-        raise ValueError(
-            f'encoding={encoding!r} cannot be stored as {codec} (colour/mono 8/16-bit only)'
-        )
-    check_array_encoding(arr, encoding)
-    a = np.asarray(arr)
-    target = {'rgb8': 'bgr8', 'rgba8': 'bgra8', 'rgb16': 'bgr16', 'rgba16': 'bgra16'}.get(
-        encoding, encoding
-    )
-    if a.dtype == np.uint16 and codec == 'jpeg':
-        raise ValueError(f'encoding={encoding!r} is 16-bit: jpeg cannot hold it, use png')
-    img = np.ascontiguousarray(convert_layout(a, encoding, target))
-    params = [cv2.IMWRITE_JPEG_QUALITY, int(jpeg_quality)] if codec == 'jpeg' else []
-    ok, data = cv2.imencode('.jpg' if codec == 'jpeg' else '.png', img, params)
-    if not ok:
-        raise ValueError(f'{codec} encoding failed for shape={a.shape} dtype={a.dtype}')
-    return _build(data.reshape(-1), f'{encoding}; {codec} compressed {target}', header, msg_cls)
-
-
-def _build(payload: np.ndarray, fmt: str, header: Any, msg_cls: type | None) -> Any:
-    cls = msg_cls or rclpy_cls('sensor_msgs/msg/CompressedImage')
-    return build(
-        cls, header=convert_header(header, cls), format=fmt, data=uint8_field(payload, cls)
-    )
