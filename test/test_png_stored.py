@@ -28,6 +28,12 @@ def _images():
         'labels 3x5': np.arange(15, dtype=np.uint8).reshape(3, 5),
         'rgb 1x1': np.array([[[1, 2, 3]]], np.uint8),
         'mono16 1x2': np.array([[1000, 2000]], np.uint16),
+        # stored blocks hold whole rows (34 rgb rows of 640): a last block that is full, one row
+        # per block (width 10000 rgb), and a row longer than a block (zlib splits it)
+        'rgb 68x640 (2 full blocks)': rng.integers(0, 256, (68, 640, 3), dtype=np.uint8),
+        'depth 51x640 (2 full blocks)': rng.integers(0, 65536, (51, 640), dtype=np.uint16),
+        'rgb 3x10000 (1 row a block)': rng.integers(0, 256, (3, 10000, 3), dtype=np.uint8),
+        'rgb 2x30000 (row > block)': rng.integers(0, 256, (2, 30000, 3), dtype=np.uint8),
     }
 
 
@@ -51,6 +57,17 @@ def test_stored_png_decodes_exactly_with_cv2_and_pil(name, tmp_path):
     idat = zlib.decompress(data[8 + 25 + 8 : -12 - 4])
     assert len(idat) == raw and idat[:: raw // h] == bytes(h)  # filter type 0 on every row
     assert raw + 57 + 2 + 4 < len(data) <= raw + 57 + 2 + 4 + 5 * (raw // 1024 + 1)
+
+
+def test_stored_png_same_bytes_with_zlib_and_zlib_ng(monkeypatch):
+    """The checksums come from zlib-ng when installed, else the stdlib's zlib: same file bytes."""
+    from depth3dseg_ros.bags import png_stored
+
+    pytest.importorskip('zlib_ng')
+    imgs = _images()
+    fast = {k: encode_png_stored(v) for k, v in imgs.items()}
+    monkeypatch.setattr(png_stored, '_checksums', zlib)
+    assert {k: encode_png_stored(v) for k, v in imgs.items()} == fast
 
 
 def test_stored_png_refuses_other_images():
