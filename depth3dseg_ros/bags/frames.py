@@ -175,14 +175,28 @@ class BagFrames:
     def scan(self) -> None:
         """Pass 1: header stamps of every selected message; CameraInfo decoded to Intrinsics."""
         roles = {t: r for r, t in self.role_topic.items()}
+        # A driver publishes the same CameraInfo again and again: only its stamp changes. Decoded
+        # once per distinct content (the bytes without the stamp), ~0.2 ms saved per message.
+        info_cache: Dict[bytes, Any] = {}
         for topic, msgtype, _t, raw in self.reader.messages(roles):
             role = roles[topic]
             self.stats[topic].read += 1
             try:
                 if role == 'camera_info':
-                    msg = self.reader.deserialize(raw, msgtype)
-                    self.infos.append(intrinsics_from_camera_info(msg, self.use_rectified))
-                    stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+                    key = (
+                        bytes(raw[12:])
+                        if self.reader.is_ros1
+                        else bytes(raw[:4]) + bytes(raw[12:])
+                    )
+                    info = info_cache.get(key)
+                    if info is None:
+                        msg = self.reader.deserialize(raw, msgtype)
+                        info = intrinsics_from_camera_info(msg, self.use_rectified)
+                        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+                        info_cache[key] = info
+                    else:  # same bytes as a decoded one but the stamp (header first: C28 types)
+                        stamp = self.reader.stamp_ns(raw, msgtype)
+                    self.infos.append(info)
                 else:
                     stamp = self.reader.stamp_ns(raw, msgtype)
             except ValueError:

@@ -1,0 +1,40 @@
+"""Extraction speed work (issue 15) keeps the output: CameraInfo decoded once per distinct content,
+frames still get their own K."""
+
+import numpy as np
+import pytest
+
+from bagutil import make_frames, write_bag
+from depth3dseg_ros.bags import frames as frames_mod
+from depth3dseg_ros.bags.extract import ExtractConfig, extract
+from depth3dseg_ros.dataset_format import read_index
+
+
+@pytest.mark.parametrize('storage', ['sqlite3', 'ros1'])
+def test_camera_info_decoded_once_per_content_each_frame_keeps_its_K(
+    tmp_path, real_dir, storage, monkeypatch
+):
+    """CameraInfo messages cycle over the K of the sources (NYU, TUM) and repeat: each index
+    line has its own CameraInfo's K and the stamps still pair (messages whose bytes differ
+    only in the stamp share one decoded Intrinsics)."""
+    frames = make_frames(real_dir, 7)
+    assert len({tuple(f.K.ravel()) for f in frames}) >= 2
+    bag = write_bag(tmp_path / ('b.bag' if storage == 'ros1' else 'b'), frames, storage=storage)
+    out = tmp_path / 'ds'
+    decoded = []
+    real = frames_mod.intrinsics_from_camera_info
+    monkeypatch.setattr(
+        frames_mod,
+        'intrinsics_from_camera_info',
+        lambda msg, rect: decoded.append(msg) or real(msg, rect),
+    )
+    report = extract([bag], out, ExtractConfig(workers=1))
+    entries = read_index(out)
+    assert len(entries) == 7
+    for f, e in zip(frames, entries):
+        np.testing.assert_allclose(np.reshape(e['K'], (3, 3)), f.K, rtol=0, atol=1e-9)
+        assert e['stamp_ns'] == f.stamp_ns
+    assert len(decoded) == len({tuple(f.K.ravel()) for f in frames})  # once per distinct K
+    (rep,) = report.values()
+    info = [t for t in rep['topics'] if t['role'] == 'camera_info'][0]
+    assert (info['read'], info['used'], info['skipped']) == (7, 7, 0)
