@@ -29,6 +29,8 @@ __all__ = [
     'ort_available',
     'ort_providers',
     'OrtGraph',
+    'SPLIT_MODES',
+    'session_options',
 ]
 
 BACKENDS = ('auto', 'torch', 'onnxruntime')
@@ -186,38 +188,86 @@ def ort_providers(device: str = 'auto') -> List[Any]:
     return out + ['CPUExecutionProvider']
 
 
+SPLIT_MODES = ('auto', 'split', 'whole')
+
+
+def session_options(num_threads: Optional[int] = None) -> Any:
+    """ONNX Runtime SessionOptions of every depth3dseg session: ``intra_op_num_threads`` =
+    ``num_threads`` (None: usable cores minus one, core.inference.default_num_threads; 0: ONNX
+    Runtime's default), one inter-op thread, sequential execution, all graph optimisations, and no
+    idle spinning of the intra-op pool (``session.intra_op.allow_spinning`` = 0): on a 2-core
+    machine a spinning worker thread takes the core the camera driver / publisher needs (with one
+    thread there is no pool and it makes no difference). Raises ValueError for num_threads < 0."""
+    import onnxruntime as ort
+
+    from .inference import default_num_threads
+
+    if num_threads is not None and int(num_threads) < 0:
+        raise ValueError(f'num_threads={num_threads} must be >= 0 (0 = ONNX Runtime default)')
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = default_num_threads() if num_threads is None else int(num_threads)
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.add_session_config_entry('session.intra_op.allow_spinning', '0')
+    so.add_session_config_entry('session.inter_op.allow_spinning', '0')
+    return so
+
+
 class OrtGraph:
     """An ONNX Runtime session over a depth3dseg ONNX file (core.onnx_export).
 
     Args: path (.onnx); device (see ort_providers); num_threads: intra-op threads (None: usable
-    cores minus one; 0: ONNX Runtime's default). Attributes: meta (read_onnx_meta), session,
-    providers (those in use), path. ``run(rgb, K, measured_depth)`` takes numpy float32 1×3×H×W,
-    1×3×3, 1×1×H×W and returns {name: ndarray} for core.onnx_graph.OUTPUT_NAMES.
-    Raises ModelFileError (file without the metadata), ValueError (device), onnxruntime errors.
+    cores minus one; 0: ONNX Runtime's default; session_options); split: 'auto' (default: 'split'
+    when only the CPU provider runs, the file carries the 3D net's weights and ``onnx`` imports;
+    'whole' otherwise), 'split' (M1 in ONNX Runtime, M2 + M3 in torch: core.ort_split; ValueError
+    when the file has no ``pointnet_state`` or a GPU provider was chosen) or 'whole' (the whole
+    graph in ONNX Runtime).
+    Attributes: meta (read_onnx_meta), session (of the whole graph, or of the 2D+depth subgraph
+    when split), providers (those in use), path, mode ('split' | 'whole'), on_gpu.
+    ``run(rgb, K, measured_depth)`` takes numpy float32 1×3×H×W, 1×3×3, 1×1×H×W and returns {name:
+    ndarray} for core.onnx_graph.OUTPUT_NAMES (either mode); ``forward`` is the Segmenter's call.
+    Raises FileNotFoundError, ModelFileError (file without the metadata), ValueError (device,
+    split, num_threads), onnxruntime errors.
     """
 
     def __init__(
-        self, path: Union[str, Path], device: str = 'auto', num_threads: Optional[int] = None
+        self,
+        path: Union[str, Path],
+        device: str = 'auto',
+        num_threads: Optional[int] = None,
+        split: str = 'auto',
     ):
         import onnxruntime as ort
-        from .inference import default_num_threads
+
         from .onnx_export import read_onnx_meta
         from .onnx_graph import OUTPUT_NAMES
+        from .ort_split import POINTNET_KEY, net2d_onnx, split_model
 
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f'ONNX model file not found: {self.path}')
-        if num_threads is not None and int(num_threads) < 0:
-            raise ValueError(f'num_threads={num_threads} must be >= 0 (0 = ONNX Runtime default)')
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = (
-            default_num_threads() if num_threads is None else int(num_threads)
-        )
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.session = ort.InferenceSession(str(self.path), so, providers=ort_providers(device))
-        self.meta = read_onnx_meta(self.path, self.session.get_modelmeta().custom_metadata_map)
+        if split not in SPLIT_MODES:
+            raise ValueError(f'split={split!r} must be one of {SPLIT_MODES}')
+        so = session_options(num_threads)
+        providers = ort_providers(device)
+        self.meta = read_onnx_meta(self.path)
+        cpu_only = providers == ['CPUExecutionProvider']
+        has_3d = POINTNET_KEY in self.meta
+        if split == 'split' and not (cpu_only and has_3d):
+            raise ValueError(
+                f"split='split' needs the CPU provider only (got {providers}) and a file with "
+                f"'{POINTNET_KEY}' metadata (re-export {self.path.name} with depth3dseg-export)"
+            )
+        if split == 'auto':
+            split = 'split' if cpu_only and has_3d and _has_onnx() else 'whole'
+        self.mode = split
+        self._split_model = None
+        if self.mode == 'split':
+            self.session = ort.InferenceSession(net2d_onnx(self.path), so, providers=providers)
+            self._split_model = split_model(self.session, self.meta)
+        else:
+            self.session = ort.InferenceSession(str(self.path), so, providers=providers)
         self.providers = self.session.get_providers()
         self.on_gpu = self.providers[0] != 'CPUExecutionProvider'
         self._outputs = list(OUTPUT_NAMES)
@@ -225,9 +275,59 @@ class OrtGraph:
     def run(
         self, rgb: np.ndarray, K: np.ndarray, measured_depth: np.ndarray
     ) -> Dict[str, np.ndarray]:
-        """Run the session: rgb 1×3×H×W, K 1×3×3, measured_depth 1×1×H×W (float32) -> {OUTPUT_NAMES
-        name: ndarray}."""
-        res = self.session.run(
-            self._outputs, {'rgb': rgb, 'K': K, 'measured_depth': measured_depth}
+        """Run the graph: rgb 1×3×H×W, K 1×3×3, measured_depth 1×1×H×W (float32 numpy; all-NaN
+        measured depth = none) -> {OUTPUT_NAMES name: ndarray} (split mode: the same values from
+        the 2D+depth session and the torch 3D net)."""
+        if self.mode == 'whole':
+            res = self.session.run(
+                self._outputs, {'rgb': rgb, 'K': K, 'measured_depth': measured_depth}
+            )
+            return dict(zip(self._outputs, res))
+        import torch
+
+        with torch.inference_mode():
+            out = self._split_model(
+                torch.from_numpy(rgb), torch.from_numpy(K), torch.from_numpy(measured_depth)
+            )
+        return {k: out[k].numpy() for k in self._outputs}
+
+    def forward(self, x: Any, Kn: Optional[np.ndarray], measured: Optional[Any]) -> Dict[str, Any]:
+        """The Segmenter's call: x 1×3×H×W float32 CPU torch tensor (normalised), Kn 3×3 at H×W or
+        None, measured 1×1×H×W float32 torch tensor (m) or None -> the torch model's output dict
+        (CPU tensors): depth, seg2d, and with K also seg3d, xyz, valid (+ measured when given).
+        Without K only M1 runs in split mode; the whole graph runs with a nominal K and only depth
+        and seg2d are kept."""
+        import torch
+
+        if self.mode == 'split':
+            if Kn is None:
+                return self._split_model.forward_2d(x)
+            Kt = torch.as_tensor(Kn, dtype=torch.float32).unsqueeze(0)
+            return (
+                self._split_model(x, Kt)
+                if measured is None
+                else self._split_model(x, Kt, measured)
+            )
+        h, w = x.shape[-2:]
+        K = Kn if Kn is not None else np.array([[w, 0, w / 2], [0, w, h / 2], [0, 0, 1]])
+        md = (
+            np.full((1, 1, h, w), np.nan, np.float32)
+            if measured is None
+            else measured.cpu().numpy()
         )
-        return dict(zip(self._outputs, res))
+        o = self.run(x.numpy(), np.asarray(K, np.float32)[None], md)
+        keep = (
+            ('depth', 'seg2d')
+            if Kn is None
+            else ('depth', 'seg2d', 'seg3d', 'xyz', 'valid')
+            + (() if measured is None else ('measured',))
+        )
+        return {k: torch.from_numpy(o[k]) for k in keep}
+
+
+def _has_onnx() -> bool:
+    try:
+        import onnx  # noqa: F401  (the split cuts the 2D+depth subgraph with onnx.utils)
+    except ImportError:
+        return False
+    return True

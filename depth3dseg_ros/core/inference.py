@@ -134,6 +134,10 @@ class Segmenter:
             (core.backends.ort_providers: TensorRT and CUDA when installed and device is not 'cpu',
             CPU otherwise) and ``num_threads`` its intra-op threads (same default; the torch
             threads of the postprocess are set likewise).
+        ort_split: ONNX Runtime only: 'auto' (default: on the CPU provider the 2D+depth net runs
+            in ONNX Runtime and back-projection + 3D net in torch, core.ort_split, where each is
+            faster; the whole graph on a GPU provider or for a file without the 3D weights),
+            'split' or 'whole' (core.backends.OrtGraph). ``seg.ort.mode`` says which ran.
     Attributes: classes (ClassSet), input_size (W, H), device (torch.device; 'cpu' for ONNX
     Runtime, whose outputs come back as host arrays), meta (dict), backend ('torch' |
     'onnxruntime'), model_path (the file loaded), model (the Depth3DSeg in eval mode, BatchNorm
@@ -151,11 +155,12 @@ class Segmenter:
         input_size: Optional[Tuple[int, int]] = None,
         num_threads: Optional[int] = None,
         backend: str = 'auto',
+        ort_split: str = 'auto',
     ):
         choice = choose_backend(model_file, backend, half, input_size)
         self.model_path = choice.path
         if choice.kind == 'onnxruntime':
-            self._setup_ort(choice.path, device, input_size, num_threads)
+            self._setup_ort(choice.path, device, input_size, num_threads, ort_split)
         else:
             model, meta = load_model(model_file, map_location='cpu')
             self._setup(model, meta, device, half, input_size, num_threads)
@@ -238,15 +243,16 @@ class Segmenter:
         device: str,
         input_size: Optional[Tuple[int, int]],
         num_threads: Optional[int],
+        ort_split: str = 'auto',
     ) -> None:
-        """ONNX Runtime backend: session (core.backends.OrtGraph), metadata from the file, NCHW
-        input buffer shared with the session's input, an all-NaN measured-depth input for frames
-        without one."""
+        """ONNX Runtime backend: session(s) (core.backends.OrtGraph: whole graph, or M1 in ONNX
+        Runtime and M2 + M3 in torch, core.ort_split), metadata from the file, NCHW input buffer
+        shared with the session's input."""
         if num_threads is not None and int(num_threads) < 0:
             raise ValueError(
                 f'num_threads={num_threads} must be >= 0 (0 = keep the current setting)'
             )
-        self.ort = OrtGraph(path, device=str(device), num_threads=num_threads)
+        self.ort = OrtGraph(path, device=str(device), num_threads=num_threads, split=ort_split)
         self.backend, self.model, self.half, self.dtype = 'onnxruntime', None, False, torch.float32
         self.device = torch.device('cpu')  # postprocess (core.fusion) on the host arrays
         if num_threads != 0:
@@ -263,25 +269,6 @@ class Segmenter:
             )
         self._setup_meta(meta, input_size)
         self._setup_buffers(torch.contiguous_format)
-        w, h = self.input_size
-        self._no_depth = np.full((1, 1, h, w), np.nan, np.float32)
-
-    def _forward_ort(
-        self, x: torch.Tensor, Kn: Optional[np.ndarray], measured: Optional[torch.Tensor]
-    ) -> Dict[str, torch.Tensor]:
-        """One ONNX Runtime run -> the torch model's output dict (host tensors). Without K the
-        whole graph runs with a nominal K and only depth and seg2d are kept."""
-        w, h = self.input_size
-        K = Kn if Kn is not None else np.array([[w, 0, w / 2], [0, w, h / 2], [0, 0, 1]])
-        md = self._no_depth if measured is None else measured.cpu().numpy()
-        o = self.ort.run(x.numpy(), np.asarray(K, np.float32)[None], md)
-        keep = (
-            ('depth', 'seg2d')
-            if Kn is None
-            else ('depth', 'seg2d', 'seg3d', 'xyz', 'valid')
-            + (() if measured is None else ('measured',))
-        )
-        return {k: torch.from_numpy(o[k]) for k in keep}
 
     def _sync(self) -> None:
         if self.device.type == 'cuda':
@@ -368,7 +355,7 @@ class Segmenter:
         t1 = time.perf_counter()
         with torch.inference_mode():
             if self.ort is not None:
-                out = self._forward_ort(x, Kn, measured)
+                out = self.ort.forward(x, Kn, measured)
             elif Kn is None:
                 out = self.model.forward_2d(x)
             else:

@@ -14,8 +14,9 @@ The model-file metadata travels as ONNX ``metadata_props`` (string values; lists
 JSON), so the file is self-describing: ``format`` ('depth3dseg-onnx'), ``version``, ``classes``,
 ``input_size``, ``mean``, ``std``, ``max_depth``, ``arch`` (REQUIRED_KEYS), plus ``dynamic_size``,
 ``opset``, ``source_file``, ``source_sha256`` (of the .pt: a stale export beside a retrained .pt is
-noticed), ``created``, ``exporter``. `read_onnx_meta` refuses a file without them, naming the
-missing key.
+noticed), ``created``, ``exporter``, ``pointnet_state`` (the 3D net's weights as base64 .npz, for
+the split CPU execution of core.ort_split). `read_onnx_meta` refuses a file without the required
+ones, naming the missing key.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import torch
 from .model import fold_batchnorm
 from .modelfile import ModelFileError, _validate_meta, load_model
 from .onnx_graph import INPUT_NAMES, OUTPUT_NAMES, InferenceGraph
+from .ort_split import POINTNET_KEY, encode_state
 
 __all__ = [
     'export_onnx',
@@ -180,6 +182,8 @@ def export_onnx(
             'created': _dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'),
             'exporter': f'torch {torch.__version__} (TorchScript exporter), onnx '
             f'{onnx.__version__}',
+            # the 3D net's weights, for the split CPU execution (core.ort_split)
+            POINTNET_KEY: encode_state(graph.pointnet),
         }
         del proto.metadata_props[:]
         for k, v in props.items():
