@@ -3,9 +3,21 @@ config."""
 
 import ast
 import importlib.util
+import sys
+import types
 from pathlib import Path
 
+import pytest
 import yaml
+
+from depth3dseg_ros.node.rviz_config import (
+    launch_flag,
+    main as rviz_main,
+    namespaced_rviz_config,
+    node_overrides,
+    normalize_namespace,
+    write_namespaced_rviz,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH = REPO / 'launch' / 'depth3dseg.launch.py'
@@ -41,14 +53,22 @@ def test_launch_file_declares_arguments_and_uses_real_launch_api():
     )
     declared = {c.args[0].value for c in _calls(tree, 'DeclareLaunchArgument')}
     assert {'model_file', 'namespace', 'params_file', 'image', 'camera_info'} <= declared
-    used = {c.args[0].value for c in _calls(tree, 'LaunchConfiguration')}
+    assert {'rviz', 'rviz_config', 'cloud_rgb'} <= declared
+    used = {
+        c.args[0].value
+        for name in ('LaunchConfiguration', 'arg')  # arg(name): LaunchConfiguration(name).perform
+        for c in _calls(tree, name)
+        if isinstance(c.args[0], ast.Constant)
+    }
     assert used <= declared, used - declared
+    assert {'rviz', 'rviz_config', 'cloud_rgb'} <= used
 
 
 def test_launch_node_action_targets_console_script_with_params_and_remaps():
     tree = ast.parse(LAUNCH.read_text())
-    (node,) = _calls(tree, 'Node')
-    assert _kw(node, 'executable').value == 'depth3dseg_node'
+    nodes = {_kw(n, 'executable').value: n for n in _calls(tree, 'Node')}
+    assert sorted(nodes) == ['depth3dseg_node', 'rviz2']
+    node = nodes['depth3dseg_node']
     assert ast.unparse(_kw(node, 'package')) == 'PACKAGE'
     assert "LaunchConfiguration('namespace')" in ast.unparse(_kw(node, 'namespace'))
     params = _kw(node, 'parameters')
@@ -88,9 +108,13 @@ def test_rviz_config_shows_overlay_depth_and_labelled_cloud():
     assert displays['Mask']['Topic']['Value'] == '/depth3dseg/mask/image'
     cloud = displays['Labelled cloud']
     assert cloud['Class'] == 'rviz_default_plugins/PointCloud2'
-    assert cloud['Topic']['Value'].endswith('/points')
-    assert cloud['Channel Name'] == 'label' and cloud['Color Transformer'] == 'Intensity'
-    assert displays['RGB cloud']['Color Transformer'] == 'RGB8'
+    assert cloud['Topic']['Value'] == '/depth3dseg/points'
+    # class colours (issue 14): RGB8 on the rgb field, which holds them with cloud_rgb: class
+    assert cloud['Channel Name'] == 'rgb' and cloud['Color Transformer'] == 'RGB8'
+    assert cloud['Enabled'] is True and cloud['Value'] is True
+    ids = displays['Label ids']
+    assert ids['Channel Name'] == 'label' and ids['Color Transformer'] == 'Intensity'
+    assert ids['Topic']['Value'] == '/depth3dseg/points' and ids['Enabled'] is False
     # RViz and our publishers agree on QoS (C24): reliable display, reliable publisher
     for d in displays.values():
         if 'Topic' in d:
@@ -106,3 +130,143 @@ def test_rviz_fixed_frame_is_the_sample_bags_optical_frame(real_bag):
         topic, msgtype, _, raw = next(bag.messages(['/camera/color/image_raw']))
         frame = bag.deserialize(raw, msgtype).header.frame_id
     assert cfg['Visualization Manager']['Global Options']['Fixed Frame'] == frame
+
+
+# -- issue 14: RViz topics follow the launch namespace; cloud_rgb with rviz -------------------
+RVIZ = REPO / 'config' / 'depth3dseg.rviz'
+
+
+def _topics(text):
+    vm = yaml.safe_load(text)['Visualization Manager']
+    return [d['Topic']['Value'] for d in vm['Displays'] if 'Topic' in d]
+
+
+@pytest.mark.parametrize(
+    'ns,prefix',
+    [
+        ('front', '/front'),
+        ('/front/', '/front'),
+        ('robot1/cam_left', '/robot1/cam_left'),
+        ('', ''),
+    ],
+)
+def test_namespaced_rviz_config_renames_every_topic_and_nothing_else(ns, prefix):
+    text = RVIZ.read_text()
+    out = namespaced_rviz_config(text, ns)
+    before, after = _topics(text), _topics(out)
+    assert len(before) == 5 and all(t.startswith('/depth3dseg/') for t in before)
+    assert after == [prefix + t for t in before]
+    changed = [(a, b) for a, b in zip(text.splitlines(), out.splitlines()) if a != b]
+    assert len(out.splitlines()) == len(text.splitlines())
+    assert len(changed) == (0 if not prefix else 5)
+    assert all(a.strip().startswith('Value: /depth3dseg/') for a, _ in changed)
+
+
+def test_bad_namespace_and_launch_arguments_are_named():
+    assert normalize_namespace('/') == '' and normalize_namespace('a//b') == '/a/b'
+    for bad in ('front cam', '1cam', 'a/b-c'):
+        with pytest.raises(ValueError, match=f'namespace={bad!r}'):
+            normalize_namespace(bad)
+    with pytest.raises(ValueError, match="node_name='de-pth'"):
+        namespaced_rviz_config('', 'x', node_name='de-pth')
+    assert [launch_flag(v, 'rviz') for v in ('true', 'True', '1', 'false', '', 'off')] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+    with pytest.raises(ValueError, match="launch argument rviz:='maybe' must be true or false"):
+        launch_flag('maybe', 'rviz')
+    assert node_overrides('false', '') == {}  # the params file's value stands
+    assert node_overrides('true', '') == {'cloud_rgb': 'class'}  # RViz shows class colours
+    assert node_overrides('true', 'camera') == {'cloud_rgb': 'camera'}
+    assert node_overrides('false', 'class') == {'cloud_rgb': 'class'}
+    with pytest.raises(ValueError, match="cloud_rgb:='labels' must be camera, class or ''"):
+        node_overrides('true', 'labels')
+
+
+def test_write_namespaced_rviz_and_cli(tmp_path, capsys):
+    assert write_namespaced_rviz(RVIZ, '') == str(RVIZ)  # no namespace: the file itself
+    a = write_namespaced_rviz(RVIZ, 'front', tmp_path)
+    b = write_namespaced_rviz(RVIZ, 'rear', tmp_path)
+    assert a != b and Path(a).parent == tmp_path
+    assert set(_topics(Path(a).read_text())) == {
+        '/front/depth3dseg/overlay/image',
+        '/front/depth3dseg/mask/image',
+        '/front/depth3dseg/depth/image',
+        '/front/depth3dseg/points',
+    }
+    assert rviz_main(['--namespace', 'front', '--config', str(RVIZ)]) == 0
+    assert capsys.readouterr().out == Path(a).read_text()
+    assert rviz_main(['--namespace', 'a b', '--config', str(RVIZ)]) == 2
+    assert "error: namespace='a b'" in capsys.readouterr().err
+
+
+class _Rec:
+    """A stand-in launch action/substitution: records its arguments."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+class _Config(_Rec):
+    def perform(self, context):
+        return context.launch_configurations[self.args[0]]
+
+
+def _load_launch_with_stubs(monkeypatch, share):
+    """Import the launch file with launch / launch_ros / ament_index stand-ins (not on PyPI)."""
+    stubs = {
+        'launch': {'LaunchDescription': _Rec},
+        'launch.actions': {
+            'DeclareLaunchArgument': _Rec,
+            'OpaqueFunction': _Rec,
+            'SetEnvironmentVariable': _Rec,
+        },
+        'launch.substitutions': {'EnvironmentVariable': _Rec, 'LaunchConfiguration': _Config},
+        'launch_ros': {},
+        'launch_ros.actions': {'Node': _Rec},
+        'launch_ros.parameter_descriptions': {'ParameterValue': _Rec},
+        'ament_index_python.packages': {'get_package_share_directory': lambda pkg: str(share)},
+    }
+    for name, attrs in stubs.items():
+        monkeypatch.setitem(sys.modules, name, types.SimpleNamespace(**attrs))
+    spec = importlib.util.spec_from_file_location('d3s_launch_stubbed', LAUNCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_launch_file_runs_node_and_namespaced_rviz(monkeypatch, tmp_path):
+    """The launch file's own code, run against stand-ins: rviz:=true adds rviz2 with a copy of
+    the RViz file in the launch namespace and the node gets cloud_rgb: class."""
+    share = tmp_path / 'share'
+    (share / 'config').mkdir(parents=True)
+    (share / 'config' / 'depth3dseg.rviz').write_text(RVIZ.read_text())
+    monkeypatch.setattr('tempfile.tempdir', str(tmp_path))
+    mod = _load_launch_with_stubs(monkeypatch, share)
+    ld = mod.generate_launch_description()
+    (entities,) = ld.args
+    declared = {
+        e.args[0]: e.kwargs['default_value'] for e in entities if 'default_value' in e.kwargs
+    }
+    assert declared['rviz'] == 'false' and declared['cloud_rgb'] == ''
+    assert declared['rviz_config'] == str(share / 'config' / 'depth3dseg.rviz')
+    (opaque,) = [e for e in entities if 'function' in e.kwargs]
+    base = {k: v for k, v in declared.items()}
+    ctx = types.SimpleNamespace(launch_configurations=dict(base, namespace='front'))
+    (node,) = opaque.kwargs['function'](ctx)  # rviz false: the node alone, no override
+    assert node.kwargs['executable'] == 'depth3dseg_node' and node.kwargs['parameters'][2] == {}
+    ctx.launch_configurations['rviz'] = 'true'
+    node, rviz = opaque.kwargs['function'](ctx)
+    assert node.kwargs['parameters'][2] == {'cloud_rgb': 'class'}
+    assert rviz.kwargs['executable'] == 'rviz2' and rviz.kwargs['arguments'][0] == '-d'
+    path = Path(rviz.kwargs['arguments'][1])
+    assert path.parent == tmp_path
+    assert all(t.startswith('/front/depth3dseg/') for t in _topics(path.read_text()))
+    ctx.launch_configurations.update(namespace='', cloud_rgb='camera')
+    node, rviz = opaque.kwargs['function'](ctx)
+    assert node.kwargs['parameters'][2] == {'cloud_rgb': 'camera'}
+    assert rviz.kwargs['arguments'][1] == declared['rviz_config']  # no namespace: as shipped

@@ -82,6 +82,13 @@ SPECS: tuple[ParamSpec, ...] = (
         'or their fused probabilities (METHOD M7)',
         ('2d', '3d', 'fused'),
     ),
+    ParamSpec(
+        'class_palette_file',
+        '',
+        "YAML with class colours and label groupings (core/palette.py, e.g. "
+        "config/palette_navigation.yaml) for ~/labels, ~/overlay, ~/mask, ~/points and ~/classes; "
+        "'' = the model's classes and colours",
+    ),
     ParamSpec('publish_labels', True, 'publish ~/labels/image (+ ~/labels/camera_info)'),
     ParamSpec('publish_overlay', True, 'publish ~/overlay/image (+ ~/overlay/camera_info)'),
     ParamSpec('publish_depth', True, 'publish ~/depth/image (+ ~/depth/camera_info)'),
@@ -91,6 +98,31 @@ SPECS: tuple[ParamSpec, ...] = (
         'publish ~/mask/image, rgb8 class colours, no blending (+ ~/mask/camera_info)',
     ),
     ParamSpec('publish_points', True, 'publish ~/points (needs CameraInfo)'),
+    ParamSpec(
+        'publish_labels_compressed',
+        False,
+        'publish ~/labels/image/compressed (sensor_msgs/CompressedImage, lossless PNG)',
+    ),
+    ParamSpec(
+        'publish_overlay_compressed',
+        False,
+        'publish ~/overlay/image/compressed (CompressedImage, JPEG at jpeg_quality)',
+    ),
+    ParamSpec(
+        'publish_depth_compressed',
+        False,
+        'publish ~/depth/image/compressedDepth (compressed_depth_image_transport format, PNG; '
+        '32FC1 inverse-depth quantised up to max_depth)',
+    ),
+    ParamSpec('jpeg_quality', 95, 'JPEG quality of ~/overlay/image/compressed', min=1, max=100),
+    ParamSpec(
+        'png_level',
+        3,
+        'PNG compression level (zlib) of ~/labels/image/compressed and '
+        '~/depth/image/compressedDepth',
+        min=0,
+        max=9,
+    ),
     ParamSpec(
         'overlay_alpha',
         0.5,
@@ -118,6 +150,13 @@ SPECS: tuple[ParamSpec, ...] = (
         'unorganized, invalid points dropped (C25)',
     ),
     ParamSpec('cloud_confidence', False, 'add a FLOAT32 confidence field to ~/points'),
+    ParamSpec(
+        'cloud_rgb',
+        'camera',
+        "what ~/points' rgb field holds: camera = the image colour, class = the label's class "
+        'colour (as ~/mask; RViz RGB8 then shows classes)',
+        ('camera', 'class'),
+    ),
     ParamSpec(
         'use_rectified', False, "intrinsics from CameraInfo P (rectified image) instead of K"
     ),
@@ -215,17 +254,24 @@ class NodeParams:
     input_width: int
     input_height: int
     label_source: str
+    class_palette_file: str
     publish_labels: bool
     publish_overlay: bool
     publish_depth: bool
     publish_mask: bool
     publish_points: bool
+    publish_labels_compressed: bool
+    publish_overlay_compressed: bool
+    publish_depth_compressed: bool
+    jpeg_quality: int
+    png_level: int
     overlay_alpha: float
     depth_encoding: str
     max_depth: float
     cloud_stride: int
     cloud_organized: bool
     cloud_confidence: bool
+    cloud_rgb: str
     use_rectified: bool
     distortion: str
     input_reliability: str

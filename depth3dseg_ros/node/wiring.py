@@ -29,12 +29,45 @@ def info_topic(name: str) -> str:
     return f'~/{name}/camera_info'
 
 
-#: every output topic (relative to the node) -> message type name
+def compressed_topic(name: str, transport: str) -> str:
+    """The image_transport sub-topic ``~/<name>/image/<transport>`` (``compressed`` for PNG/JPEG,
+    ``compressedDepth`` for compressed_depth_image_transport's format)."""
+    return f'{image_topic(name)}/{transport}'
+
+
+def key_topic(key: str) -> str:
+    """The topic of publisher key ``key`` (node/outputs.py): ``labels`` -> ``~/labels/image``,
+    ``labels/compressed`` -> ``~/labels/image/compressed``, ``labels/camera_info`` ->
+    ``~/labels/camera_info``, ``points`` -> ``~/points``.
+
+    Raises:
+        ValueError: an unknown key.
+    """
+    name, _, sub = key.partition('/')
+    if name in IMAGE_OUTPUTS and sub == '':
+        return image_topic(name)
+    if name in IMAGE_OUTPUTS and sub == 'camera_info':
+        return info_topic(name)
+    if name in IMAGE_OUTPUTS and sub in ('compressed', 'compressedDepth'):
+        return compressed_topic(name, sub)
+    if key in ('points', 'classes'):
+        return f'~/{key}'
+    raise ValueError(f'publisher key={key!r} names no output topic')
+
+
+#: every output topic (relative to the node) -> message type name, with the default switches
+#: (the compressed outputs, off by default, are ``COMPRESSED_TOPICS``)
 OUTPUT_TOPICS = {
     **{image_topic(n): 'sensor_msgs/msg/Image' for n in IMAGE_OUTPUTS},
     **{info_topic(n): 'sensor_msgs/msg/CameraInfo' for n in IMAGE_OUTPUTS},
     '~/points': 'sensor_msgs/msg/PointCloud2',
     '~/classes': 'std_msgs/msg/String',
+}
+#: the optional compressed outputs (issue 14; publish_<name>_compressed)
+COMPRESSED_TOPICS = {
+    compressed_topic('labels', 'compressed'): 'sensor_msgs/msg/CompressedImage',
+    compressed_topic('overlay', 'compressed'): 'sensor_msgs/msg/CompressedImage',
+    compressed_topic('depth', 'compressedDepth'): 'sensor_msgs/msg/CompressedImage',
 }
 
 
