@@ -4,7 +4,9 @@ without ROS.
 Input rules (plan_input): no CameraInfo, degenerate intrinsics, image size != CameraInfo size, lens
 distortion (rectify / refuse_cloud / ignore, maps cached per camera model). Output rules
 (frame_outputs): max_depth cut, resize to the camera size, the camera model of the outputs (K
-scaled once), the cloud from the model's points or from the published depth and K.
+scaled once), the cloud from the model's points or from the published depth and K. What a frame
+publishes (node/outputs.py, issue 14): publishers per switch, the messages per key (raw and
+compressed), the cloud's colour.
 """
 
 from __future__ import annotations
@@ -305,3 +307,97 @@ def test_rules_module_imports_no_ros_client_library():
         [sys.executable, '-c', code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == '[]'
+
+
+# -- node/outputs.py: what a frame publishes (issue 14: palette, cloud_rgb, compressed) ------
+def _params(**changes):
+    from depth3dseg_ros.node.params import validate
+
+    return validate(changes)
+
+
+def test_publisher_specs_follow_the_switches_and_name_the_topics():
+    from depth3dseg_ros.node.outputs import publisher_specs
+    from depth3dseg_ros.node.wiring import COMPRESSED_TOPICS, OUTPUT_TOPICS, key_topic
+
+    default = dict(publisher_specs(_params()))
+    assert not any('compress' in k for k in default)  # compressed outputs are off by default
+    assert {key_topic(k): t for k, t in default.items()} == {
+        t: ty for t, ty in OUTPUT_TOPICS.items() if t != '~/classes'
+    }
+    every = dict(
+        publisher_specs(
+            _params(
+                publish_labels_compressed=True,
+                publish_overlay_compressed=True,
+                publish_depth_compressed=True,
+            )
+        )
+    )
+    assert {key_topic(k): t for k, t in every.items()} == {
+        **{t: ty for t, ty in OUTPUT_TOPICS.items() if t != '~/classes'},
+        **COMPRESSED_TOPICS,
+    }
+    assert key_topic('depth/compressedDepth') == '~/depth/image/compressedDepth'
+    # the compressed form alone still advertises its camera_info, not the raw image
+    only = dict(publisher_specs(_params(publish_overlay=False, publish_overlay_compressed=True)))
+    assert 'overlay' not in only and {'overlay/compressed', 'overlay/camera_info'} <= set(only)
+    none = dict(publisher_specs(_params(publish_mask=False, publish_points=False)))
+    assert not any(k.startswith('mask') for k in none) and 'points' not in none
+    with pytest.raises(ValueError, match="publisher key='mask/compressed' names no output topic"):
+        key_topic('mask/compressed')
+
+
+def test_image_messages_keys_order_palette_and_have_filter():
+    from depth3dseg_ros.core.classes import NYU13
+    from depth3dseg_ros.core.palette import load_palette
+    from depth3dseg_ros.node.outputs import image_messages, publisher_specs
+    from depth3dseg_ros.ros.compressed import decode_compressed, decode_compressed_depth
+    from depth3dseg_ros.ros.image import imgmsg_to_cv2
+
+    pal = load_palette('', NYU13)
+    labels = (np.arange(12, dtype=np.uint8).reshape(3, 4) % 13) + 1
+    depth = np.linspace(0.5, 12.0, 12, dtype=np.float32).reshape(3, 4)
+    depth[0, 0] = np.nan
+    rgb = np.full((3, 4, 3), 100, np.uint8)
+    info = object()
+    p = _params(
+        publish_labels_compressed=True,
+        publish_depth_compressed=True,
+        overlay_alpha=1.0,
+        depth_encoding='16UC1',
+    )
+    have = dict(publisher_specs(p))
+    got = image_messages(p, None, labels, depth, rgb, info, pal, have)
+    keys = [k for k, _ in got]
+    assert keys == [
+        'labels',
+        'labels/compressed',
+        'labels/camera_info',
+        'overlay',
+        'overlay/camera_info',
+        'mask',
+        'mask/camera_info',
+        'depth',
+        'depth/compressedDepth',
+        'depth/camera_info',
+    ]
+    m = dict(got)
+    assert all(m[k] is info for k in keys if k.endswith('camera_info'))
+    assert np.array_equal(imgmsg_to_cv2(m['overlay']), NYU13.colors[labels])  # alpha 1
+    assert np.array_equal(decode_compressed(m['labels/compressed'])[0], labels)
+    mm = imgmsg_to_cv2(m['depth'])
+    assert m['depth'].encoding == '16UC1' and mm[0, 0] == 0
+    assert np.array_equal(decode_compressed_depth(m['depth/compressedDepth']), mm)
+    # publishers missing (not created yet) -> skipped; no CameraInfo -> no camera_info entries
+    got = image_messages(p, None, labels, depth, rgb, None, pal, {'labels', 'mask'})
+    assert [k for k, _ in got] == ['labels', 'mask']
+
+
+def test_cloud_colors_camera_or_class():
+    from depth3dseg_ros.node.outputs import cloud_colors
+
+    rgb = np.zeros((2, 2, 3), np.uint8)
+    cls = np.full((2, 2, 3), 7, np.uint8)
+    assert cloud_colors(_params(), rgb, lambda: cls) is rgb  # default: camera colour
+    assert cloud_colors(_params(cloud_rgb='class'), rgb, lambda: cls) is cls

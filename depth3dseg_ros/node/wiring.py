@@ -10,6 +10,7 @@ from typing import Any
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
+from depth3dseg_ros.node.outputs import COMPRESSED_KEYS
 from depth3dseg_ros.node.params import NodeParams
 from depth3dseg_ros.paths import share_file
 
@@ -48,7 +49,7 @@ def key_topic(key: str) -> str:
         return image_topic(name)
     if name in IMAGE_OUTPUTS and sub == 'camera_info':
         return info_topic(name)
-    if name in IMAGE_OUTPUTS and sub in ('compressed', 'compressedDepth'):
+    if COMPRESSED_KEYS.get(name) == key:  # labels/compressed, depth/compressedDepth, ...
         return compressed_topic(name, sub)
     if key in ('points', 'classes'):
         return f'~/{key}'
@@ -65,9 +66,7 @@ OUTPUT_TOPICS = {
 }
 #: the optional compressed outputs (issue 14; publish_<name>_compressed)
 COMPRESSED_TOPICS = {
-    compressed_topic('labels', 'compressed'): 'sensor_msgs/msg/CompressedImage',
-    compressed_topic('overlay', 'compressed'): 'sensor_msgs/msg/CompressedImage',
-    compressed_topic('depth', 'compressedDepth'): 'sensor_msgs/msg/CompressedImage',
+    key_topic(key): 'sensor_msgs/msg/CompressedImage' for key in COMPRESSED_KEYS.values()
 }
 
 
