@@ -1,7 +1,10 @@
 #!/bin/bash
-# The GPU benchmark of issue 4 as one prepared command: bench/bench_core.py on cuda in fp32, then fp16,
-# at 320x240 and 640x480; figures to OUT/core_fp32.json and OUT/core_fp16.json and a summary line per
-# precision (goal: >= 200 frames/s at 320x240). Needs a CUDA build of torch; imports no ROS module.
+# The GPU benchmark of issues 4 and 13 as one prepared command: bench/bench_core.py on cuda in fp32, then
+# fp16, at 320x240 and 640x480; figures to OUT/core_fp32.json and OUT/core_fp16.json and a summary line per
+# precision (goal: >= 200 frames/s at 320x240); then bench/bench_ort_gpu.py: the exported graph in ONNX
+# Runtime on the CPU, CUDA (fp32) and TensorRT (fp32, fp16) execution providers, each skipped with a
+# printed line where this onnxruntime lacks it (onnxruntime-gpu needed), figures to OUT/ort_gpu.json.
+# Needs a CUDA build of torch; imports no ROS module.
 #   bench/bench_gpu.sh [OUT]            (OUT defaults to bench_gpu_out/)
 #   DEVICE=cpu bench/bench_gpu.sh OUT   (fp32 only: a smoke test of this script without a GPU)
 set -euo pipefail
@@ -18,7 +21,11 @@ for p in "${runs[@]}"; do
   "$PY" bench/bench_core.py --device "$DEVICE" --runs 100 --warmup 10 --json "$OUT/core_$p.json" \
     $( [ "$p" = fp16 ] && echo --half ) | tee "$OUT/core_$p.txt"
 done
-"$PY" - "$OUT" "${runs[@]}" <<'PYEOF'
+"$PY" - "$OUT" "${runs[@]}" <<'PYEOF
+echo "== ONNX Runtime execution providers"
+ORT_RUNS=100
+[ "$DEVICE" = cpu ] && ORT_RUNS=10
+"$PY" bench/bench_ort_gpu.py --out "$OUT" --runs "$ORT_RUNS" | tee "$OUT/ort_gpu.txt"'
 import json, sys
 out, precisions = sys.argv[1], sys.argv[2:]
 for p in precisions:
@@ -29,3 +36,7 @@ for p in precisions:
         print(f"{r['device']} {p} {s['size']}: whole forward {s['ms_all']:.2f} ms = {fps:.0f} frames/s as trained, "
               f"{s['ms_all_fast']:.2f} ms = {fast:.0f} frames/s inference form{goal}")
 PYEOF
+echo "== ONNX Runtime execution providers"
+ORT_RUNS=100
+[ "$DEVICE" = cpu ] && ORT_RUNS=10
+"$PY" bench/bench_ort_gpu.py --out "$OUT" --runs "$ORT_RUNS" | tee "$OUT/ort_gpu.txt"

@@ -43,7 +43,7 @@ def _verify(pt: Path, onnx_path: Path) -> str:
     from .core.model import fold_batchnorm
     from .core.modelfile import load_model
 
-    ort_g = OrtGraph(onnx_path, device='cpu', num_threads=1)
+    ort_g = OrtGraph(onnx_path, device='cpu', num_threads=1, split='whole')  # the file's graph
     model, meta = load_model(pt)
     model = fold_batchnorm(model.eval())
     w, h = ort_g.meta['input_size']

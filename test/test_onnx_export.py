@@ -278,12 +278,14 @@ def test_shipped_model_export(shipped_onnx):
     onnx.checker.check_model(onnx.load(str(shipped_onnx)), full_check=True)
 
 
-def test_shipped_model_backend_parity_on_real_frames(shipped_onnx, real_dir):
-    """Segmenter torch vs onnxruntime on the 10 real frames: labels (fused, with K; 2D without K;
-    with the measured depth where the frame has one), depth, confidence, points, measured mask."""
+@pytest.mark.parametrize('split', ['split', 'whole'])
+def test_shipped_model_backend_parity_on_real_frames(shipped_onnx, real_dir, split):
+    """Segmenter torch vs onnxruntime (the CPU default 'split': M1 in ONNX Runtime, M2 + M3 in
+    torch; and the whole graph) on the 10 real frames: labels (fused, with K; 2D without K; with
+    the measured depth where the frame has one), depth, confidence, points, measured mask."""
     t = Segmenter(SHIPPED, device='cpu', backend='torch', num_threads=1)
-    o = Segmenter(shipped_onnx, device='cpu', num_threads=1)
-    assert o.backend == 'onnxruntime' and t.backend == 'torch'
+    o = Segmenter(shipped_onnx, device='cpu', num_threads=1, ort_split=split)
+    assert o.backend == 'onnxruntime' and t.backend == 'torch' and o.ort.mode == split
     equal, total, n_meas = 0, 0, 0
     for name, rgb, depth, _, K in real_frames(real_dir):
         runs = [(K, None), (None, None)] + ([(K, depth)] if depth is not None else [])

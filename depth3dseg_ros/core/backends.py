@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -28,6 +28,9 @@ __all__ = [
     'choose_backend',
     'ort_available',
     'ort_providers',
+    'select_providers',
+    'provider_entry',
+    'GPU_PROVIDERS',
     'OrtGraph',
     'SPLIT_MODES',
     'session_options',
@@ -162,30 +165,83 @@ def choose_backend(
     return BackendChoice('onnxruntime', beside, f'auto: exported {beside.name} beside it')
 
 
-def ort_providers(device: str = 'auto') -> List[Any]:
-    """Execution providers for ``device``: 'cpu' -> CPU only; 'auto' -> TensorRT, CUDA (those the
-    installed onnxruntime has) then CPU; 'cuda' / 'cuda:N' -> the same on device N, ValueError when
-    this onnxruntime has no CUDA provider."""
-    import onnxruntime as ort
+#: the GPU execution providers of the onnxruntime-gpu wheel, by short name, in preference order
+GPU_PROVIDERS = {'tensorrt': 'TensorrtExecutionProvider', 'cuda': 'CUDAExecutionProvider'}
 
-    have = set(ort.get_available_providers())
+
+def provider_entry(
+    kind: str, device_id: int = 0, fp16: bool = False, trt_cache: Optional[str] = None
+) -> Tuple[str, Dict[str, Any]]:
+    """One ``(provider name, provider options)`` entry of an InferenceSession's ``providers`` list.
+
+    kind: 'tensorrt' or 'cuda' (GPU_PROVIDERS). TensorRT: ``device_id``, ``trt_fp16_enable`` (=
+    fp16: TensorRT may then run layers in float16; the graph's inputs and outputs stay float32)
+    and, with ``trt_cache`` (a directory), ``trt_engine_cache_enable`` + ``trt_engine_cache_path``
+    (the engine is built once, minutes, and reloaded). CUDA: ``device_id`` only; the CUDA provider
+    has no float16 switch (it runs the graph's float32 kernels), so fp16=True is a ValueError
+    there. Raises ValueError for an unknown kind or a negative device_id.
+    """
+    if kind not in GPU_PROVIDERS:
+        raise ValueError(f'provider kind={kind!r} must be one of {sorted(GPU_PROVIDERS)}')
+    if int(device_id) < 0:
+        raise ValueError(f'device_id={device_id} must be >= 0')
+    opts: Dict[str, Any] = {'device_id': int(device_id)}
+    if kind == 'cuda':
+        if fp16:
+            raise ValueError(
+                'the CUDA execution provider has no fp16 option (float32 graph): use '
+                "kind='tensorrt' with fp16=True"
+            )
+        return GPU_PROVIDERS['cuda'], opts
+    opts['trt_fp16_enable'] = bool(fp16)
+    if trt_cache:
+        opts['trt_engine_cache_enable'] = True
+        opts['trt_engine_cache_path'] = str(trt_cache)
+    return GPU_PROVIDERS['tensorrt'], opts
+
+
+def select_providers(
+    available: Sequence[str],
+    device: str = 'auto',
+    fp16: bool = False,
+    trt_cache: Optional[str] = None,
+) -> List[Any]:
+    """Execution providers for ``device`` given the provider names this onnxruntime has
+    (``available``, ort.get_available_providers()); pure, no import of onnxruntime.
+
+    'cpu' -> ['CPUExecutionProvider']; 'auto' -> TensorRT (fp16 per ``fp16``), CUDA (those
+    available) then CPU as the fallback for operators they do not take; 'cuda' / 'cuda:N' -> the
+    same on device N, ValueError when neither GPU provider is available. Raises ValueError for
+    another device string.
+    """
     dev = str(device)
     if dev == 'cpu':
         return ['CPUExecutionProvider']
     if dev not in ('auto', 'cuda') and not dev.startswith('cuda:'):
         raise ValueError(f"device={device!r} is not 'auto', 'cpu', 'cuda' or 'cuda:N'")
-    gpu_id = int(dev.split(':', 1)[1]) if dev.startswith('cuda:') else 0
+    try:
+        gpu_id = int(dev.split(':', 1)[1]) if dev.startswith('cuda:') else 0
+    except ValueError:
+        raise ValueError(f"device={device!r} is not 'auto', 'cpu', 'cuda' or 'cuda:N'") from None
+    have = set(available)
     out: List[Any] = []
-    if 'TensorrtExecutionProvider' in have:
-        out.append(('TensorrtExecutionProvider', {'device_id': gpu_id}))
-    if 'CUDAExecutionProvider' in have:
-        out.append(('CUDAExecutionProvider', {'device_id': gpu_id}))
+    if GPU_PROVIDERS['tensorrt'] in have:
+        out.append(provider_entry('tensorrt', gpu_id, fp16, trt_cache))
+    if GPU_PROVIDERS['cuda'] in have:
+        out.append(provider_entry('cuda', gpu_id))
     if dev != 'auto' and not out:
         raise ValueError(
             f'device={device!r} but this onnxruntime has no CUDA provider (available: '
             f'{sorted(have)}; install onnxruntime-gpu, docs/deployment.md)'
         )
     return out + ['CPUExecutionProvider']
+
+
+def ort_providers(device: str = 'auto') -> List[Any]:
+    """`select_providers` for the installed onnxruntime (TensorRT in float32)."""
+    import onnxruntime as ort
+
+    return select_providers(ort.get_available_providers(), device)
 
 
 SPLIT_MODES = ('auto', 'split', 'whole')
