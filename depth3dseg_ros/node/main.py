@@ -39,6 +39,8 @@ topics out:  ~/labels/image, ~/overlay/image, ~/mask/image, ~/depth/image (senso
              each with its camera_info beside it: ~/labels/camera_info, ...),
              ~/points (sensor_msgs/PointCloud2), ~/classes (std_msgs/String JSON, latched),
              /diagnostics (diagnostic_msgs/DiagnosticArray); ~ is the node name (depth3dseg)
+             optional (publish_*_compressed): ~/labels/image/compressed (PNG),
+             ~/overlay/image/compressed (JPEG), ~/depth/image/compressedDepth
 
 parameters (default, allowed values, meaning):
 {params}

@@ -14,8 +14,16 @@ Topics (relative names, remap them; outputs under the node's private namespace `
   blending)
 - ``~/depth/image`` + ``~/depth/camera_info``: 32FC1 metres, NaN = no data (16UC1 mm, 0 = no data,
   by parameter)
-- ``~/points``: organized PointCloud2 x, y, z, rgb, label [, confidence] (M9)
-- ``~/classes``: std_msgs/String, JSON ClassSet.to_dict(), transient-local, once
+- ``~/labels/image/compressed`` (PNG), ``~/overlay/image/compressed`` (JPEG),
+  ``~/depth/image/compressedDepth`` (compressed_depth_image_transport): sensor_msgs/
+  CompressedImage, each behind ``publish_<output>_compressed`` (off by default; node/outputs.py)
+- ``~/points``: organized PointCloud2 x, y, z, rgb (camera or class colour, ``cloud_rgb``),
+  label [, confidence] (M9)
+- ``~/classes``: std_msgs/String, JSON of the output classes (ClassPalette.to_dict()),
+  transient-local, at start-up and when ``class_palette_file`` changes
+
+Label ids, overlay and mask colours, the cloud's label and class colour and ~/classes follow
+``class_palette_file`` (core/palette.py: colours and groupings; '' = the model's classes).
 - ``/diagnostics``: diagnostic_msgs/DiagnosticArray: rate, stage timings, drops
 
 Each image's camera_info sits beside it, ``<namespace of the image>/camera_info``, where
@@ -34,9 +42,11 @@ from parameters, best-effort subscriptions and reliable publishers by default (C
 from ``publish`` is caught and counted (C25); subscriptions keep only the newest frame and a worker
 thread processes the newest one, counting drops (C26).
 
-Parameters (node/params.py): a run-time change (``set_parameters``) is checked with the start-up
-rules and applied from the next frame, or refused with the reason (C44); start-up-only parameters
-are read-only. An image whose CameraInfo cannot be matched by stamp goes out at once with the
+Parameters (node/params.py; run-time changes in node/runtime.py): a run-time change
+(``set_parameters``) is checked with the start-up rules and applied from the next frame, or
+refused with the reason (C44); start-up-only parameters are read-only. Input callbacks and
+decoding are in node/inputs.py, the per-frame messages in node/outputs.py. An image whose
+CameraInfo cannot be matched by stamp goes out at once with the
 latest CameraInfo, with one warning per kind of mismatch (ros/sync.py, issue 14).
 """
 
