@@ -2,8 +2,9 @@
 counts.
 
 One bag is read twice (bags.reader.BagReader). Pass 1 reads only the header stamps of the rgb,
-depth and labels messages (from the serialized bytes, no image deserialization) and decodes the
-small CameraInfo messages to K. The pairing (bags.pairing) then decides which messages form which
+depth and labels messages (from the serialized bytes, no image deserialization; on SQLite3 storage
+only their first bytes are read, bags.sqlite_heads) and decodes the small CameraInfo messages to K
+(once per distinct content). The pairing (bags.pairing) then decides which messages form which
 frame. Pass 2 decodes only the messages of planned frames and hands each frame over as soon as its
 parts are all decoded, so memory holds a handful of images, not the bag.
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from depth3dseg_ros.bags.pairing import match_nearest
 from depth3dseg_ros.bags.reader import BagReader
+from depth3dseg_ros.bags.sqlite_heads import message_heads
 from depth3dseg_ros.core.depth import INTEGER_DEPTH_ENCODINGS, depth_to_meters, meters_to_16uc1
 from depth3dseg_ros.ros.camera_info import intrinsics_from_camera_info
 from depth3dseg_ros.ros.compressed import compressed_to_rgb, decode_compressed
@@ -168,6 +170,7 @@ class BagFrames:
             else:
                 self.role_topic[role] = name
         self.stamps: Dict[str, List[Optional[int]]] = {r: [] for r in self.role_topic}
+        self.bag_times: Dict[str, List[int]] = {r: [] for r in self.role_topic}
         self.infos: List[Any] = []
         self.status: Dict[str, List[Optional[str]]] = {}
 
@@ -178,9 +181,12 @@ class BagFrames:
         # A driver publishes the same CameraInfo again and again: only its stamp changes. Decoded
         # once per distinct content (the bytes without the stamp), ~0.2 ms saved per message.
         info_cache: Dict[bytes, Any] = {}
-        for topic, msgtype, _t, raw in self.reader.messages(roles):
+        info_topic = self.role_topic.get('camera_info')
+        heads = message_heads(self.reader, roles, [info_topic] if info_topic else [])
+        for topic, msgtype, t_ns, raw in heads or self.reader.messages(roles):
             role = roles[topic]
             self.stats[topic].read += 1
+            self.bag_times[role].append(t_ns)
             try:
                 if role == 'camera_info':
                     key = (
@@ -280,11 +286,12 @@ class BagFrames:
         got: Dict[int, Dict[str, Any]] = {i: {} for i in planned}
         roles = {t: r for r, t in self.role_topic.items() if r != 'camera_info'}
         seq = Counter()
-        for topic, msgtype, _t, raw in self.reader.messages(roles):
+        for topic, msgtype, t_ns, raw in self.reader.messages(roles):
             role = roles[topic]
             j = seq[role]
             seq[role] += 1
             i = need.get((role, j))
+            self._check_same_message(role, j, t_ns, raw if i is not None else None, msgtype)
             if i is None:
                 continue
             got[i][role] = self._decode(role, j, raw, msgtype)
@@ -293,6 +300,29 @@ class BagFrames:
                 frame = self._assemble(i, planned[i], got.pop(i))
                 if frame is not None:
                     yield frame
+
+    def _check_same_message(
+        self, role: str, j: int, t_ns: int, raw: Optional[bytes], msgtype: str
+    ) -> None:
+        """Pass 2 pairs messages with pass 1 by their index in the topic: the j-th message must
+        have the bag time (and, when ``raw`` is given, the header stamp) pass 1 saw.
+
+        Raises:
+            RuntimeError: the two passes saw different messages (bags.sqlite_heads reads pass 1
+                in rosbags' order; this would be a bug, never a bad bag).
+        """
+        times = self.bag_times[role]
+        same = j < len(times) and times[j] == t_ns
+        if same and raw is not None and self.stamps[role][j] is not None:
+            try:
+                same = self.reader.stamp_ns(raw, msgtype) == self.stamps[role][j]
+            except ValueError:
+                same = False
+        if not same:
+            raise RuntimeError(
+                f'bag {str(self.reader.path)!r}: {role} message {j} differs between the two '
+                f'passes (bag time {t_ns}, pass 1: {times[j] if j < len(times) else None})'
+            )
 
     def _decode(self, role: str, j: int, raw: bytes, msgtype: str) -> Optional[np.ndarray]:
         try:

@@ -412,6 +412,14 @@ class BagReader:
             raise RuntimeError(f'bag {str(self.path)!r} is not open')
         return self._reader
 
+    @property
+    def message_compressed(self) -> bool:
+        """True when messages may be zstd-compressed one by one (``compression_mode: message``, or
+        a cut-off rosbag2 directory without metadata.yaml): :meth:`messages` decompresses them."""
+        return self._message_zstd or any(
+            getattr(sub, 'compression_mode', None) == 'message' for sub in self.reader.readers
+        )
+
     def is_known(self, msgtype: str) -> bool:
         """True when ``msgtype`` can be deserialized (bag definition or built-in typestore)."""
         return msgtype in self.reader.typestore.fielddefs
