@@ -1,6 +1,8 @@
 """Extraction speed work (issue 15) keeps the output: CameraInfo decoded once per distinct content,
 frames still get their own K."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -38,3 +40,22 @@ def test_camera_info_decoded_once_per_content_each_frame_keeps_its_K(
     (rep,) = report.values()
     info = [t for t in rep['topics'] if t['role'] == 'camera_info'][0]
     assert (info['read'], info['used'], info['skipped']) == (7, 7, 0)
+
+
+def test_png_files_survive_short_writes(tmp_path, monkeypatch):
+    """The writer continues a short ``os.writev`` (POSIX allows them) until all is written."""
+    from depth3dseg_ros.bags import dataset_writer
+    from depth3dseg_ros.bags.png_stored import encode_png_stored, png_stored_parts
+
+    img = np.arange(120 * 50 * 3, dtype=np.uint32).astype(np.uint8).reshape(120, 50, 3)
+    real = os.writev
+    calls = []
+
+    def short(fd, views):
+        calls.append(len(views))
+        return real(fd, [bytes(b''.join(views))[:1000]])
+
+    monkeypatch.setattr(dataset_writer.os, 'writev', short)
+    dataset_writer._write_file(tmp_path / 'x.png', png_stored_parts(img))
+    assert (tmp_path / 'x.png').read_bytes() == encode_png_stored(img)
+    assert len(calls) == -(-len(encode_png_stored(img)) // 1000)

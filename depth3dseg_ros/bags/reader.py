@@ -470,11 +470,16 @@ class BagReader:
             yield conn.topic, conn.msgtype, t_ns, raw
 
     def deserialize(self, raw: bytes, msgtype: str) -> Any:
-        """Deserialize one raw message with the bag's typestore (rosbags message object).
+        """Deserialize one raw message with the bag's typestore (rosbags message object). Arrays
+        (e.g. ``Image.data``) are read-only numpy views of ``raw``. A large CDR message is handed
+        over as a memoryview: rosbags slices off the 4-byte encapsulation, which copies a bytes
+        object (640x480 rgb8: 88 -> 13 us; small messages decode faster from bytes).
 
         Raises:
             ValueError: the bytes do not decode as ``msgtype``.
         """
+        if not self.is_ros1 and len(raw) > 4096:
+            raw = memoryview(raw)
         try:
             return self.reader.deserialize(raw, msgtype)
         except (AnyReaderError, Exception) as err:  # rosbags raises assorted errors on bad bytes
