@@ -224,8 +224,8 @@ class Depth3DSegNode(InputHandling, RuntimeParameters, Node):
     def _check_extra(self, changes: dict[str, Any]) -> str | None:
         """A new ``class_palette_file`` must load for the model's classes (its error otherwise)."""
         if 'class_palette_file' in changes:
-            try:
-                load_palette(changes['class_palette_file'], self.classes)
+            try:  # kept for _apply_parameters: the file applied is the one checked
+                self._checked_palette = load_palette(changes['class_palette_file'], self.classes)
             except ValueError as err:
                 return str(err)
         return None
@@ -239,7 +239,12 @@ class Depth3DSegNode(InputHandling, RuntimeParameters, Node):
         if new.diagnostics_period != old.diagnostics_period:
             self._diag_timer.timer_period_ns = int(round(new.diagnostics_period * 1e9))
         if new.class_palette_file != old.class_palette_file:
-            self.palette = load_palette(new.class_palette_file, self.classes)
+            checked = getattr(self, '_checked_palette', None)
+            self.palette = (
+                checked
+                if checked is not None and checked.source == new.class_palette_file
+                else load_palette(new.class_palette_file, self.classes)
+            )
             self._publish_classes()
             self.get_logger().info(f'classes now {self._classes_text()}')
 
