@@ -320,8 +320,9 @@ class OrtGraph:
         self.mode = split
         self._split_model = None
         if self.mode == 'split':
-            self.session = ort.InferenceSession(net2d_onnx(self.path), so, providers=providers)
-            self._split_model = split_model(self.session, self.meta)
+            sub, cut = net2d_onnx(self.path)
+            self.session = ort.InferenceSession(sub, so, providers=providers)
+            self._split_model = split_model(self.session, self.meta, cut)
         else:
             self.session = ort.InferenceSession(str(self.path), so, providers=providers)
         self.providers = self.session.get_providers()
