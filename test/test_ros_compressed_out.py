@@ -119,3 +119,13 @@ def test_encoders_still_importable_from_ros_compressed():
 
     assert compressed.encode_compressed is compressed_out.encode_compressed
     assert compressed.encode_compressed_depth is compressed_out.encode_compressed_depth
+
+
+def test_compressed_depth_nearer_than_the_last_step_saturates():
+    qa, qb = inverse_depth_params()
+    nearest = qa / (65535 - qb)  # 0.152 m with the transport's defaults
+    assert nearest == pytest.approx(0.1518, abs=1e-4)
+    d = np.array([[0.05, nearest * 1.001]], np.float32)
+    got = decode_compressed_depth(depth_compressed_depth(d, '32FC1'))
+    assert got[0, 0] == pytest.approx(nearest, rel=1e-5)  # v = 65535: no wrap to a far depth
+    assert got[0, 1] == pytest.approx(d[0, 1], abs=1e-5)

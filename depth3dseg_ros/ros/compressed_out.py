@@ -23,7 +23,8 @@ struct in ``compressed_depth_image_transport/.../compression_common.h``):
   -> NaN. Two deliberate differences from codec.cpp, neither visible to its decoder: v is rounded
   (codec.cpp truncates when it converts the float to uint16), halving the error to about
   d^2 / (2 A) (5 mm at 10 m, 0.05 mm at 1 m with the defaults); and d <= 0 or NaN is always 0,
-  no data (codec.cpp would convert A / 0 = inf to uint16, undefined behaviour in C++).
+  no data (codec.cpp would convert A / 0 = inf to uint16, undefined behaviour in C++). v saturates
+  at 65535: depths below A / (65535 - B) (0.152 m with the defaults) decode as that depth.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def quantize_inverse_depth(
     """32FC1 metres -> (H×W uint16 v, A, B): v = rint(A / d + B) clipped to 1..65535 for
     0 < d < depth_max, 0 (no data) for NaN, inf, d <= 0 and d >= depth_max.
 
-    The round trip ``A / (v - B)`` is within about d^2 / (2 A) of d (plus float32 rounding).
+    The round trip ``A / (v - B)`` is within about d^2 / (2 A) of d (plus float32 rounding) for
+    d >= A / (65535 - B); nearer depths saturate at v = 65535.
     Raises:
         ValueError: ``depth`` not H×W float, or bad quantisation parameters.
     """
