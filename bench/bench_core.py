@@ -16,7 +16,9 @@ Segmenter's end-to-end infer() of a 640×480 uint8 frame (resize, normalise, for
 graph (core.onnx_export) to a temporary directory and times each against its torch counterpart
 interleaved (pairs back to back, median of the per-pair ratios ONNX Runtime / torch), ONNX Runtime
 with as many intra-op threads as torch uses; then Segmenter.infer with backend='torch' vs
-'onnxruntime', interleaved.
+'onnxruntime', interleaved: 'split' (the CPU default: 2D+depth net in ONNX Runtime up to the
+heads' 1/2-resolution outputs, cv2 upsampling, back-projection + 3D net in torch; core.ort_split)
+and 'whole' (the whole graph in ONNX Runtime); and the split form's 2D+depth part alone.
 
 Imports only depth3dseg_ros.core (no rclpy), so it runs on a GPU machine with a CUDA torch and no
 ROS.
@@ -245,10 +247,18 @@ def bench_onnx(model: Depth3DSeg, w: int, h: int, runs: int, warmup: int, thread
         pt = save_model(t / 'm.pt', model.float().cpu(), {'classes': NYU13, 'input_size': [w, h]})
         export_onnx(pt, t / 'm.onnx')
         seg_t = Segmenter(pt, device='cpu', backend='torch', num_threads=threads)
-        seg_o = Segmenter(t / 'm.onnx', device='cpu', num_threads=threads)
+        seg_o = Segmenter(t / 'm.onnx', device='cpu', num_threads=threads)  # CPU default: split
+        seg_w = Segmenter(t / 'm.onnx', device='cpu', num_threads=threads, ort_split='whole')
+        with torch.inference_mode():  # M1 as the split runs it: ORT to 1/2 res + cv2 upsampling
+            res['2d_split'] = _ratio(
+                lambda: seg_o.ort.split_model.net(x), lambda: fast_cl.net(xc), cpu, runs, warmup
+            )
         rgb = np.random.default_rng(0).integers(0, 256, (480, 640, 3), dtype=np.uint8)
         res['segmenter'] = _ratio(
             lambda: seg_o.infer(rgb, NYU_K), lambda: seg_t.infer(rgb, NYU_K), cpu, runs, warmup
+        )
+        res['segmenter_whole'] = _ratio(
+            lambda: seg_w.infer(rgb, NYU_K), lambda: seg_t.infer(rgb, NYU_K), cpu, runs, warmup
         )
     return res
 
@@ -321,9 +331,11 @@ def main(argv=None) -> int:
             onnx_res[f'{w}x{h}'] = r
             for part, label in (
                 ('2d', '2D+depth net'),
+                ('2d_split', '2D+depth net, split form'),
                 ('3d', '3D net'),
                 ('whole', 'whole graph'),
-                ('segmenter', f'Segmenter.infer 640x480->{w}x{h} fused'),
+                ('segmenter', f'Segmenter.infer 640x480->{w}x{h} split'),
+                ('segmenter_whole', f'Segmenter.infer 640x480->{w}x{h} whole'),
             ):
                 o, t, q = r[part]
                 print(

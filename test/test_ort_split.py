@@ -60,7 +60,7 @@ def test_split_is_the_cpu_default_and_matches_torch(pt_onnx):
     w = Segmenter(onx, device='cpu', num_threads=1, ort_split='whole')
     assert (s.backend, s.ort.mode, s.model) == ('onnxruntime', 'split', None)
     assert w.ort.mode == 'whole' and s.ort.providers == ['CPUExecutionProvider']
-    assert s.ort._split_model.net.cut is not None  # heads upsampled after ONNX Runtime (cv2)
+    assert s.ort.split_model.net.cut is not None  # heads upsampled after ONNX Runtime (cv2)
     rng = np.random.default_rng(4)
     rgb = rng.integers(0, 256, (96, 128, 3), dtype=np.uint8)
     K = np.array([[110.0, 0, 63.5], [0, 110.0, 47.5], [0, 0, 1]])

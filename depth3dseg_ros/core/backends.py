@@ -280,7 +280,8 @@ class OrtGraph:
     when the file has no ``pointnet_state`` or a GPU provider was chosen) or 'whole' (the whole
     graph in ONNX Runtime).
     Attributes: meta (read_onnx_meta), session (of the whole graph, or of the 2D+depth subgraph
-    when split), providers (those in use), path, mode ('split' | 'whole'), on_gpu.
+    when split), providers (those in use), path, mode ('split' | 'whole'), on_gpu, split_model
+    (split: the Depth3DSeg whose ``net`` is core.ort_split.OrtNet2D; None for the whole graph).
     ``run(rgb, K, measured_depth)`` takes numpy float32 1×3×H×W, 1×3×3, 1×1×H×W and returns {name:
     ndarray} for core.onnx_graph.OUTPUT_NAMES (either mode); ``forward`` is the Segmenter's call.
     Raises FileNotFoundError, ModelFileError (file without the metadata), ValueError (device,
@@ -318,11 +319,11 @@ class OrtGraph:
         if split == 'auto':
             split = 'split' if cpu_only and has_3d and _has_onnx() else 'whole'
         self.mode = split
-        self._split_model = None
+        self.split_model = None
         if self.mode == 'split':
             sub, cut = net2d_onnx(self.path)
             self.session = ort.InferenceSession(sub, so, providers=providers)
-            self._split_model = split_model(self.session, self.meta, cut)
+            self.split_model = split_model(self.session, self.meta, cut)
         else:
             self.session = ort.InferenceSession(str(self.path), so, providers=providers)
         self.providers = self.session.get_providers()
@@ -343,7 +344,7 @@ class OrtGraph:
         import torch
 
         with torch.inference_mode():
-            out = self._split_model(
+            out = self.split_model(
                 torch.from_numpy(rgb), torch.from_numpy(K), torch.from_numpy(measured_depth)
             )
         return {k: out[k].numpy() for k in self._outputs}
@@ -358,12 +359,10 @@ class OrtGraph:
 
         if self.mode == 'split':
             if Kn is None:
-                return self._split_model.forward_2d(x)
+                return self.split_model.forward_2d(x)
             Kt = torch.as_tensor(Kn, dtype=torch.float32).unsqueeze(0)
             return (
-                self._split_model(x, Kt)
-                if measured is None
-                else self._split_model(x, Kt, measured)
+                self.split_model(x, Kt) if measured is None else self.split_model(x, Kt, measured)
             )
         h, w = x.shape[-2:]
         K = Kn if Kn is not None else np.array([[w, 0, w / 2], [0, w, h / 2], [0, 0, 1]])
