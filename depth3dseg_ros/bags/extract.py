@@ -9,7 +9,7 @@ Usage::
         [--tolerance-ms 20] [--typestore ros2_kilted] [--every N] [--max-frames N] [--png-level 0]
         [--png-strategy rle] [--workers N]
         [--classes classes.yaml] [--depth-scale 0.001] [--use-rectified] [--out-of-range-labels
-        void|refuse] [--allow-missing depth,labels]
+        void|refuse] [--allow-missing depth,labels] [-q] [--no-progress]
 
 RGB frames are paired with depth, labels and CameraInfo by header stamp (nearest within the
 tolerance, bags.pairing); each frame is written as PNGs plus one index.jsonl line
@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import sys
+from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -53,6 +54,7 @@ from depth3dseg_ros.bags.label_policy import (  # noqa: F401
     refused_reason,
 )
 from depth3dseg_ros.bags.extract_config import PRESETS, ExtractConfig, load_extract_config
+from depth3dseg_ros.bags.progress import BagBar, bar_total, show_progress
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, BagReader, detect_format
 from depth3dseg_ros.bags.topic_check import MissingTopics, check_topics
 from depth3dseg_ros.core.classes import NYU13, ClassSet
@@ -109,8 +111,12 @@ def format_report(report: Dict[str, Any]) -> str:
     return '\n'.join(lines)
 
 
-def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig) -> Dict[str, Any]:
+def extract(
+    bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig, progress: bool = False
+) -> Dict[str, Any]:
     """Extract every bag into ``out_dir``; return the report (also stored in manifest.json).
+    ``progress``: a tqdm bar per bag over the messages read, on stderr (bags.progress; the CLI
+    shows it when stderr is a terminal, issue 14).
 
     Raises:
         FileNotFoundError, ValueError, UnsupportedCompression: a bag cannot be read (format,
@@ -130,7 +136,7 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
     out_dir = Path(out_dir)
     created = not out_dir.exists()
     try:
-        return _extract(paths, formats, out_dir, cfg)
+        return _extract(paths, formats, out_dir, cfg, progress)
     except BaseException:
         if created and out_dir.is_dir() and not complete_index_bytes(out_dir)[0]:
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -138,7 +144,11 @@ def extract(bags: Sequence[Path | str], out_dir: Path | str, cfg: ExtractConfig)
 
 
 def _extract(
-    paths: Sequence[Path], formats: Sequence[Any], out_dir: Path, cfg: ExtractConfig
+    paths: Sequence[Path],
+    formats: Sequence[Any],
+    out_dir: Path,
+    cfg: ExtractConfig,
+    progress: bool = False,
 ) -> Dict[str, Any]:
     """:func:`extract` once the bags are checked: write the frames, the manifest, return the
     report."""
@@ -147,9 +157,12 @@ def _extract(
     report: Dict[str, Any] = {}
     sources: List[Dict[str, Any]] = []
     budget = None if cfg.max_frames is None else int(cfg.max_frames)
-    with DatasetWriter(
-        out_dir, classes, cfg.png_level, int(cfg.workers), cfg.png_strategy
-    ) as writer:
+    with (
+        DatasetWriter(
+            out_dir, classes, cfg.png_level, int(cfg.workers), cfg.png_strategy
+        ) as writer,
+        ExitStack() as bars,
+    ):  # an error closes the open bar before it is printed
         for path, name, fmt in zip(paths, names, formats):
             with BagReader(path, cfg.typestore) as reader:
                 bf = BagFrames(
@@ -165,13 +178,18 @@ def _extract(
                         f'bag {str(path)!r}: rgb_topic={cfg.rgb_topic!r} is not an image '
                         f'topic of this bag; image topics: {images}'
                     )
-                bf.scan()
                 fmt = reader.format or fmt  # after open: a whole-file compressed bag's inner kind
+                counts = {t: e.count for t, e in reader.topics().items()}
+                total = bar_total(counts, bf.role_topic, bool(fmt.recovery))
+                bar = bars.enter_context(BagBar(name, total, progress))
+                bf.tick = bar.tick
+                bf.scan()
 
                 def frame_id(i: int, _name: str = name) -> str:
                     return f'{_name}_{i:06d}'
 
                 planned, counted = bf.plan(frame_id, int(cfg.every), budget, writer.has)
+                bar.phase('frames', len(planned))
                 if budget is not None:
                     budget -= counted
                 written = 0
@@ -205,6 +223,7 @@ def _extract(
                         labels=fr.labels,
                     )
                     written += 1
+                bar.close()
                 stats: Dict[str, TopicStats] = bf.finish()
             fmt_text = fmt.describe()
             report[name] = {
@@ -290,6 +309,11 @@ def build_parser() -> argparse.ArgumentParser:
         'otherwise a missing one is an error naming the topics of that type in the bag (exit 2)',
     )
     p.add_argument('-q', '--quiet', action='store_true', help='no report on stdout')
+    p.add_argument(
+        '--no-progress',
+        action='store_true',
+        help='no progress bar (it is shown only when stderr is a terminal anyway)',
+    )
     return p
 
 
@@ -301,13 +325,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     overrides = {
         k: v
         for k, v in vars(args).items()
-        if k not in ('bags', 'output', 'config', 'preset', 'quiet')
+        if k not in ('bags', 'output', 'config', 'preset', 'quiet', 'no_progress')
     }
     try:
         cfg = load_extract_config(args.config, args.preset, overrides)
         if cfg.allow_missing is None:  # the CLI always checks the requested topics (issue 15)
             cfg.allow_missing = []
-        report = extract(args.bags, args.output, cfg)
+        report = extract(args.bags, args.output, cfg, progress=show_progress(args.no_progress))
     except MissingTopics as err:
         print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
         return 2

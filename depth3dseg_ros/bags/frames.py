@@ -90,6 +90,10 @@ class FrameData:
     labels: Optional[np.ndarray] = None
 
 
+def _no_tick() -> None:
+    """No progress bar."""
+
+
 def decode_rgb(msg: Any, msgtype: str) -> np.ndarray:
     """H×W×3 uint8 RGB from an Image or CompressedImage (ros.image / ros.compressed)."""
     return compressed_to_rgb(msg) if msgtype == COMPRESSED else to_rgb(msg)
@@ -173,6 +177,8 @@ class BagFrames:
         self.bag_times: Dict[str, List[int]] = {r: [] for r in self.role_topic}
         self.infos: List[Any] = []
         self.status: Dict[str, List[Optional[str]]] = {}
+        #: called once per message read (both passes): the progress bar's update (bags.progress)
+        self.tick: Callable[[], Any] = _no_tick
 
     # -- pass 1 -------------------------------------------------------------------------------
     def scan(self) -> None:
@@ -185,6 +191,7 @@ class BagFrames:
         heads = message_heads(self.reader, roles, [info_topic] if info_topic else [])
         for topic, msgtype, t_ns, raw in heads or self.reader.messages(roles):
             role = roles[topic]
+            self.tick()
             self.stats[topic].read += 1
             self.bag_times[role].append(t_ns)
             try:
@@ -288,6 +295,7 @@ class BagFrames:
         seq = Counter()
         for topic, msgtype, t_ns, raw in self.reader.messages(roles):
             role = roles[topic]
+            self.tick()
             j = seq[role]
             seq[role] += 1
             i = need.get((role, j))
