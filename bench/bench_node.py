@@ -15,7 +15,9 @@
 * ``--backends torch onnxruntime``: the same stream through the node once per inference backend,
   back to back (the model exported with core.onnx_export for onnxruntime), and the frame-rate ratio
   of each to the first: machines here differ up to 3x in speed, so the goal is a ratio measured in
-  one run.
+  one run. ``--repeat N`` runs the sequence N times, reversing the order every other time (ABBA),
+  and prints each round's figures, each ratio and their median (the load of a shared machine drifts
+  within a minute).
 Goals: >= 30 fps end to end (issue 7; on this 2-core machine: onnxruntime / torch >= 1.6x, issue
 13); non-model stages (decode + cloud + publish) <= 10 % of frame time.
 """
@@ -239,6 +241,13 @@ def main() -> None:
         help='torch threads, node and reference (0 = torch default)',
     )
     ap.add_argument(
+        '--repeat',
+        type=int,
+        default=1,
+        help='run the backend sequence this many times, order reversed every other time (ABBA: '
+        'load drift cancels); prints each ratio and their median',
+    )
+    ap.add_argument(
         '--backends',
         nargs='+',
         default=['torch'],
@@ -249,19 +258,27 @@ def main() -> None:
     from depth3dseg_ros.rosenv import apply_ros_env, pick_domain_id
 
     apply_ros_env(domain_id=int(os.environ.get('ROS_DOMAIN_ID') or pick_domain_id()))
-    runs = {}
+    rounds = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         path, what = model_file(args.model, tmp)
         ref, size = reference_ms(path, args.threads)
+        models = {}
         for backend in args.backends:
-            model = path
+            models[backend] = path
             if backend == 'onnxruntime':
                 from depth3dseg_ros.core.onnx_export import export_onnx
 
-                model = str(tmp / 'model.onnx')
-                export_onnx(path, model)
-            runs[backend] = end_to_end(model, args.seconds, args.rate, args.threads, tmp, backend)
+                models[backend] = str(tmp / 'model.onnx')
+                export_onnx(path, models[backend])
+        for i in range(max(1, args.repeat)):
+            order = args.backends if i % 2 == 0 else args.backends[::-1]
+            runs = {}
+            for backend in order:
+                runs[backend] = end_to_end(
+                    models[backend], args.seconds, args.rate, args.threads, tmp, backend
+                )
+            rounds.append({b: runs[b] for b in args.backends})
     print(
         f'model: {what}; network input {size[0]}x{size[1]}; camera 640x480 rgb8 at {args.rate:g} '
         f'Hz for {args.seconds:g} s; cpu threads {os.cpu_count()}, torch threads '
@@ -271,15 +288,27 @@ def main() -> None:
         f'reference (Segmenter.infer alone, torch, this process): {ref:.1f} ms/frame = '
         f'{1e3 / ref:.1f} fps'
     )
-    for backend, r in runs.items():
-        report(r, ref, backend)
     first = args.backends[0]
-    for backend, r in runs.items():
-        if backend != first:
-            ratio = r['fps'] / runs[first]['fps'] if runs[first]['fps'] else float('nan')
+    ratios: dict = {b: [] for b in args.backends[1:]}
+    for i, runs in enumerate(rounds):
+        if len(rounds) > 1:
+            order = args.backends if i % 2 == 0 else args.backends[::-1]
+            print(f"-- round {i + 1} of {len(rounds)} (order: {', '.join(order)})")
+        for backend, r in runs.items():
+            report(r, ref, backend)
+        for backend, r in runs.items():
+            if backend != first:
+                ratio = r['fps'] / runs[first]['fps'] if runs[first]['fps'] else float('nan')
+                ratios[backend].append(ratio)
+                print(
+                    f'frame rate {backend} / {first}: {ratio:.2f}x (issue 13 goal for '
+                    'onnxruntime / torch: >= 1.6x)'
+                )
+    if len(rounds) > 1:
+        for backend, rs in ratios.items():
             print(
-                f'frame rate {backend} / {first}: {ratio:.2f}x (issue 13 goal for onnxruntime / '
-                'torch: >= 1.6x)'
+                f'frame rate {backend} / {first} over {len(rs)} rounds: median '
+                f'{float(np.median(rs)):.2f}x (' + ', '.join(f'{q:.2f}' for q in rs) + ')'
             )
 
 
