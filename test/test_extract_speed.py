@@ -59,3 +59,24 @@ def test_png_files_survive_short_writes(tmp_path, monkeypatch):
     dataset_writer._write_file(tmp_path / 'x.png', png_stored_parts(img))
     assert (tmp_path / 'x.png').read_bytes() == encode_png_stored(img)
     assert len(calls) == -(-len(encode_png_stored(img)) // 1000)
+
+
+def test_camera_info_used_by_a_written_frame_counts_as_used_after_a_refused_one(
+    tmp_path, real_dir
+):
+    """One CameraInfo serves every frame; the first frame is refused (label id 255, policy refuse,
+    C43) while the reader thread decodes the next ones ahead: the CameraInfo still counts as
+    used, as it did when frames were decoded one at a time."""
+    from dataclasses import replace
+
+    frames = make_frames(real_dir, 4)
+    lab = frames[0].labels.copy()
+    lab[:2] = 255
+    frames[0] = replace(frames[0], labels=lab)
+    bag = write_bag(tmp_path / 'b', frames, drop={'camera_info': [1, 2, 3]})
+    cfg = ExtractConfig(workers=1, tolerance_ms=200, out_of_range_labels='refuse')
+    report = extract([bag], tmp_path / 'ds', cfg)
+    topics = {t['role']: t for t in report['b']['topics'] if t['role']}
+    assert (topics['camera_info']['read'], topics['camera_info']['used']) == (1, 1)
+    assert (topics['rgb']['used'], topics['rgb']['skipped']) == (3, 1)
+    assert [e['id'] for e in read_index(tmp_path / 'ds')] == [f'b_{i:06d}' for i in (1, 2, 3)]

@@ -33,7 +33,7 @@ import os
 import re
 import shutil
 import sys
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -54,6 +54,7 @@ from depth3dseg_ros.bags.label_policy import (  # noqa: F401
     refused_reason,
 )
 from depth3dseg_ros.bags.extract_config import PRESETS, ExtractConfig, load_extract_config
+from depth3dseg_ros.bags.prefetch import prefetch
 from depth3dseg_ros.bags.progress import BagBar, bar_total, show_progress
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, BagReader, detect_format
 from depth3dseg_ros.bags.topic_check import MissingTopics, check_topics
@@ -61,6 +62,8 @@ from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.dataset_format import complete_index_bytes
 
 LOG = logging.getLogger('depth3dseg-extract')
+#: frames decoded ahead of the writer by the reader thread (bags.prefetch); 0 = no thread
+PREFETCH = 2
 
 
 def bag_names(paths: Sequence[Path]) -> List[str]:
@@ -196,33 +199,39 @@ def _extract(
                 used_topics = {r: bf.role_topic.get(r) for r in ROLES}
                 label_range = LabelRange(classes, cfg.out_of_range_labels)
                 info_used: set = set()
-                for fr in bf.frames(planned):
-                    if (
-                        label_range.apply(fr) is None
-                    ):  # refused (C43): counted in the per-topic table
-                        _refuse(bf, fr, planned[fr.index], refused_reason(len(classes)), info_used)
-                        continue
-                    info_used.add(planned[fr.index]['camera_info'])
-                    topics = {
-                        r: (
-                            used_topics[r]
-                            if (r != 'depth' or fr.depth_mm is not None)
-                            and (r != 'labels' or fr.labels is not None)
-                            else None
+                # decoded in a reader thread while the frames before are written (issue 15)
+                with closing(prefetch(bf.frames(planned), PREFETCH)) as decoded:
+                    for fr in decoded:
+                        if (
+                            label_range.apply(fr) is None
+                        ):  # refused (C43): counted in the per-topic table
+                            _refuse(
+                                bf, fr, planned[fr.index], refused_reason(len(classes)), info_used
+                            )
+                            continue
+                        info_used.add(planned[fr.index]['camera_info'])
+                        topics = {
+                            r: (
+                                used_topics[r]
+                                if (r != 'depth' or fr.depth_mm is not None)
+                                and (r != 'labels' or fr.labels is not None)
+                                else None
+                            )
+                            for r in ROLES
+                        }
+                        writer.write_frame(
+                            frame_id(fr.index),
+                            fr.rgb,
+                            fr.K,
+                            fr.stamp_ns,
+                            str(path),
+                            topics,
+                            depth_mm=fr.depth_mm,
+                            labels=fr.labels,
                         )
-                        for r in ROLES
-                    }
-                    writer.write_frame(
-                        frame_id(fr.index),
-                        fr.rgb,
-                        fr.K,
-                        fr.stamp_ns,
-                        str(path),
-                        topics,
-                        depth_mm=fr.depth_mm,
-                        labels=fr.labels,
-                    )
-                    written += 1
+                        written += 1
+                for j in info_used:  # used by a written frame, whatever a refused one marked
+                    bf.status['camera_info'][j] = None
                 bar.close()
                 stats: Dict[str, TopicStats] = bf.finish()
             fmt_text = fmt.describe()
