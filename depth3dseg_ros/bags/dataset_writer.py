@@ -93,7 +93,7 @@ class DatasetWriter:
         fsync_interval_s: the index is flushed to the OS after every frame (a killed process never
             leaves a frame indexed without its files) and fsync'ed when this many seconds have
             passed since the last fsync, and on :meth:`flush`/:meth:`close` (0 = after every frame,
-            as before).
+            as before); never twice without a line appended in between.
 
     Raises:
         ValueError: ``png_level`` outside 0..9, an index line that is not JSON (other than a torn
@@ -126,6 +126,7 @@ class DatasetWriter:
         self.png_level = int(png_level)
         self.fsync_interval_s = float(fsync_interval_s)
         self._last_fsync = time.monotonic()
+        self._unsynced = False  # index lines appended since the last fsync
         self.png_params = [
             cv2.IMWRITE_PNG_COMPRESSION,
             int(png_level),
@@ -304,12 +305,15 @@ class DatasetWriter:
     def _append(self, entry: Dict[str, Any]) -> None:
         self._index.write(json.dumps(entry, separators=(',', ':')) + '\n')
         self._index.flush()  # in the OS after the frame's files: safe against a killed process
+        self._unsynced = True
         if time.monotonic() - self._last_fsync >= self.fsync_interval_s:
             self._fsync()
         self.entries[entry['id']] = entry
 
     def _fsync(self) -> None:
-        os.fsync(self._index.fileno())
+        if self._unsynced:  # nothing appended since the last fsync: nothing to make durable
+            os.fsync(self._index.fileno())
+            self._unsynced = False
         self._last_fsync = time.monotonic()
 
     def _complete_oldest(self) -> None:
