@@ -59,29 +59,25 @@ from typing import Any, Callable
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy._rclpy_pybind11 import RCLError
-from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from std_msgs.msg import String
 
 from depth3dseg_ros.core.imageops import colorize_labels
-from depth3dseg_ros.core.palette import ClassPalette, load_palette
+from depth3dseg_ros.core.palette import load_palette
 from depth3dseg_ros.node.diagnostics import (
-    AgeFilteredStats,
-    CameraSlot,
     Counts,
-    Health,
     format_value,
 )
-from depth3dseg_ros.node.frame import Rectifier, frame_outputs, plan_input
+from depth3dseg_ros.node.frame import frame_outputs, plan_input
 from depth3dseg_ros.node.inputs import InputHandling
-from depth3dseg_ros.node.outputs import cloud_colors, image_messages, publisher_specs
+from depth3dseg_ros.node.outputs import cloud_colors, image_messages
 from depth3dseg_ros.node.params import NodeParams, declare_and_read
 from depth3dseg_ros.node.runtime import RuntimeParameters
-from depth3dseg_ros.node.worker import Worker, summary_line
+from depth3dseg_ros.node.steps import SetupSteps
+from depth3dseg_ros.node.worker import summary_line
 from depth3dseg_ros.ros.camera_info import camera_info_for_output
 from depth3dseg_ros.ros.pointcloud2 import create_cloud
-from depth3dseg_ros.ros.sync import Pair, StampBuffer, StampSync, header_stamp_ns
+from depth3dseg_ros.ros.sync import Pair, header_stamp_ns
 
 from depth3dseg_ros.node.wiring import (  # noqa: F401 - OUTPUT_TOPICS re-exported (node API)
     COMPRESSED_TOPICS,
@@ -93,123 +89,12 @@ from depth3dseg_ros.node.wiring import (  # noqa: F401 - OUTPUT_TOPICS re-export
 )
 
 
-class Depth3DSegNode(InputHandling, RuntimeParameters, Node):
-    """The rclpy node. ``segmenter_factory(params, model_file)`` builds the model (default:
-    Segmenter; another object needs its ``classes``, ``infer`` and ``warmup``).
-
-    Raises (from the constructor, start-up stops):
-        ValueError: a bad parameter value (named, with the allowed values) or class palette file
-            (core/palette.py: file, field and value named).
-        FileNotFoundError: the model file is missing.
+class NodePipeline(SetupSteps, InputHandling, RuntimeParameters):
+    """What ``depth3dseg_node`` does, shared by both node classes (this module's and the managed
+    one, node/lifecycle.py): a mixin listed before ``rclpy.node.Node``. The set-up and tear-down
+    steps both call are node/steps.py's; here are the classes/palette, the run-time parameter
+    hooks, the per-frame work of the worker, publishing and diagnostics.
     """
-
-    def __init__(
-        self,
-        segmenter_factory: Callable[[NodeParams, str], Any] | None = None,
-        node_name: str = 'depth3dseg',
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(node_name, **kwargs)
-        self._warn_unknown_parameters()
-        self.p = p = declare_and_read(self)
-        model_file = resolve_model_file(p.model_file)
-        self.seg = (segmenter_factory or default_segmenter)(p, model_file)
-        self.classes = self.seg.classes  # the model's; the outputs use self.palette's
-        self.palette: ClassPalette = load_palette(p.class_palette_file, self.classes)
-        warm_ms = self._warm_up()
-        self.sync = StampSync(slop=p.sync_slop, queue_size=3)
-        self.slot = CameraSlot()  # LatestSlot + time and frame_id of the latest frame
-        self.stats = AgeFilteredStats()  # StageStats without implausible frame ages (stamp 0)
-        self._health = Health(time.monotonic())  # windowed rates and levels (node/diagnostics.py)
-        self.rectifier = Rectifier()  # undistort maps cached per CameraInfo (issue 14)
-        self._last_error: dict[str, float] = {}
-        self._warned: set[str] = set()
-
-        self._out_qos = make_qos(p.output_reliability, p.output_depth)
-        self.pubs: dict[str, Any] = {}
-        self._ensure_publishers(p)
-        self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        classes_pub = self.create_publisher(
-            String, '~/classes', make_qos('reliable', 1, transient_local=True)
-        )
-        self._classes_pub = classes_pub
-        self._publish_classes()
-
-        in_qos = make_qos(p.input_reliability, p.input_depth)
-        if p.use_compressed:  # like image_transport: <image topic after remapping>/compressed
-            self.create_subscription(
-                CompressedImage,
-                self.resolve_topic_name('image') + '/compressed',
-                self._on_image,
-                in_qos,
-            )
-        else:
-            self.create_subscription(Image, 'image', self._on_image, in_qos)
-        self._info_topic = self.resolve_topic_name('camera_info')
-        self._depths = None  # measured depth registered to the colour image (issue 12)
-        if p.use_measured_depth:
-            self._depths = StampBuffer(8)
-            self.create_subscription(
-                Image,
-                'depth',
-                self._depths.add,
-                make_qos(p.input_reliability, max(p.input_depth, 5)),
-            )
-        self.create_subscription(
-            CameraInfo,
-            'camera_info',
-            self._on_info,
-            make_qos(p.input_reliability, max(p.input_depth, 5)),
-        )
-        # steady clock: a /clock jump back (looped bag, use_sim_time) must not stop it (issue 14)
-        self._diag_timer = self.create_timer(
-            p.diagnostics_period,
-            self._on_diagnostics,
-            clock=Clock(clock_type=ClockType.STEADY_TIME),
-        )
-        # run-time parameter changes (C44, node/runtime.py): checked, applied from the next frame
-        self._install_parameter_callbacks()
-        self.worker = Worker(self.slot, self._process, self._on_worker_error)
-        self.worker.start()
-        self.get_logger().info(
-            f'model {model_file} ({len(self.classes)} classes, warm-up {warm_ms:.0f} ms), '
-            f'label_source={p.label_source}, '
-            f'input {self.resolve_topic_name("image")}{"/compressed" if p.use_compressed else ""} '
-            f'({p.input_reliability}), '
-            f'outputs {sorted(self.pubs)} ({p.output_reliability}), '
-            f'output_resolution={p.output_resolution}, classes {self._classes_text()}'
-        )
-
-    def _warm_up(self) -> float:
-        """One inference with and one without K on a grey 640x480 image, before any topic exists.
-
-        The first torch call of a process is slow (thread pools, kernel selection: seconds on a
-        small CPU); doing it here keeps it out of the first camera frame's latency (C26). Returns
-        ms. ``Segmenter.warmup`` runs the no-K path without logging or using up its once-only "no K
-        given" warning, which is kept for a camera that really sends no CameraInfo.
-        """
-        t0 = time.perf_counter()
-        for with_k in (True, False):
-            self.seg.warmup(
-                runs=1, with_k=with_k, label_source=self.p.label_source, image_size=(640, 480)
-            )
-        return (time.perf_counter() - t0) * 1e3
-
-    def _ensure_publishers(self, p: NodeParams) -> None:
-        """Create the publishers the switches in ``p`` need that do not exist yet
-        (node/outputs.py ``publisher_specs``). An output switched off later keeps its publisher
-        (the topic stays advertised) and publishes nothing."""
-        classes = {
-            'sensor_msgs/msg/Image': Image,
-            'sensor_msgs/msg/CompressedImage': CompressedImage,
-            'sensor_msgs/msg/CameraInfo': CameraInfo,
-            'sensor_msgs/msg/PointCloud2': PointCloud2,
-        }
-        for key, type_name in publisher_specs(p):
-            if key not in self.pubs:
-                self.pubs[key] = self.create_publisher(
-                    classes[type_name], key_topic(key), self._out_qos
-                )
 
     # -- classes and palette (issue 14) ------------------------------------------------------
     def _classes_text(self) -> str:
@@ -236,7 +121,7 @@ class Depth3DSegNode(InputHandling, RuntimeParameters, Node):
         self._ensure_publishers(new)
         if new.sync_slop != old.sync_slop:
             self.sync.set_slop(new.sync_slop)
-        if new.diagnostics_period != old.diagnostics_period:
+        if new.diagnostics_period != old.diagnostics_period and self._diag_timer is not None:
             self._diag_timer.timer_period_ns = int(round(new.diagnostics_period * 1e9))
         if new.class_palette_file != old.class_palette_file:
             checked = getattr(self, '_checked_palette', None)
@@ -387,7 +272,34 @@ class Depth3DSegNode(InputHandling, RuntimeParameters, Node):
         """Stop the worker, then destroy the node. Returns False (node left alone) when the worker
         is still inside a call after 5 s: destroying publishers under it could block; the caller
         exits."""
-        if not self.worker.stop(timeout=5.0):
+        if not self.stop_worker(timeout=5.0):
             return False
         super().destroy_node()
         return True
+
+
+class Depth3DSegNode(NodePipeline, Node):
+    """The rclpy node: set up at construction and running until destroyed (the managed variant
+    is node/lifecycle.py). ``segmenter_factory(params, model_file)`` builds the model (default:
+    Segmenter; another object needs its ``classes``, ``infer`` and ``warmup``).
+
+    Raises (from the constructor, start-up stops):
+        ValueError: a bad parameter value (named, with the allowed values) or class palette file
+            (core/palette.py: file, field and value named).
+        FileNotFoundError: the model file is missing.
+    """
+
+    def __init__(
+        self,
+        segmenter_factory: Callable[[NodeParams, str], Any] | None = None,
+        node_name: str = 'depth3dseg',
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(node_name, **kwargs)
+        self._warn_unknown_parameters()
+        model_file = self._setup_model(declare_and_read(self), segmenter_factory)
+        self._setup_outputs()
+        self._start_inputs()
+        # run-time parameter changes (C44, node/runtime.py): checked, applied from the next frame
+        self._install_parameter_callbacks()
+        self.get_logger().info(self._ready_line(model_file))
