@@ -37,6 +37,7 @@ setup(
     entry_points={
         'console_scripts': [
             'depth3dseg_node = depth3dseg_ros.node.main:main',
+            'depth3dseg_lifecycle_node = depth3dseg_ros.node.lifecycle:main',
             'depth3dseg-extract = depth3dseg_ros.bags.extract:main',
             'depth3dseg-train = depth3dseg_ros.training.train:main',
             'depth3dseg-eval = depth3dseg_ros.training.evaluate:main',

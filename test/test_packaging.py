@@ -52,6 +52,8 @@ def test_package_xml_is_format3_ament_python_with_deps():
         'std_msgs',
         'builtin_interfaces',
         'diagnostic_msgs',
+        'lifecycle_msgs',
+        'rviz2',
         'python3-numpy',
         'python3-opencv',
         'python3-pytest',
@@ -81,6 +83,7 @@ def test_every_console_script_resolves_to_a_callable():
     names = {s.split('=')[0].strip() for s in scripts}
     assert {
         'depth3dseg_node',
+        'depth3dseg_lifecycle_node',
         'depth3dseg-extract',
         'depth3dseg-train',
         'depth3dseg-eval',
@@ -141,6 +144,7 @@ def test_colcon_build_install_tree(tmp_path):
     lib = ws / 'install' / PKG / 'lib' / PKG
     for exe in (
         'depth3dseg_node',
+        'depth3dseg_lifecycle_node',
         'depth3dseg-extract',
         'depth3dseg-train',
         'depth3dseg-eval',

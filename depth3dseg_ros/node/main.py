@@ -25,6 +25,7 @@ import threading
 from typing import Any, Callable
 
 PROG = 'depth3dseg_node'
+MANAGED_PROG = 'depth3dseg_lifecycle_node'  # node/lifecycle.py
 
 USAGE = """usage: depth3dseg_node [-h]
                        [--ros-args [--params-file FILE] [-p NAME:=VALUE] [-r FROM:=TO] ...]
@@ -53,12 +54,24 @@ An unknown parameter name is ignored with a warning naming the closest known one
 More: docs/node.md (topics, parameters, launch, RViz, bag replay)."""
 
 
-def usage() -> str:
-    """The ``--help`` text, its parameter list generated from node/params.py SPECS."""
+MANAGED_NOTE = """
+managed (lifecycle) node: starts 'unconfigured'; the lifecycle services (ros2 lifecycle set
+/depth3dseg configure | activate | deactivate | cleanup | shutdown) load the parameters and the
+model (configure), start and stop the processing (activate, deactivate) and release them
+(cleanup). Outputs are published only while active (docs/node.md "Managed (lifecycle) node")."""
+
+
+def usage(prog: str = PROG) -> str:
+    """The ``--help`` text of ``prog``, its parameter list generated from node/params.py SPECS."""
     from depth3dseg_ros.node.params import ParamSpec, usage_lines
 
     sim_time = ParamSpec('use_sim_time', False, 'follow /clock (rclpy declares it on every node)')
-    return USAGE.format(params='\n'.join(usage_lines(extra=[sim_time])))
+    text = USAGE.format(params='\n'.join(usage_lines(extra=[sim_time])))
+    if prog == MANAGED_PROG:  # same parameters and topics; they exist once configured/active
+        text = text.replace(PROG, prog).replace(
+            '\n\nparameters', MANAGED_NOTE + '\n\nparameters', 1
+        )
+    return text
 
 
 def scan_args(argv: list[str]) -> tuple[bool, list[str | None], list[str]]:
@@ -88,22 +101,24 @@ def scan_args(argv: list[str]) -> tuple[bool, list[str | None], list[str]]:
     return help_asked, files, stray
 
 
-def check_params_files(files: list[str | None]) -> str | None:
+def check_params_files(files: list[str | None], prog: str = PROG) -> str | None:
     """The error line for the first ``--params-file`` that is missing or not a file, else None."""
     for path in files:
         if path is None:
             return (
-                f'{PROG}: error: --params-file needs a path (--params-file config/depth3dseg.yaml)'
+                f'{prog}: error: --params-file needs a path (--params-file config/depth3dseg.yaml)'
             )
         if not os.path.exists(path):
-            return f'{PROG}: error: --params-file {path} does not exist'
+            return f'{prog}: error: --params-file {path} does not exist'
         if not os.path.isfile(path):
-            return f'{PROG}: error: --params-file {path} is not a file'
+            return f'{prog}: error: --params-file {path} is not a file'
     return None
 
 
 def main(
-    argv: list[str] | None = None, segmenter_factory: Callable[..., Any] | None = None
+    argv: list[str] | None = None,
+    segmenter_factory: Callable[..., Any] | None = None,
+    managed: bool = False,
 ) -> int:
     """Run the node until SIGINT/SIGTERM. Returns 0, or 2 when start-up fails (message on stderr).
 
@@ -119,12 +134,17 @@ def main(
         argv: command line (default ``sys.argv``), ROS arguments included.
         segmenter_factory: optional ``(params, model_file) -> segmenter`` (default:
             core.inference.Segmenter); tests use it to wrap the real Segmenter.
+        managed: run the managed node (node/lifecycle.py, ``depth3dseg_lifecycle_node``): it
+            starts unconfigured and loads nothing until the configure transition; at a signal
+            it takes the shutdown transition before it is destroyed.
     """
     from depth3dseg_ros.procutil import StopRequested, StopSignals
 
-    stop = StopSignals(PROG)  # first: a signal during the imports below ends quietly (C40)
+    stop = StopSignals(
+        MANAGED_PROG if managed else PROG
+    )  # first: a signal during the imports below ends quietly (C40)
     try:
-        rc = _main(argv, segmenter_factory, stop)
+        rc = _main(argv, segmenter_factory, stop, managed)
     except StopRequested:  # a signal before the node ran: nothing more to clean up
         rc = stop.EXIT_CODE
     finally:
@@ -137,19 +157,26 @@ def main(
     return rc
 
 
-def _main(argv: list[str] | None, segmenter_factory: Callable[..., Any] | None, stop: Any) -> int:
+def _main(
+    argv: list[str] | None,
+    segmenter_factory: Callable[..., Any] | None,
+    stop: Any,
+    managed: bool = False,
+) -> int:
     from depth3dseg_ros.procutil import RUNNING, STARTING, STOPPING, StopRequested
+
+    prog = MANAGED_PROG if managed else PROG
 
     argv = sys.argv if argv is None else argv
     help_asked, params_files, stray = scan_args(list(argv))
     if help_asked:
-        print(usage())
+        print(usage(prog))
         return 0
-    error = check_params_files(params_files)
+    error = check_params_files(params_files, prog)
     if stray and not error:
         error = (
-            f'{PROG}: error: unexpected arguments {stray}: ROS parameters and remappings go after '
-            f'--ros-args ({PROG} --ros-args -p name:=value; {PROG} --help lists the parameters)'
+            f'{prog}: error: unexpected arguments {stray}: ROS parameters and remappings go after '
+            f'--ros-args ({prog} --ros-args -p name:=value; {prog} --help lists the parameters)'
         )
     if error:
         print(error, file=sys.stderr)
@@ -162,14 +189,17 @@ def _main(argv: list[str] | None, segmenter_factory: Callable[..., Any] | None, 
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
-    from depth3dseg_ros.node.node import Depth3DSegNode
+    if managed:
+        from depth3dseg_ros.node.lifecycle import Depth3DSegLifecycleNode as NodeClass
+    else:
+        from depth3dseg_ros.node.node import Depth3DSegNode as NodeClass
 
     try:
         # NO: rclpy's handlers would shut the context down under the worker (publish on an invalid
         # context, rclpy #937) and replace ours; StopSignals wakes the main thread instead (C45)
         rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
     except RCLError as err:  # e.g. `-p name` without `:=value`: one line, no traceback
-        print(f'{PROG}: error: bad ROS arguments: {str(err).split(", at ")[0]}', file=sys.stderr)
+        print(f'{prog}: error: bad ROS arguments: {str(err).split(", at ")[0]}', file=sys.stderr)
         return 2
     stop.ros_started = True
     node = spinner = None
@@ -179,9 +209,9 @@ def _main(argv: list[str] | None, segmenter_factory: Callable[..., Any] | None, 
     try:
         stop.set_phase(STARTING)  # a signal now raises StopRequested (model loading, warm-up)
         try:
-            node = Depth3DSegNode(segmenter_factory=segmenter_factory)
+            node = NodeClass(segmenter_factory=segmenter_factory)
         except Exception as err:  # noqa: BLE001 - start-up failure: one clear line, no traceback
-            print(f'{PROG}: start-up failed: {err}', file=sys.stderr)
+            print(f'{prog}: start-up failed: {err}', file=sys.stderr)
             return 2
         executor.add_node(node)
         spinner = threading.Thread(
@@ -198,7 +228,7 @@ def _main(argv: list[str] | None, segmenter_factory: Callable[..., Any] | None, 
         return stop.EXIT_CODE
     finally:
         stop.set_phase(STOPPING)  # a second signal from here on ends the process at once
-        _shutdown(node, executor, spinner)
+        _shutdown(node, executor, spinner, prog=prog)
 
 
 def _spin(executor: Any, node: Any, stop: Any) -> None:
@@ -219,15 +249,17 @@ def _spin(executor: Any, node: Any, stop: Any) -> None:
         stop.event.set()
 
 
-def _shutdown(node: Any, executor: Any, spinner: Any, worker_timeout: float = 1.0) -> None:
+def _shutdown(
+    node: Any, executor: Any, spinner: Any, worker_timeout: float = 1.0, prog: str = PROG
+) -> None:
     """Stop the worker (at most ``worker_timeout`` s: the whole shutdown stays within 2 s, C40),
     the executor, the node and rclpy, in that order: nothing publishes on a context that is
     gone."""
     import rclpy
 
-    if node is not None and not node.worker.stop(timeout=worker_timeout):
+    if node is not None and not node.stop_worker(timeout=worker_timeout):
         print(
-            f'{PROG}: the worker is still inside a frame after {worker_timeout:.0f} s; exiting '
+            f'{prog}: the worker is still inside a frame after {worker_timeout:.0f} s; exiting '
             'anyway',
             file=sys.stderr,
         )
@@ -235,9 +267,16 @@ def _shutdown(node: Any, executor: Any, spinner: Any, worker_timeout: float = 1.
         sys.stderr.flush()
         os._exit(0)  # a thread blocked in a C call must not hold the process
     if executor is not None:
-        executor.shutdown(timeout_sec=1.0)
+        done = executor.shutdown(timeout_sec=1.0)
         if spinner is not None and spinner.is_alive():
-            spinner.join(1.0)
+            spinner.join(1.0 if done else 0.1)
+        if spinner is not None and spinner.is_alive():  # e.g. a managed node's configure
+            print(
+                f'{prog}: a callback is still running after 1 s; exiting anyway', file=sys.stderr
+            )
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
     if node is not None:
         node.destroy_node()
     rclpy.try_shutdown()

@@ -261,26 +261,40 @@ def descriptor(spec: ParamSpec) -> Any:
     return d
 
 
-def declare_and_read(node: Any) -> NodeParams:
-    """Declare every parameter on an rclpy ``node`` and return them validated.
+def declare_parameters(node: Any, any_type: bool = False) -> None:
+    """Declare every parameter on an rclpy ``node`` (default and description; no range, not
+    read-only), so that a bad value is refused by ``validate`` with its message (rclpy's own checks
+    would word it differently). Float parameters accept integers (``-p max_depth:=10``, C39);
+    ``any_type`` lets every parameter take any type until ``validate`` reads it (the managed node:
+    a wrong type fails the configure transition instead of the constructor)."""
+    from rcl_interfaces.msg import ParameterDescriptor  # installed with rclpy
 
-    Declared first with the description only, so that a bad start-up value is refused by
-    ``validate`` with its message (rclpy's own range check would word it differently); then each
-    parameter gets its full ``descriptor()`` (ranges, read_only) with ``node.set_descriptor``.
+    for spec in SPECS:
+        desc = ParameterDescriptor(
+            description=spec.doc, dynamic_typing=any_type or isinstance(spec.default, float)
+        )
+        node.declare_parameter(spec.name, spec.default, desc)
+
+
+def read_parameters(node: Any) -> NodeParams:
+    """The declared parameters of ``node``, validated.
+
+    Raises:
+        ValueError: from ``validate``, naming the parameter and its value.
+    """
+    return validate({s.name: node.get_parameter(s.name).value for s in SPECS})
+
+
+def declare_and_read(node: Any) -> NodeParams:
+    """Declare every parameter on an rclpy ``node`` (``declare_parameters``) and return them
+    validated; then each parameter gets its full ``descriptor()`` (ranges, read_only) with
+    ``node.set_descriptor``.
 
     Raises:
         ValueError: from ``validate`` (the node's start-up stops with this message).
     """
-    from rcl_interfaces.msg import ParameterDescriptor  # installed with rclpy
-
-    values = {}
-    for spec in SPECS:
-        # float parameters accept integers too (`-p max_depth:=10`); validate() checks the type
-        desc = ParameterDescriptor(
-            description=spec.doc, dynamic_typing=isinstance(spec.default, float)
-        )
-        values[spec.name] = node.declare_parameter(spec.name, spec.default, desc).value
-    params = validate(values)
+    declare_parameters(node)
+    params = read_parameters(node)
     for spec in SPECS:
         node.set_descriptor(spec.name, descriptor(spec))
     return params

@@ -23,7 +23,9 @@ from depth3dseg_ros.node.params import validate
 
 
 class RuntimeParameters:
-    """Mixin for an rclpy Node subclass (listed before ``Node``) with ``self.p: NodeParams``.
+    """Mixin for an rclpy Node subclass (listed before ``Node``) with ``self.p: NodeParams``
+    (None in a managed node that is not configured: every change is accepted then, and checked by
+    the configure transition).
 
     The node provides ``_check_extra(changes) -> str | None`` (a refusal reason or None) and
     ``_apply_parameters(old, new)`` (may raise: the change is then not applied), and calls
@@ -64,7 +66,7 @@ class RuntimeParameters:
         the same message, or one to a start-up-only parameter; parameters not in node/params.py
         (use_sim_time, ...) are left to rclpy."""
         changes = {q.name: q.value for q in parameters if q.name in SPEC_BY_NAME}
-        if not changes:
+        if not changes or getattr(self, 'p', None) is None:  # unconfigured: read at configure
             return SetParametersResult(successful=True)
         try:
             updated(self.p, changes)
@@ -103,7 +105,7 @@ class RuntimeParameters:
     def _on_parameters_set(self, parameters: list[Parameter]) -> None:
         """Post-set callback (executor thread): the new ``NodeParams`` from the stored values,
         ``_apply_parameters``, then one assignment; logs what changed."""
-        if not any(q.name in SPEC_BY_NAME for q in parameters):
+        if not any(q.name in SPEC_BY_NAME for q in parameters) or getattr(self, 'p', None) is None:
             return
         old = self.p
         try:
