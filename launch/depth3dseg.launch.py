@@ -13,6 +13,9 @@ Arguments (``name:=value``):
   rviz_config  the RViz file to start from (default <share>/config/depth3dseg.rviz)
   cloud_rgb    camera | class: what ~/points' rgb field holds; '' (default) = class when rviz
                is true (the "Labelled cloud" display shows class colours), else the params file's
+  managed      true: start depth3dseg_lifecycle_node, the managed (lifecycle) node, instead; it
+               starts unconfigured (``ros2 lifecycle set /<namespace>/depth3dseg configure``,
+               then ``activate``; docs/node.md "Managed (lifecycle) node")
 
 Example (the bundled bag's topics are the defaults):
   ros2 launch depth3dseg_ros depth3dseg.launch.py namespace:=front device:=cuda rviz:=true
@@ -35,16 +38,22 @@ PACKAGE = 'depth3dseg_ros'
 
 
 def _node_and_rviz(context):
-    """OpaqueFunction (the launch arguments are known here): depth3dseg_node and, with
+    """OpaqueFunction (the launch arguments are known here): depth3dseg_node (or, with
+    ``managed:=true``, depth3dseg_lifecycle_node) and, with
     ``rviz:=true``, rviz2 on a copy of the RViz file whose topics follow ``namespace``."""
-    from depth3dseg_ros.node.rviz_config import launch_flag, node_overrides, write_namespaced_rviz
+    from depth3dseg_ros.node.rviz_config import (
+        launch_flag,
+        node_executable,
+        node_overrides,
+        write_namespaced_rviz,
+    )
 
     def arg(name):
         return LaunchConfiguration(name).perform(context)
 
     node = Node(
         package=PACKAGE,
-        executable='depth3dseg_node',
+        executable=node_executable(arg('managed')),  # depth3dseg_node | depth3dseg_lifecycle_node
         name='depth3dseg',
         namespace=LaunchConfiguration('namespace'),
         output='screen',
@@ -125,6 +134,11 @@ def generate_launch_description():
             'cloud_rgb',
             default_value='',
             description="camera | class: ~/points rgb field; '' = class with rviz, else params",
+        ),
+        DeclareLaunchArgument(
+            'managed',
+            default_value='false',
+            description='true: the managed (lifecycle) node depth3dseg_lifecycle_node',
         ),
     ]
     transport = SetEnvironmentVariable(

@@ -53,7 +53,7 @@ def test_launch_file_declares_arguments_and_uses_real_launch_api():
     )
     declared = {c.args[0].value for c in _calls(tree, 'DeclareLaunchArgument')}
     assert {'model_file', 'namespace', 'params_file', 'image', 'camera_info'} <= declared
-    assert {'rviz', 'rviz_config', 'cloud_rgb'} <= declared
+    assert {'rviz', 'rviz_config', 'cloud_rgb', 'managed'} <= declared
     used = {
         c.args[0].value
         for name in ('LaunchConfiguration', 'arg')  # arg(name): LaunchConfiguration(name).perform
@@ -61,13 +61,21 @@ def test_launch_file_declares_arguments_and_uses_real_launch_api():
         if isinstance(c.args[0], ast.Constant)
     }
     assert used <= declared, used - declared
-    assert {'rviz', 'rviz_config', 'cloud_rgb'} <= used
+    assert {'rviz', 'rviz_config', 'cloud_rgb', 'managed'} <= used
 
 
 def test_launch_node_action_targets_console_script_with_params_and_remaps():
     tree = ast.parse(LAUNCH.read_text())
-    nodes = {_kw(n, 'executable').value: n for n in _calls(tree, 'Node')}
+    nodes = {
+        # the node's executable is chosen by managed:= (rviz_config.node_executable)
+        getattr(_kw(n, 'executable'), 'value', 'depth3dseg_node'): n
+        for n in _calls(tree, 'Node')
+    }
     assert sorted(nodes) == ['depth3dseg_node', 'rviz2']
+    assert (
+        ast.unparse(_kw(nodes['depth3dseg_node'], 'executable'))
+        == "node_executable(arg('managed'))"
+    )
     node = nodes['depth3dseg_node']
     assert ast.unparse(_kw(node, 'package')) == 'PACKAGE'
     assert "LaunchConfiguration('namespace')" in ast.unparse(_kw(node, 'namespace'))
@@ -79,7 +87,9 @@ def test_launch_node_action_targets_console_script_with_params_and_remaps():
     froms = {e.elts[0].value for e in remaps.elts}
     assert {'image', 'camera_info'} <= froms
     # the console script the launch file runs is the one setup.py declares
-    assert "'depth3dseg_node = depth3dseg_ros.node.main:main'" in (REPO / 'setup.py').read_text()
+    setup_py = (REPO / 'setup.py').read_text()
+    assert "'depth3dseg_node = depth3dseg_ros.node.main:main'" in setup_py
+    assert "'depth3dseg_lifecycle_node = depth3dseg_ros.node.lifecycle:main'" in setup_py
     assert (REPO / 'config' / 'depth3dseg.yaml').is_file()
 
 
@@ -253,6 +263,7 @@ def test_launch_file_runs_node_and_namespaced_rviz(monkeypatch, tmp_path):
         e.args[0]: e.kwargs['default_value'] for e in entities if 'default_value' in e.kwargs
     }
     assert declared['rviz'] == 'false' and declared['cloud_rgb'] == ''
+    assert declared['managed'] == 'false'
     assert declared['rviz_config'] == str(share / 'config' / 'depth3dseg.rviz')
     (opaque,) = [e for e in entities if 'function' in e.kwargs]
     base = {k: v for k, v in declared.items()}
@@ -270,3 +281,10 @@ def test_launch_file_runs_node_and_namespaced_rviz(monkeypatch, tmp_path):
     node, rviz = opaque.kwargs['function'](ctx)
     assert node.kwargs['parameters'][2] == {'cloud_rgb': 'camera'}
     assert rviz.kwargs['arguments'][1] == declared['rviz_config']  # no namespace: as shipped
+    ctx.launch_configurations.update(managed='true', rviz='false')
+    (node,) = opaque.kwargs['function'](ctx)  # managed: the lifecycle node, same wiring
+    assert node.kwargs['executable'] == 'depth3dseg_lifecycle_node'
+    assert node.kwargs['name'] == 'depth3dseg' and node.kwargs['remappings'][0][0] == 'image'
+    ctx.launch_configurations['managed'] = 'maybe'
+    with pytest.raises(ValueError, match="launch argument managed:='maybe' must be true or false"):
+        opaque.kwargs['function'](ctx)

@@ -109,6 +109,17 @@ def node_overrides(rviz: str, cloud_rgb: str) -> dict[str, str]:
     return {'cloud_rgb': 'class'} if with_rviz else {}
 
 
+def node_executable(managed: str) -> str:
+    """The node executable for the launch argument ``managed``: ``depth3dseg_lifecycle_node``
+    (the managed node, node/lifecycle.py: starts unconfigured) when true, else
+    ``depth3dseg_node``.
+
+    Raises:
+        ValueError: ``managed`` not a bool (named).
+    """
+    return 'depth3dseg_lifecycle_node' if launch_flag(managed, 'managed') else 'depth3dseg_node'
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m depth3dseg_ros.node.rviz_config --namespace NS [--config FILE]``: print the
     namespaced RViz config (default: the shipped config/depth3dseg.rviz). Exit 2 on a bad name."""
