@@ -15,7 +15,9 @@
 * ``--backends torch onnxruntime``: the same stream through the node once per inference backend,
   back to back (the model exported with core.onnx_export for onnxruntime), and the frame-rate ratio
   of each to the first: machines here differ up to 3x in speed, so the goal is a ratio measured in
-  one run. ``--repeat N`` runs the sequence N times, reversing the order every other time (ABBA),
+  one run. ``onnxruntime-whole`` / ``onnxruntime-split`` run the onnxruntime backend with its
+  split mode forced (core.backends.SPLIT_ENV; plain ``onnxruntime`` is its CPU default, the split).
+  ``--repeat N`` runs the sequence N times, reversing the order every other time (ABBA),
   and prints each round's figures, each ratio and their median (the load of a shared machine drifts
   within a minute).
 Goals: >= 30 fps end to end (issue 7; on this 2-core machine: onnxruntime / torch >= 1.6x, issue
@@ -92,6 +94,10 @@ def end_to_end(
     from depth3dseg_ros.ros.image import cv2_to_imgmsg
 
     log = open(tmp / f'node_{backend}.log', 'w')
+    env = dict(os.environ)
+    env.pop('DEPTH3DSEG_ORT_SPLIT', None)  # 'onnxruntime': the backend's own default
+    if backend.startswith('onnxruntime-'):  # core.backends.SPLIT_ENV: the split mode, forced
+        env['DEPTH3DSEG_ORT_SPLIT'] = backend.split('-', 1)[1]
     proc = popen_tied(
         [
             sys.executable,
@@ -113,11 +119,12 @@ def end_to_end(
             '-p',
             'diagnostics_period:=1.0',
             '-p',
-            f'backend:={backend}',
+            f"backend:={backend.split('-')[0]}",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=REPO,
+        env=env,
     )
     rclpy.init()
     node = rclpy.create_node('bench_harness')
@@ -251,7 +258,7 @@ def main() -> None:
         '--backends',
         nargs='+',
         default=['torch'],
-        choices=('torch', 'onnxruntime'),
+        choices=('torch', 'onnxruntime', 'onnxruntime-whole', 'onnxruntime-split'),
         help='node inference backends to run back to back (ratios against the first)',
     )
     args = ap.parse_args()
@@ -266,7 +273,7 @@ def main() -> None:
         models = {}
         for backend in args.backends:
             models[backend] = path
-            if backend == 'onnxruntime':
+            if backend.startswith('onnxruntime'):
                 from depth3dseg_ros.core.onnx_export import export_onnx
 
                 models[backend] = str(tmp / 'model.onnx')

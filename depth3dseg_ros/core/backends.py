@@ -16,6 +16,7 @@ like the torch path, ``intra_op_num_threads`` = usable cores minus one by defaul
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -33,6 +34,7 @@ __all__ = [
     'GPU_PROVIDERS',
     'OrtGraph',
     'SPLIT_MODES',
+    'SPLIT_ENV',
     'session_options',
 ]
 
@@ -245,18 +247,21 @@ def ort_providers(device: str = 'auto') -> List[Any]:
 
 
 SPLIT_MODES = ('auto', 'split', 'whole')
+#: environment variable that replaces split='auto' (e.g. ``whole`` for a node started by a launch
+#: file: the node has no parameter for it)
+SPLIT_ENV = 'DEPTH3DSEG_ORT_SPLIT'
 
 
 def session_options(num_threads: Optional[int] = None) -> Any:
     """ONNX Runtime SessionOptions of every depth3dseg session: ``intra_op_num_threads`` =
-    ``num_threads`` (None: usable cores minus one, core.inference.default_num_threads; 0: ONNX
+    ``num_threads`` (None: usable cores minus one, core.runtime.default_num_threads; 0: ONNX
     Runtime's default), one inter-op thread, sequential execution, all graph optimisations, and no
     idle spinning of the intra-op pool (``session.intra_op.allow_spinning`` = 0): on a 2-core
     machine a spinning worker thread takes the core the camera driver / publisher needs (with one
     thread there is no pool and it makes no difference). Raises ValueError for num_threads < 0."""
     import onnxruntime as ort
 
-    from .inference import default_num_threads
+    from .runtime import default_num_threads
 
     if num_threads is not None and int(num_threads) < 0:
         raise ValueError(f'num_threads={num_threads} must be >= 0 (0 = ONNX Runtime default)')
@@ -276,7 +281,8 @@ class OrtGraph:
     Args: path (.onnx); device (see ort_providers); num_threads: intra-op threads (None: usable
     cores minus one; 0: ONNX Runtime's default; session_options); split: 'auto' (default: 'split'
     when only the CPU provider runs, the file carries the 3D net's weights and ``onnx`` imports;
-    'whole' otherwise), 'split' (M1 in ONNX Runtime, M2 + M3 in torch: core.ort_split; ValueError
+    'whole' otherwise; the environment variable DEPTH3DSEG_ORT_SPLIT, when set, replaces 'auto'),
+    'split' (M1 in ONNX Runtime, M2 + M3 in torch: core.ort_split; ValueError
     when the file has no ``pointnet_state`` or a GPU provider was chosen) or 'whole' (the whole
     graph in ONNX Runtime).
     Attributes: meta (read_onnx_meta), session (of the whole graph, or of the 2D+depth subgraph
@@ -304,6 +310,8 @@ class OrtGraph:
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f'ONNX model file not found: {self.path}')
+        if split == 'auto' and os.environ.get(SPLIT_ENV):
+            split = os.environ[SPLIT_ENV]  # deployment override (the node has no parameter for it)
         if split not in SPLIT_MODES:
             raise ValueError(f'split={split!r} must be one of {SPLIT_MODES}')
         so = session_options(num_threads)
