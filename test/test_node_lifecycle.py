@@ -278,3 +278,18 @@ def test_lifecycle_sigterm_in_each_state_ends_cleanly(tmp_path, tiny_model, ros,
         assert_clean(*m.signal_and_time(signal.SIGTERM))
     finally:
         m.close()
+
+
+def test_lifecycle_help_and_argument_errors_before_ros(capsys, tmp_path):
+    """``--help`` names the managed node and its transitions; a missing ``--params-file`` stops
+    with exit code 2 and an ``error:`` line naming the executable (no rclpy started)."""
+    from depth3dseg_ros.node.lifecycle import main
+
+    assert main(['depth3dseg_lifecycle_node', '--help']) == 0
+    out = capsys.readouterr().out
+    assert out.startswith('usage: depth3dseg_lifecycle_node')
+    assert 'lifecycle set' in out and 'model_file' in out and 'depth3dseg_node ' not in out
+    missing = tmp_path / 'none.yaml'
+    assert main(['depth3dseg_lifecycle_node', '--ros-args', '--params-file', str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f'depth3dseg_lifecycle_node: error: --params-file {missing} does not exist' in err

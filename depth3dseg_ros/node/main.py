@@ -58,7 +58,8 @@ MANAGED_NOTE = """
 managed (lifecycle) node: starts 'unconfigured'; the lifecycle services (ros2 lifecycle set
 /depth3dseg configure | activate | deactivate | cleanup | shutdown) load the parameters and the
 model (configure), start and stop the processing (activate, deactivate) and release them
-(cleanup). Outputs are published only while active (docs/node.md "Managed (lifecycle) node")."""
+(cleanup). Outputs are published only while active; [start-up only] parameters are read at
+configure (docs/node.md "Managed (lifecycle) node")."""
 
 
 def usage(prog: str = PROG) -> str:
@@ -69,7 +70,7 @@ def usage(prog: str = PROG) -> str:
     text = USAGE.format(params='\n'.join(usage_lines(extra=[sim_time])))
     if prog == MANAGED_PROG:  # same parameters and topics; they exist once configured/active
         text = text.replace(PROG, prog).replace(
-            '\n\nparameters', MANAGED_NOTE + '\n\nparameters', 1
+            '\n\nparameters', '\n' + MANAGED_NOTE + '\n\nparameters', 1
         )
     return text
 
