@@ -17,7 +17,8 @@ first bytes of the decompressed stream). A directory's ``metadata.yaml`` ``stora
 only a hint: when it names another plugin than the files' contents, :class:`BagReader` logs one
 warning and reads the files by their contents (through a temporary copy of the directory of links
 with a corrected metadata.yaml). An unrecognised file is refused with its first 16 bytes in hex.
-Detection lives in ``bags.sniff`` (its names are re-exported here).
+Detection lives in ``bags.sniff`` (its names are re-exported here); the paths handed to rosbags
+(links, copies, a corrected metadata.yaml) are made by ``bags.open_paths`` (BagReader's mixin).
 
 Cut-off recordings (C38, details in ``bags.sniff`` and ``bags.mcap_salvage``): a rosbag2 directory
 without metadata.yaml, or one whose MCAP file was not closed, is read file by file as bare storage
@@ -49,11 +50,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-import yaml
 from rosbags.highlevel import AnyReader, AnyReaderError
 from rosbags.typesys import Stores, get_typestore
 
 from depth3dseg_ros.bags.mcap_salvage import SalvagedMcap, cached_scan
+from depth3dseg_ros.bags.open_paths import OpenPaths
 from depth3dseg_ros.bags.sniff import (  # noqa: F401  (re-exported: the reader's public names)
     MAGIC_LZ4,
     MAGIC_MCAP,
@@ -129,7 +130,7 @@ class TopicEntry:
     known: bool
 
 
-class BagReader:
+class BagReader(OpenPaths):
     """Context manager over one bag (any format above), built on ``rosbags.highlevel.AnyReader``.
 
     Args:
@@ -166,155 +167,7 @@ class BagReader:
         )
 
     # -- opening -----------------------------------------------------------------------------
-    def _open_path(self) -> List[Path]:
-        """Paths handed to AnyReader: the bag itself, or correctly named links / a decompressed
-        copy / a directory of links with a corrected metadata.yaml (its storage_identifier
-        disagreed with the files' contents: one warning)."""
-        fmt = detect_format(self.path)
-        self.format = fmt
-        if fmt.kind == 'rosbag2':
-            if fmt.recovery or (
-                fmt.storage == 'mcap'
-                and fmt.compression_mode != 'file'
-                and not all(mcap_is_closed(f) for f in self._dir_files())
-            ):
-                return self._storage_files(fmt)  # a cut-off recording (C38)
-            if fmt.storage == fmt.metadata_storage:
-                return [self.path]
-            return self._relabelled_dir(fmt)
-        src, kind = self.path, fmt.kind
-        self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
-        if fmt.compression_mode == 'whole-file':
-            plain = Path(self._tmp.name, 'decompressed')
-            _decompress_stream(self.path, fmt.compression_format, plain)
-            kind = sniff_file(plain)
-            if kind not in _STORAGE_SUFFIX:
-                raise UnsupportedCompression('whole-file', f'{fmt.compression_format}+{kind}', src)
-            src = plain
-            self.format = BagFormat(kind, 'whole-file', fmt.compression_format)
-        # rosbags picks the reader from the suffix: give it a name that matches the contents.
-        if kind == 'sqlite3' and src == self.path and wal_bytes(src):
-            src = self._with_wal(src, 0)  # a bare .db3 next to its -wal (C38)
-        if kind == 'mcap' and not mcap_is_closed(src):
-            self._salvage.add(src)  # read in file order (C38); the link below keeps the name right
-        if src.suffix == _STORAGE_SUFFIX[kind] and src == self.path:
-            self._tmp.cleanup()
-            self._tmp = None
-            return [src]
-        link = Path(self._tmp.name, self.path.name.split('.')[0] + _STORAGE_SUFFIX[kind])
-        os.symlink(src.resolve(), link)
-        if src in self._salvage:
-            self._salvage.add(link)
-        return [link]
-
-    def _with_wal(self, db: Path, i: int) -> Path:
-        """A checkpointed copy of a SQLite file whose ``-wal`` still holds data (C38), with a
-        warning."""
-        assert self._tmp is not None
-        sub = Path(self._tmp.name, f'wal_{i}')
-        sub.mkdir()
-        (LOG.warning if self.warn else LOG.debug)(
-            'bag file %s: its write-ahead log %s-wal holds %d bytes not yet in the file (the '
-            'recording was not closed): reading a copy with the log replayed',
-            db,
-            db.name,
-            wal_bytes(db),
-        )
-        return checkpointed_copy(db, sub)
-
-    def _dir_files(self) -> List[Path]:
-        """Storage files of the rosbag2 directory (metadata.yaml's list, else the files found,
-        C38)."""
-        meta_path = self.path / 'metadata.yaml'
-        if not meta_path.is_file():
-            return list(storage_files_of_dir(self.path))
-        meta = (yaml.safe_load(meta_path.read_text(encoding='utf-8')) or {}).get(
-            'rosbag2_bagfile_information', {}
-        )
-        return _rosbag2_files(self.path, meta)
-
-    def _storage_files(self, fmt: BagFormat) -> List[Path]:
-        """A cut-off rosbag2 directory (C38): no metadata.yaml, or an MCAP file that was not
-        closed. Each storage file is handed to rosbags as a bare storage file (a correctly named
-        link, a decompressed copy for file-mode compression), so topics, types and counts come from
-        the files (SQLite ``topics`` table, MCAP Channel/Schema records); MCAP files without footer
-        are read in file order (bags.mcap_salvage). Message-mode compression is undone in
-        :meth:`messages`."""
-        files = self._dir_files()
-        if fmt.recovery:
-            (LOG.warning if self.warn else LOG.debug)(
-                'bag %s has no metadata.yaml (the recording was not closed?): reading its %d %s '
-                'storage file(s) %s directly; topics, types and message counts come from the '
-                'files',
-                self.path,
-                len(files),
-                fmt.storage,
-                [f.name for f in files],
-            )
-        self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
-        # message-mode zstd: known from metadata.yaml, or (no metadata.yaml) seen by each message's
-        # magic
-        self._message_zstd = fmt.compression_mode == 'message' or bool(fmt.recovery)
-        links = []
-        for i, f in enumerate(files):
-            src = f
-            if fmt.compression_mode == 'file':
-                src = Path(self._tmp.name, f'plain_{i}')
-                _decompress_stream(f, fmt.compression_format, src)
-            elif fmt.storage == 'sqlite3' and wal_bytes(f):
-                src = self._with_wal(f, i)
-            links.append(
-                Path(
-                    self._tmp.name, f'{i:04d}_{f.name.split(".")[0]}{_STORAGE_SUFFIX[fmt.storage]}'
-                )
-            )
-            os.symlink(src.resolve(), links[-1])
-            if fmt.storage == 'mcap' and not mcap_is_closed(src):
-                self._salvage.add(links[-1])
-        return links
-
-    def _relabelled_dir(self, fmt: BagFormat) -> List[Path]:
-        """A rosbag2 directory whose metadata.yaml names another storage plugin than its files
-        hold:
-        warn once, then read the files by their contents (rosbags picks the plugin from
-        metadata.yaml:
-        a temporary directory of links with storage_identifier corrected; ROS 1 files: links named
-        .bag)."""
-        meta_path = self.path / 'metadata.yaml'
-        files = _rosbag2_files(
-            self.path,
-            (yaml.safe_load(meta_path.read_text(encoding='utf-8')) or {}).get(
-                'rosbag2_bagfile_information', {}
-            ),
-        )
-        (LOG.warning if self.warn else LOG.debug)(
-            'bag %s: metadata.yaml names storage %r but its file(s) %s are %s: reading them as %s '
-            '(the file contents decide; metadata.yaml is only a hint)',
-            self.path,
-            fmt.metadata_storage,
-            [f.name for f in files],
-            fmt.storage,
-            fmt.storage,
-        )
-        self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
-        tmp = Path(self._tmp.name)
-        if fmt.storage == 'ros1':
-            links = []
-            for i, f in enumerate(files):
-                links.append(tmp / f'{f.name.split(".")[0]}_{i}.bag')
-                os.symlink(f.resolve(), links[-1])
-            return links
-        fixed = tmp / self.path.name
-        fixed.mkdir()
-        for entry in self.path.iterdir():
-            if entry.name != 'metadata.yaml':
-                os.symlink(entry.resolve(), fixed / entry.name)
-        data = yaml.safe_load(meta_path.read_text(encoding='utf-8'))
-        data['rosbag2_bagfile_information']['storage_identifier'] = fmt.storage
-        (fixed / 'metadata.yaml').write_text(
-            yaml.safe_dump(data, sort_keys=False), encoding='utf-8'
-        )
-        return [fixed]
+    # (which paths rosbags gets: bags.open_paths.OpenPaths._open_path)
 
     def open(self) -> 'BagReader':
         """Open the bag; see the class docstring for errors (temporary files are removed on

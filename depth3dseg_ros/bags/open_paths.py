@@ -1,0 +1,198 @@
+"""Which paths ``bags.reader.BagReader`` hands to rosbags' AnyReader (split out of bags/reader.py).
+
+rosbags picks its reader from a path's suffix and a rosbag2 directory's plugin from its
+metadata.yaml. The storage file's own leading bytes decide here (bags.sniff), so a bag may be
+handed over as itself, as a correctly named link, as a decompressed copy (a whole-file compressed
+storage file), as a checkpointed copy (SQLite with a non-empty ``-wal``, C38), as links to the
+storage files of a cut-off rosbag2 directory (C38), or as a directory of links with a corrected
+metadata.yaml (its ``storage_identifier`` disagreed with the files). :class:`OpenPaths` is the
+part of BagReader that makes those paths; its attributes are BagReader's (``path``, ``warn``,
+``format``, ``_tmp``, ``_salvage``, ``_message_zstd``). Details in bags/reader.py's docstring.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import List, Optional
+
+import yaml
+
+from depth3dseg_ros.bags.sniff import (
+    _STORAGE_SUFFIX,
+    BagFormat,
+    UnsupportedCompression,
+    _decompress_stream,
+    _rosbag2_files,
+    checkpointed_copy,
+    detect_format,
+    mcap_is_closed,
+    sniff_file,
+    storage_files_of_dir,
+    wal_bytes,
+)
+
+LOG = logging.getLogger('depth3dseg_ros.bags.reader')  # the reader's warnings, as before the split
+
+
+class OpenPaths:
+    """Mixin of :class:`bags.reader.BagReader`: the paths it opens with rosbags."""
+
+    path: Path
+    warn: bool
+    format: Optional[BagFormat]
+    _tmp: Optional[tempfile.TemporaryDirectory]
+    _salvage: set
+    _message_zstd: bool
+
+    def _open_path(self) -> List[Path]:
+        """Paths handed to AnyReader: the bag itself, or correctly named links / a decompressed
+        copy / a directory of links with a corrected metadata.yaml (its storage_identifier
+        disagreed with the files' contents: one warning)."""
+        fmt = detect_format(self.path)
+        self.format = fmt
+        if fmt.kind == 'rosbag2':
+            if fmt.recovery or (
+                fmt.storage == 'mcap'
+                and fmt.compression_mode != 'file'
+                and not all(mcap_is_closed(f) for f in self._dir_files())
+            ):
+                return self._storage_files(fmt)  # a cut-off recording (C38)
+            if fmt.storage == fmt.metadata_storage:
+                return [self.path]
+            return self._relabelled_dir(fmt)
+        src, kind = self.path, fmt.kind
+        self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
+        if fmt.compression_mode == 'whole-file':
+            plain = Path(self._tmp.name, 'decompressed')
+            _decompress_stream(self.path, fmt.compression_format, plain)
+            kind = sniff_file(plain)
+            if kind not in _STORAGE_SUFFIX:
+                raise UnsupportedCompression('whole-file', f'{fmt.compression_format}+{kind}', src)
+            src = plain
+            self.format = BagFormat(kind, 'whole-file', fmt.compression_format)
+        # rosbags picks the reader from the suffix: give it a name that matches the contents.
+        if kind == 'sqlite3' and src == self.path and wal_bytes(src):
+            src = self._with_wal(src, 0)  # a bare .db3 next to its -wal (C38)
+        if kind == 'mcap' and not mcap_is_closed(src):
+            self._salvage.add(src)  # read in file order (C38); the link below keeps the name right
+        if src.suffix == _STORAGE_SUFFIX[kind] and src == self.path:
+            self._tmp.cleanup()
+            self._tmp = None
+            return [src]
+        link = Path(self._tmp.name, self.path.name.split('.')[0] + _STORAGE_SUFFIX[kind])
+        os.symlink(src.resolve(), link)
+        if src in self._salvage:
+            self._salvage.add(link)
+        return [link]
+
+    def _with_wal(self, db: Path, i: int) -> Path:
+        """A checkpointed copy of a SQLite file whose ``-wal`` still holds data (C38), with a
+        warning."""
+        assert self._tmp is not None
+        sub = Path(self._tmp.name, f'wal_{i}')
+        sub.mkdir()
+        (LOG.warning if self.warn else LOG.debug)(
+            'bag file %s: its write-ahead log %s-wal holds %d bytes not yet in the file (the '
+            'recording was not closed): reading a copy with the log replayed',
+            db,
+            db.name,
+            wal_bytes(db),
+        )
+        return checkpointed_copy(db, sub)
+
+    def _dir_files(self) -> List[Path]:
+        """Storage files of the rosbag2 directory (metadata.yaml's list, else the files found,
+        C38)."""
+        meta_path = self.path / 'metadata.yaml'
+        if not meta_path.is_file():
+            return list(storage_files_of_dir(self.path))
+        meta = (yaml.safe_load(meta_path.read_text(encoding='utf-8')) or {}).get(
+            'rosbag2_bagfile_information', {}
+        )
+        return _rosbag2_files(self.path, meta)
+
+    def _storage_files(self, fmt: BagFormat) -> List[Path]:
+        """A cut-off rosbag2 directory (C38): no metadata.yaml, or an MCAP file that was not
+        closed. Each storage file is handed to rosbags as a bare storage file (a correctly named
+        link, a decompressed copy for file-mode compression), so topics, types and counts come from
+        the files (SQLite ``topics`` table, MCAP Channel/Schema records); MCAP files without footer
+        are read in file order (bags.mcap_salvage). Message-mode compression is undone in
+        :meth:`messages`."""
+        files = self._dir_files()
+        if fmt.recovery:
+            (LOG.warning if self.warn else LOG.debug)(
+                'bag %s has no metadata.yaml (the recording was not closed?): reading its %d %s '
+                'storage file(s) %s directly; topics, types and message counts come from the '
+                'files',
+                self.path,
+                len(files),
+                fmt.storage,
+                [f.name for f in files],
+            )
+        self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
+        # message-mode zstd: known from metadata.yaml, or (no metadata.yaml) seen by each message's
+        # magic
+        self._message_zstd = fmt.compression_mode == 'message' or bool(fmt.recovery)
+        links = []
+        for i, f in enumerate(files):
+            src = f
+            if fmt.compression_mode == 'file':
+                src = Path(self._tmp.name, f'plain_{i}')
+                _decompress_stream(f, fmt.compression_format, src)
+            elif fmt.storage == 'sqlite3' and wal_bytes(f):
+                src = self._with_wal(f, i)
+            links.append(
+                Path(
+                    self._tmp.name, f'{i:04d}_{f.name.split(".")[0]}{_STORAGE_SUFFIX[fmt.storage]}'
+                )
+            )
+            os.symlink(src.resolve(), links[-1])
+            if fmt.storage == 'mcap' and not mcap_is_closed(src):
+                self._salvage.add(links[-1])
+        return links
+
+    def _relabelled_dir(self, fmt: BagFormat) -> List[Path]:
+        """A rosbag2 directory whose metadata.yaml names another storage plugin than its files
+        hold:
+        warn once, then read the files by their contents (rosbags picks the plugin from
+        metadata.yaml:
+        a temporary directory of links with storage_identifier corrected; ROS 1 files: links named
+        .bag)."""
+        meta_path = self.path / 'metadata.yaml'
+        files = _rosbag2_files(
+            self.path,
+            (yaml.safe_load(meta_path.read_text(encoding='utf-8')) or {}).get(
+                'rosbag2_bagfile_information', {}
+            ),
+        )
+        (LOG.warning if self.warn else LOG.debug)(
+            'bag %s: metadata.yaml names storage %r but its file(s) %s are %s: reading them as %s '
+            '(the file contents decide; metadata.yaml is only a hint)',
+            self.path,
+            fmt.metadata_storage,
+            [f.name for f in files],
+            fmt.storage,
+            fmt.storage,
+        )
+        self._tmp = tempfile.TemporaryDirectory(prefix='depth3dseg_bag_')
+        tmp = Path(self._tmp.name)
+        if fmt.storage == 'ros1':
+            links = []
+            for i, f in enumerate(files):
+                links.append(tmp / f'{f.name.split(".")[0]}_{i}.bag')
+                os.symlink(f.resolve(), links[-1])
+            return links
+        fixed = tmp / self.path.name
+        fixed.mkdir()
+        for entry in self.path.iterdir():
+            if entry.name != 'metadata.yaml':
+                os.symlink(entry.resolve(), fixed / entry.name)
+        data = yaml.safe_load(meta_path.read_text(encoding='utf-8'))
+        data['rosbag2_bagfile_information']['storage_identifier'] = fmt.storage
+        (fixed / 'metadata.yaml').write_text(
+            yaml.safe_dump(data, sort_keys=False), encoding='utf-8'
+        )
+        return [fixed]
