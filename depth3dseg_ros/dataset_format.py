@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import json
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
+
+if TYPE_CHECKING:
+    from depth3dseg_ros.core.classes import ClassSet
 
 INDEX = 'index.jsonl'
 MANIFEST = 'manifest.json'
@@ -95,3 +99,64 @@ def read_manifest(directory: str | Path) -> Optional[dict[str, Any]]:
         return json.loads(path.read_text(encoding='utf-8'))
     except json.JSONDecodeError as exc:
         raise ValueError(f'{path}: not valid JSON ({exc})') from None
+
+
+def check_label_range(
+    records: Sequence[Mapping[str, Any]], classes: 'ClassSet', workers: int = 4
+) -> Dict[str, Any]:
+    """Check, before training or evaluation starts, that every label image holds only ids of
+    ``classes`` (0..len(classes)-1; case C43: e.g. 255 = ignore written by another tool), so a bad
+    id stops the run up front instead of mid-epoch in a DataLoader worker.
+
+    Args:
+        records: frame records as ``dataset_format.read_index`` returns them (index entries plus
+            ``dir``, the dataset directory). Entries written by this writer carry ``label_max``
+            (the frame's largest id): those are checked from the index alone. Labelled entries
+            without it (datasets extracted before it was recorded) are decoded (cv2, ``workers``
+            threads).
+        classes: the run's class set.
+    Returns:
+        {'frames': labelled frames checked, 'from_index': checked by label_max, 'decoded': PNGs
+         read, 'max_id': largest id found (None without labels)}.
+    Raises:
+        ValueError: one line naming how many label images hold ids >= len(classes), the largest id,
+            the first such file and what to do (re-extract: ids outside the class set are mapped to
+            void by default); or a label PNG that cannot be read.
+    """
+    import cv2  # here: reading an index needs no OpenCV
+
+    n = len(classes)
+    labelled = [r for r in records if r.get('labels')]
+    need = [r for r in labelled if r.get('label_max') is None]
+
+    def top(r: Mapping[str, Any]) -> int:
+        path = Path(r.get('dir', '.')) / r['labels']
+        img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+        if img is None:
+            raise ValueError(f'label image {path} is missing or unreadable')
+        return int(img.max()) if img.size else 0
+
+    tops: Dict[int, int] = {
+        id(r): int(r['label_max']) for r in labelled if r.get('label_max') is not None
+    }
+    if need:
+        with ThreadPoolExecutor(max(1, int(workers))) as pool:  # cv2 decodes without the GIL
+            for r, t in zip(need, pool.map(top, need)):
+                tops[id(r)] = t
+    bad = [r for r in labelled if tops[id(r)] >= n]
+    if bad:
+        worst = max(tops[id(r)] for r in bad)
+        first = Path(bad[0].get('dir', '.')) / bad[0]['labels']
+        raise ValueError(
+            f'{len(bad)} of {len(labelled)} label images hold ids outside the class set '
+            f'0..{n - 1} ({n} classes; largest id {worst}, first {first}): re-extract the bags '
+            'with depth3dseg-extract, which maps such ids to void (--out-of-range-labels void, '
+            'the default) or refuses the frame (refuse); or use a class set that has these ids '
+            '(C43)'
+        )
+    return {
+        'frames': len(labelled),
+        'from_index': len(labelled) - len(need),
+        'decoded': len(need),
+        'max_id': max(tops.values()) if tops else None,
+    }

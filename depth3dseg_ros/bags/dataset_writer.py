@@ -14,7 +14,8 @@ Label ids: a label image may only hold ids of the class set (0..len(classes)-1).
 any other id (ValueError: ``bags.extract`` applies the out-of-range policy before writing, case
 C43) and records each frame's largest id as ``label_max`` in its index line, and the dataset's in
 manifest.json under ``labels`` (``max_id``, ``num_classes``, ``frames``), so a training run checks
-the label range from the index without decoding a PNG (:func:`check_label_range`).
+the label range from the index without decoding a PNG (``dataset_format.check_label_range``,
+re-exported here).
 
 Crash safety: each frame's files are written to ``.<name>.tmp`` names and moved in place with
 ``os.replace``; only then is its index line appended and flushed to the OS (so a killed process
@@ -40,7 +41,11 @@ import numpy as np
 
 from depth3dseg_ros.bags.png_stored import png_stored_parts
 from depth3dseg_ros.core.classes import ClassSet
-from depth3dseg_ros.dataset_format import complete_index_bytes, read_index
+from depth3dseg_ros.dataset_format import (  # noqa: F401  (check_label_range: re-exported)
+    check_label_range,
+    complete_index_bytes,
+    read_index,
+)
 
 FORMAT_VERSION = 1
 DEPTH_SCALE = 0.001  # metres per unit of the stored 16-bit depth PNG
@@ -407,62 +412,3 @@ class DatasetWriter:
                 done.append((entry, fut))
             self._pending = done
         self.close()
-
-
-def check_label_range(
-    records: Sequence[Mapping[str, Any]], classes: ClassSet, workers: int = 4
-) -> Dict[str, Any]:
-    """Check, before training or evaluation starts, that every label image holds only ids of
-    ``classes`` (0..len(classes)-1; case C43: e.g. 255 = ignore written by another tool), so a bad
-    id stops the run up front instead of mid-epoch in a DataLoader worker.
-
-    Args:
-        records: frame records as ``dataset_format.read_index`` returns them (index entries plus
-            ``dir``, the dataset directory). Entries written by this writer carry ``label_max``
-            (the frame's largest id): those are checked from the index alone. Labelled entries
-            without it (datasets extracted before it was recorded) are decoded (cv2, ``workers``
-            threads).
-        classes: the run's class set.
-    Returns:
-        {'frames': labelled frames checked, 'from_index': checked by label_max, 'decoded': PNGs
-         read, 'max_id': largest id found (None without labels)}.
-    Raises:
-        ValueError: one line naming how many label images hold ids >= len(classes), the largest id,
-            the first such file and what to do (re-extract: ids outside the class set are mapped to
-            void by default); or a label PNG that cannot be read.
-    """
-    n = len(classes)
-    labelled = [r for r in records if r.get('labels')]
-    need = [r for r in labelled if r.get('label_max') is None]
-
-    def top(r: Mapping[str, Any]) -> int:
-        path = Path(r.get('dir', '.')) / r['labels']
-        img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-        if img is None:
-            raise ValueError(f'label image {path} is missing or unreadable')
-        return int(img.max()) if img.size else 0
-
-    tops: Dict[int, int] = {
-        id(r): int(r['label_max']) for r in labelled if r.get('label_max') is not None
-    }
-    if need:
-        with ThreadPoolExecutor(max(1, int(workers))) as pool:  # cv2 decodes without the GIL
-            for r, t in zip(need, pool.map(top, need)):
-                tops[id(r)] = t
-    bad = [r for r in labelled if tops[id(r)] >= n]
-    if bad:
-        worst = max(tops[id(r)] for r in bad)
-        first = Path(bad[0].get('dir', '.')) / bad[0]['labels']
-        raise ValueError(
-            f'{len(bad)} of {len(labelled)} label images hold ids outside the class set '
-            f'0..{n - 1} ({n} classes; largest id {worst}, first {first}): re-extract the bags '
-            'with depth3dseg-extract, which maps such ids to void (--out-of-range-labels void, '
-            'the default) or refuses the frame (refuse); or use a class set that has these ids '
-            '(C43)'
-        )
-    return {
-        'frames': len(labelled),
-        'from_index': len(labelled) - len(need),
-        'decoded': len(need),
-        'max_id': max(tops.values()) if tops else None,
-    }
