@@ -122,8 +122,12 @@ class Depth3DSegLifecycleNode(LifecycleNodeMixin, NodePipeline, Node):
         if ret != SUCCESS:
             return ret
         self._active = True
-        self._publish_classes()
-        self._start_inputs()
+        try:
+            self._publish_classes()
+            self._start_inputs()
+        except Exception as err:  # noqa: BLE001 - ERROR: rclpy goes on to on_error
+            self.get_logger().error(f'activate failed: {type(err).__name__}: {first_line(err)}')
+            return TransitionCallbackReturn.ERROR
         self.get_logger().info('active: processing frames')
         return SUCCESS
 
