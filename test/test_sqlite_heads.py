@@ -15,7 +15,8 @@ from depth3dseg_ros.dataset_format import read_index
 
 
 def _expected(reader, whole=()):
-    """What message_heads must return: BagReader.messages, large messages cut to their head."""
+    """What message_heads must return: BagReader.messages, large messages cut to their head (and
+    read_message of each location the whole message, checked in _heads)."""
     out = []
     for topic, msgtype, t, raw in reader.messages(reader.topics()):
         raw = bytes(raw)
@@ -28,7 +29,12 @@ def _expected(reader, whole=()):
 def _heads(reader, whole=()):
     it = sqlite_heads.message_heads(reader, reader.topics(), whole)
     assert it is not None
-    return [(t, mt, ts, bytes(raw)) for t, mt, ts, raw in it]
+    out = []
+    full = [bytes(m[3]) for m in reader.messages(reader.topics())]
+    for k, (t, mt, ts, raw, loc) in enumerate(it):
+        assert bytes(sqlite_heads.read_message(loc)) == full[k]  # pass 2 reads it whole
+        out.append((t, mt, ts, bytes(raw)))
+    return out
 
 
 def _tied_bag(path, frames):
@@ -128,8 +134,8 @@ def test_pass_two_refuses_messages_other_than_pass_one(tmp_path, real_dir, monke
     bag = write_bag(tmp_path / 'b', make_frames(real_dir, 3))
     real = sqlite_heads.message_heads
 
-    def swapped(*a):
-        msgs = list(real(*a))
+    def swapped(*a):  # pass 1 sees rgb 0 and 1 swapped; no locations: pass 2 reads via rosbags
+        msgs = [m[:4] for m in real(*a)]
         rgb = [k for k, m in enumerate(msgs) if m[0] == '/camera/color/image_raw']
         msgs[rgb[0]], msgs[rgb[1]] = msgs[rgb[1]], msgs[rgb[0]]
         return iter(msgs)

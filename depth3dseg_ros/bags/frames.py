@@ -23,7 +23,7 @@ import numpy as np
 
 from depth3dseg_ros.bags.pairing import match_nearest
 from depth3dseg_ros.bags.reader import BagReader
-from depth3dseg_ros.bags.sqlite_heads import message_heads
+from depth3dseg_ros.bags.sqlite_heads import message_heads, read_message
 from depth3dseg_ros.core.depth import INTEGER_DEPTH_ENCODINGS, depth_to_meters, meters_to_16uc1
 from depth3dseg_ros.ros.camera_info import intrinsics_from_camera_info
 from depth3dseg_ros.ros.compressed import compressed_to_rgb, decode_compressed
@@ -175,6 +175,9 @@ class BagFrames:
                 self.role_topic[role] = name
         self.stamps: Dict[str, List[Optional[int]]] = {r: [] for r in self.role_topic}
         self.bag_times: Dict[str, List[int]] = {r: [] for r in self.role_topic}
+        #: SQLite3 storage: (topic, type, bag time, location) of pass 1's image messages (pass 2
+        #: reads only the needed ones, bags.sqlite_heads); None: pass 2 reads through rosbags
+        self.located: Optional[List[Tuple[str, str, int, Any]]] = None
         self.infos: List[Any] = []
         self.status: Dict[str, List[Optional[str]]] = {}
         #: called once per message read (both passes): the progress bar's update (bags.progress)
@@ -189,9 +192,15 @@ class BagFrames:
         info_cache: Dict[bytes, Any] = {}
         info_topic = self.role_topic.get('camera_info')
         heads = message_heads(self.reader, roles, [info_topic] if info_topic else [])
-        for topic, msgtype, t_ns, raw in heads or self.reader.messages(roles):
+        located: Optional[List[Tuple[str, str, int, Any]]] = None if heads is None else []
+        for topic, msgtype, t_ns, raw, *where in heads or self.reader.messages(roles):
             role = roles[topic]
             self.tick()
+            if located is not None and role != 'camera_info':
+                if where:
+                    located.append((topic, msgtype, t_ns, where[0]))
+                else:
+                    located = None
             self.stats[topic].read += 1
             self.bag_times[role].append(t_ns)
             try:
@@ -217,6 +226,7 @@ class BagFrames:
                 if role == 'camera_info':
                     self.infos.append(None)
             self.stamps[role].append(stamp)
+        self.located = located
         self.status = {
             r: [UNDECODABLE if s is None else NO_PARTNER for s in v]
             for r, v in self.stamps.items()
@@ -293,7 +303,12 @@ class BagFrames:
         got: Dict[int, Dict[str, Any]] = {i: {} for i in planned}
         roles = {t: r for r, t in self.role_topic.items() if r != 'camera_info'}
         seq = Counter()
-        for topic, msgtype, t_ns, raw in self.reader.messages(roles):
+        source = (
+            self.reader.messages(roles)
+            if self.located is None
+            else self._located_messages(roles, need)
+        )
+        for topic, msgtype, t_ns, raw in source:
             role = roles[topic]
             self.tick()
             j = seq[role]
@@ -308,6 +323,18 @@ class BagFrames:
                 frame = self._assemble(i, planned[i], got.pop(i))
                 if frame is not None:
                     yield frame
+
+    def _located_messages(
+        self, roles: Dict[str, str], need: Dict[Tuple[str, int], int]
+    ) -> Iterator[Tuple[str, str, int, Any]]:
+        """Pass 2 on SQLite3 storage: pass 1's messages in pass 1's (rosbags') order; only the
+        needed ones are read, whole (bags.sqlite_heads.read_message), the others come as None."""
+        seq: Counter = Counter()
+        for topic, msgtype, t_ns, loc in self.located or ():
+            role = roles[topic]
+            j = seq[role]
+            seq[role] += 1
+            yield topic, msgtype, t_ns, (read_message(loc) if (role, j) in need else None)
 
     def _check_same_message(
         self, role: str, j: int, t_ns: int, raw: Optional[bytes], msgtype: str

@@ -29,12 +29,16 @@ from heapq import merge
 from itertools import groupby
 from typing import Any, Collection, Iterable, Iterator, List, Optional, Tuple
 
+import numpy as np
+
 #: bytes read of a large message: its header (encapsulation, stamp, frame_id) and more.
 HEAD_BYTES = 64
 #: messages up to this size are read whole by the query itself (cheaper than a blob handle).
 WHOLE_BYTES = 4096
 
-Head = Tuple[str, str, int, bytes]
+#: where a message's bytes are: (apsw connection, messages.id, length in bytes)
+Location = Tuple[Any, int, int]
+Head = Tuple[str, str, int, bytes, Location]
 
 
 def _sqlite_storages(owner: Any) -> Optional[Tuple[List[Any], bool]]:
@@ -66,8 +70,9 @@ def _matches(x: Any, y: Any) -> bool:
 
 def _storage_heads(
     storage: Any, conns: Collection[Any], whole: Collection[str], direct: bool
-) -> Iterator[Tuple[Any, int, bytes]]:
-    """``(connection, bag_time_ns, head)`` of one SQLite3 file in rosbags' order (module doc)."""
+) -> Iterator[Tuple[Any, int, bytes, Location]]:
+    """``(connection, bag_time_ns, head, location)`` of one SQLite3 file in rosbags' order
+    (module doc)."""
     if direct:  # a bare .db3: rosbags yields the storage's own connection objects
         connmap = {x.id: x for x in storage.connections}
         ids = tuple({x.id for x in conns})
@@ -94,7 +99,7 @@ def _storage_heads(
         if data is None and size:  # large: its first bytes only
             with db.blob_open('main', 'messages', 'data', rowid, False) as blob:
                 data = blob.read(HEAD_BYTES)
-        yield connmap[cid], stamp, data if data is not None else b''
+        yield connmap[cid], stamp, data if data is not None else b'', (db, rowid, size or 0)
 
 
 def message_heads(
@@ -109,8 +114,9 @@ def message_heads(
         topics: topics to read (those of unknown type are left out, as ``messages`` does).
         whole: topics whose messages come whole (e.g. CameraInfo, decoded in pass 1).
     Returns:
-        an iterator of ``(topic, msgtype, bag_time_ns, raw_or_head)``, or None when the bag is
-        not all SQLite3 storage without message compression (then use ``BagReader.messages``).
+        an iterator of ``(topic, msgtype, bag_time_ns, raw_or_head, location)`` (``location``:
+        for :func:`read_message`), or None when the bag is not all SQLite3 storage without
+        message compression (then use ``BagReader.messages``).
     """
     if bag.message_compressed:
         return None
@@ -125,7 +131,7 @@ def message_heads(
             storages[id(conn.owner)] = found
     whole = set(whole)
 
-    def owner_heads(owner: Any, group: List[Any]) -> Iterator[Tuple[Any, int, bytes]]:
+    def owner_heads(owner: Any, group: List[Any]) -> Iterator[Tuple[Any, int, bytes, Location]]:
         parts, direct = storages[id(owner)]
         for storage in parts:
             yield from _storage_heads(storage, group, whole, direct)
@@ -139,7 +145,28 @@ def message_heads(
                 sorted(conns, key=lambda x: id(x.owner)), key=lambda x: x.owner
             )
         ]  # AnyReader.messages' grouping and merge
-        for conn, stamp, data in merge(*gens, key=lambda x: x[1]):
-            yield conn.topic, conn.msgtype, stamp, data
+        for conn, stamp, data, loc in merge(*gens, key=lambda x: x[1]):
+            yield conn.topic, conn.msgtype, stamp, data, loc
 
     return run()
+
+
+def read_message(loc: Location) -> bytes | memoryview:
+    """The whole raw message at ``loc`` (from :func:`message_heads`), read with SQLite's
+    incremental blob I/O straight into a new buffer: no Python bytes object built from the row
+    (rosbags' ``SELECT data`` copies each blob once more, holding the GIL), and apsw releases the
+    GIL while SQLite copies, so a reader thread overlaps with the writer (bags.prefetch).
+
+    Returns:
+        a memoryview of a fresh uint8 buffer (writable), or bytes for messages up to
+        :data:`WHOLE_BYTES` (rosbags decodes small messages faster from bytes).
+    Raises:
+        apsw.Error: the row is gone (the file changed since pass 1).
+    """
+    db, rowid, size = loc
+    if not size:
+        return b''
+    buf = np.empty(size, np.uint8)
+    with db.blob_open('main', 'messages', 'data', rowid, False) as blob:
+        blob.read_into(buf)
+    return buf.tobytes() if size <= WHOLE_BYTES else memoryview(buf)
