@@ -5,8 +5,9 @@ One bag is read twice (bags.reader.BagReader). Pass 1 reads only the header stam
 depth and labels messages (from the serialized bytes, no image deserialization; on SQLite3 storage
 only their first bytes are read, bags.sqlite_heads) and decodes the small CameraInfo messages to K
 (once per distinct content). The pairing (bags.pairing) then decides which messages form which
-frame. Pass 2 decodes only the messages of planned frames and hands each frame over as soon as its
-parts are all decoded, so memory holds a handful of images, not the bag.
+frame. Pass 2 decodes only the messages of planned frames (on SQLite3 storage it reads only those,
+at the locations pass 1 recorded) and hands each frame over as soon as its parts are all decoded,
+so memory holds a handful of images, not the bag.
 
 Every message of every topic ends in exactly one state: used, or skipped with a reason
 (``read = used + skipped`` per selected topic; topics not selected or of unknown type are 0 read,

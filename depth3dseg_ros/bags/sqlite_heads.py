@@ -1,4 +1,5 @@
-"""Pass 1 of ``depth3dseg-extract`` on SQLite3 storage without reading the image blobs.
+"""``depth3dseg-extract`` on SQLite3 storage: pass 1 without reading the image blobs, pass 2
+reading only the needed ones, straight into numpy buffers.
 
 Pass 1 (bags.frames) needs only the header stamp of each rgb/depth/labels message: its first 12
 bytes. rosbags' SQLite reader returns every message's whole blob (``SELECT ... messages.data``);
@@ -7,20 +8,25 @@ Python copies it into a bytes object: about as long as reading the bag. Here the
 for ``length(data)`` (SQLite reads it from the record header, no overflow page) and the data only
 of small messages and of the topics read whole (CameraInfo); of any other message only the first
 :data:`HEAD_BYTES` bytes are read, through SQLite's incremental blob I/O (``apsw`` blob_open: the
-first page only). 60 frames of 640x480 rgb8 + 16UC1 + mono8: 60-70 ms -> 0.5 ms.
+first page only). 60 frames of 640x480 rgb8 + 16UC1 + mono8: 60-70 ms -> 0.5 ms. Each message
+comes with its location (connection, row id, length).
 
-The messages come in exactly rosbags' order (pass 2 still reads through rosbags and matches the two
-passes by each topic's message index): per storage file the same ``FROM``/``JOIN``/``WHERE`` and
-``ORDER BY timestamp`` as ``rosbags.rosbag2.storage_sqlite3.Sqlite3Reader.messages`` (0.11.9), the
-files of a rosbag2 directory one after the other, the readers of an AnyReader merged by timestamp
-in rosbags' order (grouped by ``id(connection.owner)``, ``heapq.merge``). bags.frames checks each
-message's bag time and header stamp again in pass 2 and stops with an error should they ever
-differ.
+Pass 2 reads the messages of the planned frames at those locations (:func:`read_message`): only
+those (``--every``, ``--max-frames``, frames already in the dataset cost nothing), each into a new
+numpy buffer without a Python bytes object in between, and apsw releases the GIL while SQLite
+copies, so the reader thread (bags.prefetch) overlaps with the writer.
+
+The messages come in exactly rosbags' order, so frame ids (the rgb message's index in its topic)
+are the same as when rosbags reads the bag: per storage file the same ``FROM``/``JOIN``/``WHERE``
+and ``ORDER BY timestamp`` as ``rosbags.rosbag2.storage_sqlite3.Sqlite3Reader.messages``
+(0.11.9), the files of a rosbag2 directory one after the other, the readers of an AnyReader merged
+by timestamp in rosbags' order (grouped by ``id(connection.owner)``, ``heapq.merge``); tested
+against rosbags, ties in bag time and split directories included (test/test_sqlite_heads.py).
 
 Used only where it applies: every connection's storage is SQLite3 (a bare ``.db3`` or a rosbag2
 directory of them) and no message is compressed (``compression_mode: message`` and a cut-off
-directory without metadata.yaml read their blobs whole: :func:`message_heads` returns None and the
-caller falls back to ``BagReader.messages``).
+directory without metadata.yaml read their blobs whole: :func:`message_heads` returns None and
+the caller falls back to ``BagReader.messages`` for both passes).
 """
 
 from __future__ import annotations
