@@ -41,6 +41,9 @@ import numpy as np
 HEAD_BYTES = 64
 #: messages up to this size are read whole by the query itself (cheaper than a blob handle).
 WHOLE_BYTES = 4096
+#: bytes of a storage file SQLite may memory-map (it maps at most the file and at most its
+#: compile-time limit; past that it reads as usual).
+MMAP_BYTES = 1 << 40
 
 #: where a message's bytes are: (apsw connection, messages.id, length in bytes)
 Location = Tuple[Any, int, int]
@@ -101,6 +104,10 @@ def _storage_heads(
         f'WHERE topics.id IN ({marks}) ORDER BY timestamp'
     )
     db = storage.dbconn
+    # Memory-mapped reads: SQLite then copies a blob's pages from the mapping instead of one
+    # pread() per 4 KiB page into its cache first (pass 2, 60 frames: 31 -> 16 ms). rosbags opens
+    # the file immutable (never written while read); the setting is per connection.
+    db.execute(f'PRAGMA mmap_size={MMAP_BYTES}').fetchall()
     for cid, stamp, rowid, size, data in db.execute(query, (WHOLE_BYTES, *whole_ids, *ids)):
         if data is None and size:  # large: its first bytes only
             with db.blob_open('main', 'messages', 'data', rowid, False) as blob:
