@@ -34,6 +34,7 @@ def _images():
         'depth 51x640 (2 full blocks)': rng.integers(0, 65536, (51, 640), dtype=np.uint16),
         'rgb 3x10000 (1 row a block)': rng.integers(0, 256, (3, 10000, 3), dtype=np.uint8),
         'rgb 2x30000 (row > block)': rng.integers(0, 256, (2, 30000, 3), dtype=np.uint8),
+        'depth 2x33000 (row > block)': rng.integers(0, 65536, (2, 33000), dtype=np.uint16),
     }
 
 
