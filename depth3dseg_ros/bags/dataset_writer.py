@@ -60,7 +60,7 @@ PNG_STRATEGIES = {
 }
 
 
-def _write_file(path: Path, parts: Sequence[Any]) -> None:
+def _write_file(path: str | Path, parts: Sequence[Any]) -> None:
     """Create/truncate ``path`` and write the bytes-like ``parts`` in order with ``os.writev`` (no
     Python file object, one system call for a whole PNG; short writes are continued).
 
@@ -127,6 +127,7 @@ class DatasetWriter:
         self._pending: Deque[Tuple[Dict[str, Any], Future]] = deque()
         self._submitted: set = set()
         self.root = Path(root)
+        self._root = str(self.root)
         self.classes = classes
         self.png_level = int(png_level)
         self.fsync_interval_s = float(fsync_interval_s)
@@ -186,8 +187,9 @@ class DatasetWriter:
         return frame_id in self.entries
 
     def _write_png(self, rel: str, img: np.ndarray) -> None:
-        path = self.root / rel
-        tmp = path.with_name(f'.{path.name}.tmp')
+        sub, name = rel.split('/')  # '<rgb|depth|labels>/<id>.png' (str ops: no pathlib per file)
+        path = os.path.join(self._root, sub, name)
+        tmp = os.path.join(self._root, sub, f'.{name}.tmp')
         if self.png_level == 0:  # stored PNG, RGB order as given (bags.png_stored)
             parts = png_stored_parts(img)
         else:
