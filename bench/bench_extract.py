@@ -6,7 +6,8 @@ depth, mono8 labels (NYU frames), CameraInfo. Then measures, best of --repeat:
 * plain read: AnyReader, iterate every message and deserialize it (what any bag consumer pays);
 * extraction (bags.extract.extract) into a fresh directory, at each PNG level given (0 = stored
   PNGs by bags.png_stored, the default; 1..9 = cv2 with the zlib strategy given; the strategy does
-  not matter at level 0);
+  not matter at level 0); the timed call also removes the previous repeat's dataset first
+  (``shutil.rmtree`` of ~98 MB in 140 files at level 0, ~0.02 s on the 2-core development machine);
 * PNG encoding alone (what the writer does at that level, on the same rgb/depth/label arrays), to
   show where time goes.
 
