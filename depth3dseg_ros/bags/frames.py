@@ -22,17 +22,14 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from depth3dseg_ros.bags.decode import COMPRESSED, decode_depth, decode_labels, decode_rgb
 from depth3dseg_ros.bags.pairing import match_nearest
 from depth3dseg_ros.bags.reader import BagReader
 from depth3dseg_ros.bags.sqlite_heads import message_heads, read_message
-from depth3dseg_ros.core.depth import INTEGER_DEPTH_ENCODINGS, depth_to_meters, meters_to_16uc1
 from depth3dseg_ros.ros.camera_info import intrinsics_from_camera_info
-from depth3dseg_ros.ros.compressed import compressed_to_rgb, decode_compressed
-from depth3dseg_ros.ros.image import imgmsg_to_cv2, to_rgb
 
 ROLES = ('rgb', 'depth', 'labels', 'camera_info')
 IMAGE = 'sensor_msgs/msg/Image'
-COMPRESSED = 'sensor_msgs/msg/CompressedImage'
 CAMERA_INFO = 'sensor_msgs/msg/CameraInfo'
 ALLOWED_TYPES = {
     'rgb': (IMAGE, COMPRESSED),
@@ -93,45 +90,6 @@ class FrameData:
 
 def _no_tick() -> None:
     """No progress bar."""
-
-
-def decode_rgb(msg: Any, msgtype: str) -> np.ndarray:
-    """H×W×3 uint8 RGB from an Image or CompressedImage (ros.image / ros.compressed)."""
-    return compressed_to_rgb(msg) if msgtype == COMPRESSED else to_rgb(msg)
-
-
-def decode_depth(msg: Any, msgtype: str, depth_scale: Optional[float]) -> np.ndarray:
-    """H×W uint16 mm (0 = no data) via core.depth from 16UC1/mono16/32FC1 Image or CompressedImage
-    (compressedDepth or 16-bit PNG). ``depth_scale``: metres per unit of integer depth (None = mm).
-
-    uint16 millimetres (integer encoding, scale None/0.001) are copied unchanged: that is exactly
-    what the core.depth round trip mm -> m -> mm returns (tested), without its two float passes.
-    """
-    if msgtype == COMPRESSED:
-        arr, enc = decode_compressed(msg)
-    else:
-        arr, enc = imgmsg_to_cv2(msg), msg.encoding
-    if enc in INTEGER_DEPTH_ENCODINGS and arr.dtype == np.uint16 and depth_scale in (None, 0.001):
-        return np.ascontiguousarray(arr, dtype=np.uint16)
-    return meters_to_16uc1(depth_to_meters(arr, enc, depth_scale))
-
-
-def decode_labels(msg: Any, msgtype: str) -> np.ndarray:
-    """H×W uint8/uint16 class ids from a mono8/8UC1/mono16/16UC1 Image or a gray PNG
-    CompressedImage.
-
-    Raises:
-        ValueError: a colour or float label image (encoding named).
-    """
-    if msgtype == COMPRESSED:
-        arr, enc = decode_compressed(msg)
-    else:
-        arr, enc = imgmsg_to_cv2(msg), msg.encoding
-    if arr.ndim != 2 or arr.dtype not in (np.uint8, np.uint16):
-        raise ValueError(
-            f'label image encoding={enc!r} shape={arr.shape}: expected 1-channel 8/16-bit ids'
-        )
-    return np.ascontiguousarray(arr)
 
 
 class BagFrames:
