@@ -21,11 +21,7 @@ for p in "${runs[@]}"; do
   "$PY" bench/bench_core.py --device "$DEVICE" --runs 100 --warmup 10 --json "$OUT/core_$p.json" \
     $( [ "$p" = fp16 ] && echo --half ) | tee "$OUT/core_$p.txt"
 done
-"$PY" - "$OUT" "${runs[@]}" <<'PYEOF
-echo "== ONNX Runtime execution providers"
-ORT_RUNS=100
-[ "$DEVICE" = cpu ] && ORT_RUNS=10
-"$PY" bench/bench_ort_gpu.py --out "$OUT" --runs "$ORT_RUNS" | tee "$OUT/ort_gpu.txt"'
+"$PY" - "$OUT" "${runs[@]}" <<'PYEOF'
 import json, sys
 out, precisions = sys.argv[1], sys.argv[2:]
 for p in precisions:

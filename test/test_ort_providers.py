@@ -87,3 +87,15 @@ def test_gpu_bench_plan_skips_missing_providers():
     assert trt16[1:] == [(CUDA, {'device_id': 0}), CPU]  # TensorRT's leftovers: CUDA, then CPU
     no_trt = plan([CUDA, CPU])
     assert no_trt[1]['skip'] is None and no_trt[2]['skip'] and no_trt[3]['skip']
+
+
+def test_bench_gpu_script_parses_and_runs_the_ort_part():
+    """bench/bench_gpu.sh is valid bash (``bash -n``) and calls bench_ort_gpu.py after the heredoc
+    of the torch summary (a heredoc left open would swallow it)."""
+    import subprocess
+
+    script = REPO / 'bench' / 'bench_gpu.sh'
+    res = subprocess.run(['bash', '-n', str(script)], capture_output=True, text=True)
+    assert res.returncode == 0 and not res.stderr, res.stderr
+    text = script.read_text()
+    assert text.index('\nPYEOF\n') < text.index('bench/bench_ort_gpu.py --out')
