@@ -62,6 +62,7 @@ def _overrides(model, **extra):
         input_width=64,
         input_height=48,
         torch_threads=1,
+        lazy_outputs=False,  # in-process: no subscriber, every output recorded
         **extra,
     )
     return [Parameter(k, value=v) for k, v in values.items()]

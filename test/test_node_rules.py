@@ -37,6 +37,7 @@ def node(tmp_path_factory):
         Parameter('input_height', value=48),
         Parameter('torch_threads', value=1),
         Parameter('max_image_pixels', value=80 * 60 - 1),
+        Parameter('lazy_outputs', value=False),  # no subscriber here: publish every output
     ]
     n = Depth3DSegNode(node_name='d3s_rules', context=ctx, parameter_overrides=overrides)
     n.published = []

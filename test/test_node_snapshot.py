@@ -61,6 +61,7 @@ def test_c44_change_during_a_frame_applies_whole_from_the_next_frame(tmp_path):
         Parameter('input_width', value=64),
         Parameter('input_height', value=48),
         Parameter('torch_threads', value=1),
+        Parameter('lazy_outputs', value=False),  # no subscriber here: publish every output
     ]
 
     def factory(p, model_file):

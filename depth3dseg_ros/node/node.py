@@ -70,11 +70,11 @@ from depth3dseg_ros.node.diagnostics import (
 )
 from depth3dseg_ros.node.frame import frame_outputs, plan_input
 from depth3dseg_ros.node.inputs import InputHandling
-from depth3dseg_ros.node.outputs import cloud_colors, image_messages
+from depth3dseg_ros.node.outputs import cloud_colors, image_messages, wanted_outputs
 from depth3dseg_ros.node.params import NodeParams, declare_and_read
 from depth3dseg_ros.node.runtime import RuntimeParameters
 from depth3dseg_ros.node.steps import SetupSteps
-from depth3dseg_ros.node.worker import summary_line
+from depth3dseg_ros.node.worker import outputs_text, summary_line
 from depth3dseg_ros.ros.camera_info import camera_info_for_output
 from depth3dseg_ros.ros.pointcloud2 import create_cloud
 from depth3dseg_ros.ros.sync import Pair, header_stamp_ns
@@ -163,18 +163,21 @@ class NodePipeline(SetupSteps, InputHandling, RuntimeParameters):
             else self.seg.infer(rgb, plan.K, p.label_source, depth=depth_in)
         )
         t2 = time.perf_counter()
+        # lazy outputs (image_transport's rule, node/outputs.py wanted_outputs): only what has
+        # subscribers is built and published; the labels' own computation ran above regardless
+        wanted = wanted_outputs(p, self._subscriber_counts(), self.pubs)
+        self.last_outputs = wanted
+        if not wanted:  # nobody listens: no output work at all
+            t3 = time.perf_counter()
+            self._add_stats(msg, t0, t1, t2, t3, t3)
+            return
         out = frame_outputs(
-            res,
-            plan,
-            rgb,
-            p.max_depth,
-            p.output_resolution,
-            cloud=p.publish_points and 'points' in self.pubs,
+            res, plan, rgb, p.max_depth, p.output_resolution, cloud='points' in wanted
         )
         labels = palette.relabel(out.labels)  # output ids (class_palette_file groups)
         info_out = (
             None
-            if out.camera is None
+            if out.camera is None or not any(k.endswith('/camera_info') for k in wanted)
             else camera_info_for_output(
                 out.camera, out.camera.width, out.camera.height, msg.header
             )
@@ -200,12 +203,29 @@ class NodePipeline(SetupSteps, InputHandling, RuntimeParameters):
             )
         t3 = time.perf_counter()
         for key, m in image_messages(
-            p, msg.header, labels, out.depth, out.rgb, info_out, palette, self.pubs, mask
+            p, msg.header, labels, out.depth, out.rgb, info_out, palette, wanted, mask
         ):
             self._publish(key, m)
-        if cloud is not None and p.publish_points:
+        if cloud is not None:
             self._publish('points', cloud)
-        t4 = time.perf_counter()
+        self._add_stats(msg, t0, t1, t2, t3, time.perf_counter())
+
+    def _subscriber_counts(self) -> dict[str, int]:
+        """``{key: subscriber count}`` of the output publishers
+        (``Publisher.get_subscription_count()``: the subscriptions DDS has matched, e.g. RViz,
+        ``ros2 topic echo``, ``ros2 bag record``). A count that cannot be read is taken as 1
+        (publish rather than lose an output)."""
+        counts = {}
+        for key, pub in self.pubs.items():
+            try:
+                counts[key] = pub.get_subscription_count()
+            except Exception:  # noqa: BLE001 - a destroyed/invalid publisher: publish decides
+                counts[key] = 1
+        return counts
+
+    def _add_stats(self, msg: Any, t0: float, t1: float, t2: float, t3: float, t4: float) -> None:
+        """One processed frame's stage times (perf_counter s: start, decoded, inferred, cloud
+        built, published) and its age into ``self.stats``."""
         age_ms = (self.get_clock().now().nanoseconds - header_stamp_ns(msg)) / 1e6
         self.stats.add(
             {
@@ -245,6 +265,7 @@ class NodePipeline(SetupSteps, InputHandling, RuntimeParameters):
                 publish_errors=s['publish_errors'],
             )
             s.update(
+                outputs=outputs_text(getattr(self, 'last_outputs', None)),
                 age_ignored=self.stats.age_ignored,
                 **{f'camera_info_{k}': v for k, v in self.sync.counts.items()},
             )

@@ -24,11 +24,15 @@ points                 ~/points                              publish_points
 A compressed switch is independent of the raw one (``publish_overlay: false`` with
 ``publish_overlay_compressed: true`` sends only the JPEG, e.g. over a radio link); the
 camera_info beside an image goes out when either does.
+
+Lazy outputs (``lazy_outputs``, default true): of the switched-on keys, a frame builds and
+publishes only those whose publisher has subscribers (:func:`wanted_outputs`), as image_transport
+and image_proc nodes do.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Container
+from typing import Any, Callable, Container, Mapping
 
 import numpy as np
 
@@ -73,6 +77,52 @@ def publisher_specs(p: NodeParams) -> list[tuple[str, str]]:
     return specs
 
 
+def wanted_outputs(
+    p: NodeParams, subscribers: Mapping[str, int], have: Container[str]
+) -> frozenset[str]:
+    """The keys (table above) one frame builds and publishes, from the switches in ``p``, the
+    subscriber count of each publisher and the keys that have a publisher.
+
+    With ``lazy_outputs`` false: every switched-on key in ``have`` (always publish; for recorders
+    that subscribe late). With it true (default), the "lazy" rule of image_transport: a
+    ``CameraPublisher``/plugin publisher builds and sends a transport's message only when that
+    transport has subscribers (``getNumSubscribers()``), and image_proc / depth_image_proc nodes
+    do no work for outputs nobody subscribes. Here, per key:
+
+    * an image key (raw ``<name>`` or its compressed ``COMPRESSED_KEYS[name]``): switched on and
+      ``subscribers[key] > 0`` (the image array itself is computed once when either form is
+      wanted, node/outputs.py ``image_messages``);
+    * ``<name>/camera_info``: the image is switched on (raw or compressed) and either form of the
+      image is wanted or the camera_info itself has subscribers (CameraInfo is cheap);
+    * ``points``: ``publish_points`` and ``subscribers['points'] > 0``.
+
+    ``~/classes`` and ``/diagnostics`` are not keys here: they are always published.
+
+    Args:
+        p: this frame's parameters (``publish_*`` switches, ``lazy_outputs``).
+        subscribers: ``{key: Publisher.get_subscription_count()}`` (a key missing counts 0).
+        have: the keys that have a publisher (others are never wanted).
+    Returns:
+        the wanted keys (empty when nothing is subscribed: the frame publishes nothing).
+    Raises:
+        nothing (a key in ``subscribers`` that is not an output is ignored).
+    """
+    on = [key for key, _ in publisher_specs(p) if key in have]
+    if not p.lazy_outputs:
+        return frozenset(on)
+
+    def subscribed(key: str) -> bool:
+        return key in on and subscribers.get(key, 0) > 0
+
+    wanted = {key for key in on if not key.endswith('/camera_info') and subscribed(key)}
+    for name in IMAGE_OUTPUTS:
+        info = f'{name}/camera_info'
+        image_wanted = name in wanted or COMPRESSED_KEYS.get(name) in wanted
+        if info in on and (image_wanted or subscribed(info)):
+            wanted.add(info)
+    return frozenset(wanted)
+
+
 def cloud_colors(
     p: NodeParams, rgb: np.ndarray, class_colors: Callable[[], np.ndarray]
 ) -> np.ndarray:
@@ -93,7 +143,8 @@ def image_messages(
     have: Container[str],
     mask: Callable[[], np.ndarray] | None = None,
 ) -> list[tuple[str, Any]]:
-    """The image messages of one frame, in publishing order, for the switched-on keys in ``have``.
+    """The image messages of one frame, in publishing order, for the switched-on keys in ``have``
+    (the node passes :func:`wanted_outputs`: a key not in it is neither built nor published).
 
     Args:
         p: this frame's parameters (switches, alpha, encodings, quality, level, max_depth).
@@ -103,10 +154,11 @@ def image_messages(
         rgb: (h, w, 3) uint8 RGB at the same size (the overlay's background).
         info: the CameraInfo for (w, h), or None (then no camera_info is published).
         palette: the output palette (colours of the overlay and mask).
-        have: the keys that have a publisher (others are skipped).
+        have: the keys to publish (others are skipped and not built).
         mask: optional cached ``colorize_labels(labels, palette.colors)``.
     Returns:
-        ``[(key, message)]``; a camera_info entry follows each output that sends an image.
+        ``[(key, message)]``; a camera_info entry follows each output whose camera_info key is in
+        ``have`` (with ``wanted_outputs``: the image is sent or the camera_info is subscribed).
     Raises:
         ValueError: from the converters/encoders (bad arrays), never for valid frame outputs.
     """
@@ -141,13 +193,12 @@ def image_messages(
         ),
     }
     for name in IMAGE_OUTPUTS:
-        sent = False
-        if getattr(p, f'publish_{name}') and name in have:
+        raw_on = bool(getattr(p, f'publish_{name}'))
+        comp_on = compressed_on(p, name)
+        if raw_on and name in have:
             out.append((name, raw[name]()))
-            sent = True
-        if compressed_on(p, name) and COMPRESSED_KEYS[name] in have:
+        if comp_on and COMPRESSED_KEYS[name] in have:
             out.append((COMPRESSED_KEYS[name], compressed[name]()))
-            sent = True
-        if sent and info is not None and f'{name}/camera_info' in have:
+        if (raw_on or comp_on) and info is not None and f'{name}/camera_info' in have:
             out.append((f'{name}/camera_info', info))
     return out

@@ -101,6 +101,14 @@ SPECS: tuple[ParamSpec, ...] = (
         'publish ~/depth/image/compressedDepth (compressed_depth_image_transport format, PNG; '
         '32FC1 inverse-depth quantised up to max_depth)',
     ),
+    ParamSpec(
+        'lazy_outputs',
+        True,
+        'build and publish each output only while its topic has subscribers (an image: the '
+        'raw or compressed topic; its camera_info: the image or the camera_info), as '
+        'image_transport does; false = publish every switched-on output each frame (recorders '
+        'that subscribe late)',
+    ),
     ParamSpec('jpeg_quality', 95, 'JPEG quality of ~/overlay/image/compressed', min=1, max=100),
     ParamSpec(
         'png_level',

@@ -56,6 +56,7 @@ class NodeParams:
     publish_labels_compressed: bool
     publish_overlay_compressed: bool
     publish_depth_compressed: bool
+    lazy_outputs: bool
     jpeg_quality: int
     png_level: int
     overlay_alpha: float

@@ -59,6 +59,7 @@ class SetupSteps:
         self.rectifier = Rectifier()  # undistort maps cached per CameraInfo (issue 14)
         self._last_error: dict[str, float] = {}
         self._warned: set[str] = set()
+        self.last_outputs: frozenset[str] | None = None  # keys the latest frame published
         return model_file
 
     def _make_publisher(self, msg_type: Any, topic: str, qos: Any) -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -165,4 +165,14 @@ def summary_line(s: dict) -> str:
         f"{s['cloud_ms']:.1f}"
         f" / publish {s['publish_ms']:.1f} ms, received {s['received']}, processed "
         f"{s['processed']}, dropped {s['dropped']}, skipped {s['skipped']}, refused {s['refused']}"
+        + (f", outputs {s['outputs']}" if 'outputs' in s else '')
     )
+
+
+def outputs_text(keys: Iterable[str] | None) -> str:
+    """The /diagnostics ``outputs`` value: the output keys (node/outputs.py) the latest frame
+    published, sorted and comma-separated (``labels,labels/camera_info,points``); ``none`` when it
+    published nothing (lazy outputs, no subscriber), ``-`` before the first frame."""
+    if keys is None:
+        return '-'
+    return ','.join(sorted(keys)) or 'none'
