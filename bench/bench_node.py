@@ -1,7 +1,7 @@
 """Benchmark: depth3dseg_node end to end at 640x480 input, with a per-stage breakdown.
 
     python bench/bench_node.py [--model M] [--seconds 10] [--rate 30] [--threads 0]
-                               [--backends torch onnxruntime]
+                               [--backends torch onnxruntime] [--subscribe points|all]
 
 * model: the shipped models/depth3dseg_nyu13.pt, or (when it is not there) a randomly initialised
   default-arch Depth3DSeg saved with core.modelfile — the same compute, untrained; the output says
@@ -12,6 +12,12 @@
   rgb8 + CameraInfo at ``--rate`` Hz (stamps = publish time) for ``--seconds``; measured here:
   output rate of ``~/points``, latency = arrival - stamp (p50/p95); from the node's /diagnostics:
   mean ms per stage (decode, inference, cloud, publish) and received/processed/dropped.
+* ``--subscribe points`` (default): this process subscribes ``~/points`` and ``/diagnostics``
+  only; with the node's ``lazy_outputs`` (default true) the images nobody subscribes are neither
+  built nor published. ``--subscribe all``: also every image output (``~/labels/image``,
+  ``~/overlay/image``, ``~/mask/image``, ``~/depth/image``; their camera_info goes out with them),
+  the figure of a node whose outputs are all in use (as every frame was before lazy outputs). The
+  output prints the topics subscribed and the node's ``outputs`` diagnostics value.
 * ``--backends torch onnxruntime``: the same stream through the node once per inference backend,
   back to back (the model exported with core.onnx_export for onnxruntime), and the frame-rate ratio
   of each to the first: machines here differ up to 3x in speed, so the goal is a ratio measured in
@@ -81,9 +87,17 @@ def reference_ms(path: str, threads: int, runs: int = 20) -> tuple[float, tuple[
 
 
 def end_to_end(
-    path: str, seconds: float, rate: float, threads: int, tmp: Path, backend: str = 'torch'
+    path: str,
+    seconds: float,
+    rate: float,
+    threads: int,
+    tmp: Path,
+    backend: str = 'torch',
+    subscribe: str = 'points',
 ) -> dict:
-    """Run the node in a subprocess and stream frames at it; returns the measured figures."""
+    """Run the node in a subprocess and stream frames at it, subscribing ``~/points`` and
+    ``/diagnostics`` (``subscribe='all'``: every image output too); returns the measured
+    figures."""
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -142,6 +156,13 @@ def end_to_end(
         rel,
     )
     node.create_subscription(DiagnosticArray, '/diagnostics', diag.append, 10)
+    received_images = {t: 0 for t in image_topics(subscribe)}
+    for topic in received_images:
+
+        def count(_m, t=topic) -> None:
+            received_images[t] += 1
+
+        node.create_subscription(Image, topic, count, rel)
     rgb = np.random.default_rng(0).integers(0, 255, (H, W, 3), dtype=np.uint8)
 
     def stream(duration: float, stop=lambda: False) -> int:
@@ -158,15 +179,23 @@ def end_to_end(
                 rclpy.spin_once(node, timeout_sec=max(0.0, next_t - time.monotonic()))
         return n
 
-    def counts() -> dict:
-        vals = {
+    def values() -> dict:
+        return {
             kv.key: kv.value
             for d in diag
             for s in d.status
             if s.name.startswith('bench_node')
             for kv in s.values
         }
-        return {k: float(v) for k, v in vals.items()}
+
+    def counts() -> dict:
+        out = {}
+        for k, v in values().items():
+            try:
+                out[k] = float(v)
+            except ValueError:  # 'outputs' and other text values
+                pass
+        return out
 
     try:
         stream(
@@ -185,7 +214,7 @@ def end_to_end(
         end = time.monotonic() + 2.5  # drain + a diagnostics period
         while time.monotonic() < end:
             rclpy.spin_once(node, timeout_sec=0.05)
-        after = counts()
+        after, outputs = counts(), values().get('outputs', '?')
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
@@ -211,7 +240,16 @@ def end_to_end(
         received=after['received'] - before['received'],
         processed=after['processed'] - before['processed'],
         dropped=after['dropped'] - before['dropped'],
+        outputs=outputs,
+        images_received=sum(received_images.values()),
     )
+
+
+def image_topics(subscribe: str) -> list[str]:
+    """The image output topics the harness subscribes for ``--subscribe`` (none for 'points')."""
+    if subscribe == 'points':
+        return []
+    return [f'/bench_node/{name}/image' for name in ('labels', 'overlay', 'mask', 'depth')]
 
 
 def report(r: dict, ref: float, label: str) -> None:
@@ -226,6 +264,10 @@ def report(r: dict, ref: float, label: str) -> None:
         f"{r['processed']:.0f}, dropped {r['dropped']:.0f}"
     )
     print(f'[{label}] node stages (mean ms): ' + ', '.join(f'{k} {v:.1f}' for k, v in st.items()))
+    print(
+        f"[{label}] node outputs published (diagnostics 'outputs'): {r['outputs']}; image "
+        f"messages received here: {r['images_received']}"
+    )
     print(
         f"[{label}] non-model stages (decode+cloud+publish): {non_model:.1f} ms = "
         f"{100 * non_model / st['total']:.1f} % of frame time (goal <= 10 %); end-to-end fps / "
@@ -261,7 +303,16 @@ def main() -> None:
         choices=('torch', 'onnxruntime', 'onnxruntime-whole', 'onnxruntime-split'),
         help='node inference backends to run back to back (ratios against the first)',
     )
+    ap.add_argument(
+        '--subscribe',
+        default='points',
+        choices=('points', 'all'),
+        help="outputs this process subscribes: 'points' = ~/points + /diagnostics (default); "
+        "'all' = every image output too (the node's lazy_outputs then builds them all)",
+    )
     args = ap.parse_args()
+    subscribed = ['/bench_node/points', '/diagnostics', *image_topics(args.subscribe)]
+    print(f'subscribing ({args.subscribe}): ' + ', '.join(subscribed), flush=True)
     from depth3dseg_ros.rosenv import apply_ros_env, pick_domain_id
 
     apply_ros_env(domain_id=int(os.environ.get('ROS_DOMAIN_ID') or pick_domain_id()))
@@ -283,13 +334,19 @@ def main() -> None:
             runs = {}
             for backend in order:
                 runs[backend] = end_to_end(
-                    models[backend], args.seconds, args.rate, args.threads, tmp, backend
+                    models[backend],
+                    args.seconds,
+                    args.rate,
+                    args.threads,
+                    tmp,
+                    backend,
+                    args.subscribe,
                 )
             rounds.append({b: runs[b] for b in args.backends})
     print(
         f'model: {what}; network input {size[0]}x{size[1]}; camera 640x480 rgb8 at {args.rate:g} '
         f'Hz for {args.seconds:g} s; cpu threads {os.cpu_count()}, torch threads '
-        f'{args.threads or "default"}'
+        f'{args.threads or "default"}; subscribed ({args.subscribe}): ' + ', '.join(subscribed)
     )
     print(
         f'reference (Segmenter.infer alone, torch, this process): {ref:.1f} ms/frame = '
