@@ -88,3 +88,19 @@ def test_distortion_modes_at_run_time(node):
     assert (
         "distortion='undistort' is not one of ['rectify', 'refuse_cloud', 'ignore']" in res.reason
     )
+
+
+@pytest.mark.timeout(120)
+def test_lazy_outputs_at_run_time_nothing_built_without_subscribers(node):
+    """``lazy_outputs`` changes at run time (C44): on, with no subscriber in this process, a frame
+    publishes nothing (the model still runs: the frame is counted); off again, everything."""
+    info = camera_info_msg(K, 80, 60, 0)
+    node.set_parameters([Parameter('max_image_pixels', value=10**8)])
+    processed = node.stats.processed
+    assert node.set_parameters([Parameter('lazy_outputs', value=True)])[0].successful
+    assert node.p.lazy_outputs and run(node, info) == {}
+    assert node.last_outputs == frozenset() and node.stats.processed == processed + 1
+    assert node.set_parameters([Parameter('lazy_outputs', value=False)])[0].successful
+    got = run(node, info)
+    assert {'labels', 'overlay', 'mask', 'depth', 'points', 'depth/camera_info'} <= set(got)
+    assert node.last_outputs == frozenset(got)

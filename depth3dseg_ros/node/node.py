@@ -165,7 +165,8 @@ class NodePipeline(SetupSteps, InputHandling, RuntimeParameters):
         t2 = time.perf_counter()
         # lazy outputs (image_transport's rule, node/outputs.py wanted_outputs): only what has
         # subscribers is built and published; the labels' own computation ran above regardless
-        wanted = wanted_outputs(p, self._subscriber_counts(), self.pubs)
+        counts = self._subscriber_counts()
+        wanted = wanted_outputs(p, counts, counts)  # counts' keys: the publishers that exist
         self.last_outputs = wanted
         if not wanted:  # nobody listens: no output work at all
             t3 = time.perf_counter()
@@ -216,7 +217,8 @@ class NodePipeline(SetupSteps, InputHandling, RuntimeParameters):
         ``ros2 topic echo``, ``ros2 bag record``). A count that cannot be read is taken as 1
         (publish rather than lose an output)."""
         counts = {}
-        for key, pub in self.pubs.items():
+        # a snapshot: a run-time parameter change may add publishers from the executor thread
+        for key, pub in list(self.pubs.items()):
             try:
                 counts[key] = pub.get_subscription_count()
             except Exception:  # noqa: BLE001 - a destroyed/invalid publisher: publish decides
