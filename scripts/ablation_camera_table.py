@@ -2,9 +2,10 @@
 """Markdown table of the augmentation levers (scripts/ablation_camera.sh, one OUT_DIR per seed):
 per seed and run (``plus_consistency`` = the shipped configuration; ``camera`` = the same with
 ``augment.camera=real_camera``; ``texture`` with ``augment.texture=domain_rand``;
-``texture_camera`` with both) the last validation epoch on the held-out synthetic rooms and ``eval_real/report.json``
-(depth3dseg-eval on the real-camera bag); then the mean ± sd per run and the paired (same seed)
-difference run − plus_consistency where a seed has both. Runs missing are skipped.
+``texture_camera`` with both) the last validation epoch on the held-out synthetic rooms and
+``eval_real/report.json`` (depth3dseg-eval on the real-camera bag); then the mean ± sd per run and
+the paired (same seed) difference run − plus_consistency where a seed has both. Runs missing are
+skipped.
 
 ``real gt-miou``: the fused mIoU over the classes that have pixels in the real labels (the sample
 frames, depth3dseg_ros.samples; 11 of 13: no books, no tv). depth3dseg-eval's mIoU averages over
