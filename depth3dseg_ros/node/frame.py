@@ -341,8 +341,9 @@ def frame_outputs(
         max_depth: metres; depth beyond it (and NaN) is no data in depth and cloud.
         output_resolution: 'network' (outputs at the network size) or 'camera' (labels nearest,
             depth and confidence NaN-safe nearest, resized to H×W; the image is ``rgb``).
-        cloud: a cloud is wanted (``publish_points``); built only when ``plan.cloud`` and a camera
-            model.
+        cloud: a cloud is wanted (``publish_points``, and with ``lazy_outputs`` a ``~/points``
+            subscriber: node/outputs.py ``wanted_outputs``); built only when ``plan.cloud`` and a
+            camera model.
     The cloud: at the network size the model's points (back-projection of this depth with
     ``res.K``, M9), masked by the max_depth cut; otherwise core.geometry.backproject_np(depth,
     camera K) of the published depth (depth_image_proc's point_cloud_xyz rule).

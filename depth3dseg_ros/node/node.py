@@ -36,6 +36,11 @@ ros.compressed; over ``max_image_pixels`` refused first) -> intrinsics (ros.came
 rules (node/frame.py: degenerate K, size mismatch, distortion) -> ``Segmenter.infer`` -> output
 rules (node/frame.py: max_depth, resize, camera model, cloud) -> ros converters -> publish.
 
+Lazy outputs (``lazy_outputs``, default true): per frame only the outputs whose publishers have
+subscribers are built and published (image_transport's rule, node/outputs.py ``wanted_outputs``);
+``~/classes`` and ``/diagnostics`` always go out, and /diagnostics' ``outputs`` names what the
+latest frame published.
+
 Robustness (docs/cases.md): malformed images are dropped with a throttled error naming the field,
 0x0 images skipped with a warning (C04); callbacks and the worker never let an exception out; QoS
 from parameters, best-effort subscriptions and reliable publishers by default (C24); ``RCLError``
