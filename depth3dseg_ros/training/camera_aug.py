@@ -45,6 +45,8 @@ from typing import Any
 import cv2
 import numpy as np
 
+from depth3dseg_ros.training.config_checks import check_number, check_range, spec_mapping
+
 #: Ops in the order they are applied; defaults: all off (p = 0).
 OP_DEFAULTS: dict[str, dict[str, Any]] = {
     'motion_blur': {'p': 0.0, 'max_len': 7},
@@ -76,31 +78,6 @@ GAMMA = 2.2
 _DECODE = ((np.arange(256, dtype=np.float64) / 255.0) ** GAMMA).astype(np.float32)
 
 
-def _range(v: Any, where: str, lo: float, hi: float, integer: bool = False) -> list:
-    ok = (
-        isinstance(v, (list, tuple))
-        and len(v) == 2
-        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
-        and lo <= v[0] <= v[1] <= hi
-        and (not integer or all(float(x).is_integer() for x in v))
-    )
-    if not ok:
-        raise ValueError(
-            f'config {where}={v!r} must be [min, max] with {lo} <= min <= max <= {hi}'
-        )
-    return [int(x) for x in v] if integer else [float(x) for x in v]
-
-
-def _number(v: Any, where: str, lo: float, hi: float, integer: bool = False) -> float:
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi
-    if ok and integer:
-        ok = float(v).is_integer()
-    if not ok:
-        kind = 'an integer' if integer else 'a number'
-        raise ValueError(f'config {where}={v!r} must be {kind} in [{lo}, {hi}]')
-    return int(v) if integer else float(v)
-
-
 _CHECKS = {  # field -> (kind, lo, hi)
     ('motion_blur', 'max_len'): ('int', 3, 31),
     ('vignetting', 'strength'): ('num', 0.0, 0.9),
@@ -122,14 +99,9 @@ def resolve_camera(spec: Any, where: str = 'augment.camera') -> dict[str, dict[s
     ``spec``: None / 'none' / a preset name / a mapping ``{preset?: NAME, OP: {field: value}}``.
     Raises ValueError naming the dotted key (unknown preset, op or field; value out of range).
     """
-    if spec is None or (isinstance(spec, str) and spec.lower() in ('none', 'off', '')):
+    spec = spec_mapping(spec, where, PRESETS)
+    if spec is None:
         return None
-    if isinstance(spec, str):
-        spec = {'preset': spec}
-    if not isinstance(spec, dict):
-        raise ValueError(
-            f'config {where}={spec!r} must be null, a preset name {sorted(PRESETS)} or a mapping'
-        )
     preset = spec.get('preset')
     if preset is None or (isinstance(preset, str) and preset.lower() in ('none', 'off')):
         table = copy.deepcopy(OP_DEFAULTS)
@@ -153,16 +125,16 @@ def resolve_camera(spec: Any, where: str = 'augment.camera') -> dict[str, dict[s
                 )
             table[op][k] = v
     for op, fields in table.items():
-        fields['p'] = _number(fields['p'], f'{where}.{op}.p', 0.0, 1.0)
+        fields['p'] = check_number(fields['p'], f'{where}.{op}.p', 0.0, 1.0)
         for k in fields:
             if k == 'p':
                 continue
             kind, lo, hi = _CHECKS[(op, k)]
             w = f'{where}.{op}.{k}'
             if kind in ('range', 'irange'):
-                fields[k] = _range(fields[k], w, lo, hi, integer=kind == 'irange')
+                fields[k] = check_range(fields[k], w, lo, hi, integer=kind == 'irange')
             else:
-                fields[k] = _number(fields[k], w, lo, hi, integer=kind == 'int')
+                fields[k] = check_number(fields[k], w, lo, hi, integer=kind == 'int')
     if all(f['p'] == 0 for f in table.values()):
         return None
     return table

@@ -33,6 +33,8 @@ from typing import Any
 import cv2
 import numpy as np
 
+from depth3dseg_ros.training.config_checks import check_number, check_range, spec_mapping
+
 #: Field -> (default, kind, lo, hi); the preset below turns it on.
 FIELDS: dict[str, tuple[Any, str, float, float]] = {
     'p': (0.0, 'num', 0.0, 1.0),  # probability for a frame
@@ -51,14 +53,9 @@ def resolve_texture(spec: Any, where: str = 'augment.texture') -> dict[str, Any]
     ``spec``: None / 'none' / a preset name (`PRESETS`) / a mapping ``{preset?: NAME, field: v}``.
     Raises ValueError naming the dotted key (unknown preset or field; value out of range).
     """
-    if spec is None or (isinstance(spec, str) and spec.lower() in ('none', 'off', '')):
+    spec = spec_mapping(spec, where, PRESETS)
+    if spec is None:
         return None
-    if isinstance(spec, str):
-        spec = {'preset': spec}
-    if not isinstance(spec, dict):
-        raise ValueError(
-            f'config {where}={spec!r} must be null, a preset name {sorted(PRESETS)} or a mapping'
-        )
     table = {k: v[0] for k, v in FIELDS.items()}
     preset = spec.get('preset')
     if preset is not None:
@@ -74,23 +71,8 @@ def resolve_texture(spec: Any, where: str = 'augment.texture') -> dict[str, Any]
             raise ValueError(f'config {where}.{k} is unknown (known: {sorted(FIELDS)})')
         table[k] = v
     for k, (_, kind, lo, hi) in FIELDS.items():
-        v = table[k]
-        if kind == 'range':
-            ok = (
-                isinstance(v, (list, tuple))
-                and len(v) == 2
-                and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
-                and lo <= v[0] <= v[1] <= hi
-            )
-            if not ok:
-                raise ValueError(
-                    f'config {where}.{k}={v!r} must be [min, max] with {lo} <= min <= max <= {hi}'
-                )
-            table[k] = [float(x) for x in v]
-        else:
-            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi):
-                raise ValueError(f'config {where}.{k}={v!r} must be a number in [{lo}, {hi}]')
-            table[k] = float(v)
+        check = check_range if kind == 'range' else check_number
+        table[k] = check(table[k], f'{where}.{k}', lo, hi)
     return table if table['p'] > 0 else None
 
 
