@@ -207,3 +207,20 @@ def test_backprojected_points_reproject_to_their_pixels(fx, fy, cx, cy, s, z):
     np.testing.assert_allclose(u, uu.ravel(), atol=1e-3)
     np.testing.assert_allclose(v, vv.ravel(), atol=1e-3)
     np.testing.assert_allclose(pts[..., 2], z, rtol=1e-6)
+
+
+def test_numpy_callers_start_without_torch():
+    """core.geometry imports torch only where a function needs it: the bag tools and the ROS K
+    bookkeeping (numpy only) start without paying torch's import (seconds on a loaded machine)."""
+    import subprocess
+    import sys
+
+    code = (
+        'import sys, numpy as np\n'
+        'import depth3dseg_ros.bags.extract, depth3dseg_ros.bags.replay\n'
+        'from depth3dseg_ros.ros.camera_info import scale_intrinsics\n'
+        'K = scale_intrinsics(np.eye(3), 0.5, 0.5)\n'
+        'assert K[0, 0] == 0.5, K\n'
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    subprocess.run([sys.executable, '-c', code], check=True, timeout=120)

@@ -21,12 +21,15 @@ crop whose top-left corner is (x0, y0) shifts cx -= x0, cy -= y0.
 
 from __future__ import annotations
 
-from typing import Dict, Tuple, Union
+import sys
+from typing import TYPE_CHECKING, Dict, Optional, Tuple, Union
 
 import numpy as np
-import torch
 
-ArrayOrTensor = Union[np.ndarray, torch.Tensor]
+if TYPE_CHECKING:  # torch is imported where a function needs it: numpy-only callers (the K
+    import torch  # bookkeeping of ros.camera_info, depth3dseg-extract) start without it
+
+ArrayOrTensor = Union[np.ndarray, 'torch.Tensor']
 
 __all__ = [
     'backproject',
@@ -37,6 +40,12 @@ __all__ = [
     'resize_intrinsics',
     'check_intrinsics_np',
 ]
+
+
+def _is_tensor(x: object) -> bool:
+    """True when ``x`` is a torch.Tensor (never imports torch: without it, nothing is a tensor)."""
+    torch = sys.modules.get('torch')
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -62,6 +71,8 @@ def check_intrinsics_np(K: np.ndarray, name: str = 'K') -> np.ndarray:
 
 
 def _check_intrinsics_torch(K: torch.Tensor, batch: int, name: str = 'K') -> torch.Tensor:
+    import torch
+
     if K.dim() == 2:
         K = K.unsqueeze(0)
     if K.dim() != 3 or tuple(K.shape[1:]) not in ((3, 3), (3, 4)):
@@ -87,15 +98,18 @@ def pixel_grid(
     height: int,
     width: int,
     device: Union[str, torch.device] = 'cpu',
-    dtype: torch.dtype = torch.float32,
+    dtype: Optional[torch.dtype] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Pixel-centre coordinates (u, v), each 1x1xHxW, cached per (H, W, device, dtype).
 
-    u = column index, v = row index (0-based, integer pixel centres). The tensors are shared: do
-    not modify them in place.
+    u = column index, v = row index (0-based, integer pixel centres); dtype None = float32. The
+    tensors are shared: do not modify them in place.
     """
+    import torch
+
     if height <= 0 or width <= 0:
         raise ValueError(f'image size must be positive, got height={height} width={width}')
+    dtype = torch.float32 if dtype is None else dtype
     device = torch.device(device)
     key = (int(height), int(width), str(device), dtype)
     grid = _GRID_CACHE.get(key)
@@ -133,6 +147,8 @@ def backproject(
         ValueError: depth not B×1×H×W or not floating point, K of the wrong shape/batch or fx/fy <=
             0.
     """
+    import torch
+
     if not isinstance(depth, torch.Tensor) or depth.dim() != 4 or depth.shape[1] != 1:
         shape = tuple(depth.shape) if hasattr(depth, 'shape') else type(depth).__name__
         raise ValueError(f'depth must be a B×1×H×W tensor, got {shape}')
@@ -212,7 +228,9 @@ def _rows(
     K: ArrayOrTensor, a0: ArrayOrTensor, a1: ArrayOrTensor, b0: ArrayOrTensor, b1: ArrayOrTensor
 ) -> ArrayOrTensor:
     """Return T @ K for T = [[a0, 0, b0], [0, a1, b1], [0, 0, 1]] (scalars or per-batch values)."""
-    if isinstance(K, torch.Tensor):
+    if _is_tensor(K):
+        import torch
+
         out = K.clone()
 
         def col(x):  # noqa: E306 - scalar or B-vector -> broadcastable over (..., 3|4)
@@ -240,7 +258,7 @@ def scale_intrinsics(K: ArrayOrTensor, sx, sy) -> ArrayOrTensor:
     """
     _check_K_shape(K)
     for name, val in (('sx', sx), ('sy', sy)):
-        arr = val.detach().cpu().numpy() if isinstance(val, torch.Tensor) else np.asarray(val)
+        arr = val.detach().cpu().numpy() if _is_tensor(val) else np.asarray(val)
         if not (np.all(np.isfinite(arr)) and np.all(arr > 0)):
             raise ValueError(f'{name}={val} must be finite and > 0')
     return _rows(K, sx, sy, 0.0, 0.0)
@@ -253,7 +271,7 @@ def crop_intrinsics(K: ArrayOrTensor, x0, y0) -> ArrayOrTensor:
     Same array/tensor rules as `scale_intrinsics`. Raises ValueError for a bad shape.
     """
     _check_K_shape(K)
-    if isinstance(x0, torch.Tensor):
+    if _is_tensor(x0):
         x0n, y0n = -x0, -y0
     else:
         x0n, y0n = -np.asarray(x0, dtype=np.float64), -np.asarray(y0, dtype=np.float64)
