@@ -251,11 +251,17 @@ def _spin(executor: Any, node: Any, stop: Any) -> None:
 
 
 def _shutdown(
-    node: Any, executor: Any, spinner: Any, worker_timeout: float = 1.0, prog: str = PROG
+    node: Any,
+    executor: Any,
+    spinner: Any,
+    worker_timeout: float = 1.0,
+    prog: str = PROG,
+    teardown_timeout: float = 1.0,
 ) -> None:
     """Stop the worker (at most ``worker_timeout`` s: the whole shutdown stays within 2 s, C40),
     the executor, the node and rclpy, in that order: nothing publishes on a context that is
-    gone."""
+    gone. A stage that stays blocked (worker, a callback, DDS teardown beyond
+    ``teardown_timeout`` s) ends the process with one line on stderr and exit status 0."""
     import rclpy
 
     if node is not None and not node.stop_worker(timeout=worker_timeout):
@@ -278,12 +284,31 @@ def _shutdown(
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
-    if node is not None:
-        node.destroy_node()
-    rclpy.try_shutdown()
-    # delete the DDS participant now (rmw context fini), as the interpreter's teardown would: the
-    # process then ends with os._exit, and peers must see this participant leave, not time it out
-    rclpy.get_default_context().destroy()
+
+    # DDS teardown can block: a reliable writer being deleted while a peer's transport (LARGE_DATA
+    # TCP) is stalled kept destroy_node waiting for 20 s in a test. Bounded like the stages above.
+    def stuck() -> None:
+        print(
+            f'{prog}: DDS teardown still blocked after {teardown_timeout:.0f} s; exiting anyway',
+            file=sys.stderr,
+        )
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    watchdog = threading.Timer(teardown_timeout, stuck)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+        # delete the DDS participant now (rmw context fini), as the interpreter's teardown would:
+        # the process then ends with os._exit, and peers must see this participant leave, not
+        # time it out
+        rclpy.get_default_context().destroy()
+    finally:
+        watchdog.cancel()
 
 
 if __name__ == '__main__':
