@@ -433,6 +433,7 @@ def test_c25_full_hd_frame_gives_41mb_organized_cloud_over_dds(ros, model_file, 
         assert proc.stop() == 0, proc.log()
 
 
+@pytest.mark.flaky(reruns=1)  # intermittent: node silent, then slow to stop (issue 14 note)
 @pytest.mark.timeout(240)
 def test_use_sim_time_and_compressed_input(ros, model_file, tmp_path):
     """use_sim_time: the node's clock follows /clock (diagnostics stamp, frame age from sim time);
@@ -514,6 +515,7 @@ def test_use_sim_time_and_compressed_input(ros, model_file, tmp_path):
         assert proc.stop() == 0, proc.log()
 
 
+@pytest.mark.flaky(reruns=1)  # intermittent: node silent, then slow to stop (issue 14 note)
 @pytest.mark.timeout(240)
 def test_more_than_256_classes_give_16uc1_labels_and_uint16_cloud_labels(ros, tmp_path):
     """300 classes: ids above 255 cannot be mono8 (uint8 would wrap 300 to 44), so
