@@ -264,39 +264,28 @@ def _shutdown(
     ``teardown_timeout`` s) ends the process with one line on stderr and exit status 0."""
     import rclpy
 
-    if node is not None and not node.stop_worker(timeout=worker_timeout):
-        print(
-            f'{prog}: the worker is still inside a frame after {worker_timeout:.0f} s; exiting '
-            'anyway',
-            file=sys.stderr,
-        )
+    def give_up(what: str) -> None:  # a thread blocked in a C call must not hold the process
+        print(f'{prog}: {what}; exiting anyway', file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)  # a thread blocked in a C call must not hold the process
+        os._exit(0)
+
+    if node is not None and not node.stop_worker(timeout=worker_timeout):
+        give_up(f'the worker is still inside a frame after {worker_timeout:.0f} s')
     if executor is not None:
         done = executor.shutdown(timeout_sec=1.0)
         if spinner is not None and spinner.is_alive():
             spinner.join(1.0 if done else 0.1)
         if spinner is not None and spinner.is_alive():  # e.g. a managed node's configure
-            print(
-                f'{prog}: a callback is still running after 1 s; exiting anyway', file=sys.stderr
-            )
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
+            give_up('a callback is still running after 1 s')
 
     # DDS teardown can block: a reliable writer being deleted while a peer's transport (LARGE_DATA
     # TCP) is stalled kept destroy_node waiting for 20 s in a test. Bounded like the stages above.
-    def stuck() -> None:
-        print(
-            f'{prog}: DDS teardown still blocked after {teardown_timeout:.0f} s; exiting anyway',
-            file=sys.stderr,
-        )
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
-
-    watchdog = threading.Timer(teardown_timeout, stuck)
+    watchdog = threading.Timer(
+        teardown_timeout,
+        give_up,
+        args=(f'DDS teardown still blocked after {teardown_timeout:.0f} s',),
+    )
     watchdog.daemon = True
     watchdog.start()
     try:
