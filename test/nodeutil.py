@@ -71,7 +71,8 @@ class NodeProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             cwd=REPO,
-            env=dict(os.environ, **(env or {})),
+            # faulthandler: a SIGABRT from stop() dumps every thread's stack into the log
+            env=dict(os.environ, PYTHONFAULTHANDLER='1', **(env or {})),
         )
 
     def log(self) -> str:
@@ -84,14 +85,19 @@ class NodeProcess:
         return self.proc.poll() is None
 
     def stop(self, timeout: float = 20.0) -> int:
-        """SIGINT, then SIGKILL after ``timeout``; returns the exit code."""
+        """SIGINT, then after ``timeout`` s SIGABRT (faulthandler writes every thread's stack to
+        the log, for the failure message) and SIGKILL; returns the exit code."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+                self.proc.send_signal(signal.SIGABRT)
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(timeout=10)
         self._log.close()
         return self.proc.returncode
 

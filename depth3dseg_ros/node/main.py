@@ -19,6 +19,7 @@ traceback.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
 import threading
@@ -26,6 +27,12 @@ from typing import Any, Callable
 
 PROG = 'depth3dseg_node'
 MANAGED_PROG = 'depth3dseg_lifecycle_node'  # node/lifecycle.py
+
+# GIL-free watchdogs (faulthandler's C thread: it runs even when a thread holds the GIL inside a
+# blocked C call, where no Python code, signal handler or threading.Timer can run). On expiry it
+# writes every thread's stack to stderr and ends the process with exit status 1.
+STALL_EXIT_S = 30.0  # running: the main thread got no GIL for this long -> the node is wedged
+SHUTDOWN_BACKSTOP_S = 5.0  # stopping: the staged shutdown (<= ~3 s) has not ended the process
 
 USAGE = """usage: depth3dseg_node [-h]
                        [--ros-args [--params-file FILE] [-p NAME:=VALUE] [-r FROM:=TO] ...]
@@ -220,16 +227,32 @@ def _main(
         )
         stop.set_phase(RUNNING)  # from here a signal only sets stop.event
         spinner.start()
-        while not stop.event.wait(
-            0.5
-        ):  # the main thread only waits: Python runs the handler at once
-            pass
+        wait_for_stop(stop.event)
         return 0
     except StopRequested:
         return stop.EXIT_CODE
     finally:
         stop.set_phase(STOPPING)  # a second signal from here on ends the process at once
         _shutdown(node, executor, spinner, prog=prog)
+
+
+def wait_for_stop(event: threading.Event, stall_exit_s: float = STALL_EXIT_S) -> None:
+    """The main thread's loop while the node runs: wait for ``event`` (set by the signal handler
+    or by the executor thread's end), waking every 0.5 s to re-arm a GIL-free watchdog.
+
+    Python runs signal handlers in the main thread only, between bytecodes: a thread holding the
+    GIL inside a C call that never returns (a DDS write or entity deletion stuck on a peer's
+    transport) leaves the process deaf to SIGINT/SIGTERM. The watchdog (``faulthandler``, a C
+    thread) notices that the main thread has not woken for ``stall_exit_s`` s, writes every
+    thread's stack to stderr and ends the process with exit status 1, so that a launch file's
+    ``respawn`` can restart it (docs/node.md "Stopping"). A healthy node wakes every 0.5 s.
+    """
+    try:
+        faulthandler.dump_traceback_later(stall_exit_s, exit=True)
+        while not event.wait(0.5):
+            faulthandler.dump_traceback_later(stall_exit_s, exit=True)  # re-armed: from now
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def _spin(executor: Any, node: Any, stop: Any) -> None:
@@ -261,8 +284,13 @@ def _shutdown(
     """Stop the worker (at most ``worker_timeout`` s: the whole shutdown stays within 2 s, C40),
     the executor, the node and rclpy, in that order: nothing publishes on a context that is
     gone. A stage that stays blocked (worker, a callback, DDS teardown beyond
-    ``teardown_timeout`` s) ends the process with one line on stderr and exit status 0."""
+    ``teardown_timeout`` s) ends the process with one line on stderr and exit status 0. A stage
+    blocked while holding the GIL (no Python thread can run, so neither can those checks) meets
+    the GIL-free backstop after ``SHUTDOWN_BACKSTOP_S``: every thread's stack on stderr, exit
+    status 1."""
     import rclpy
+
+    faulthandler.dump_traceback_later(SHUTDOWN_BACKSTOP_S, exit=True)
 
     def give_up(what: str) -> None:  # a thread blocked in a C call must not hold the process
         print(f'{prog}: {what}; exiting anyway', file=sys.stderr)
@@ -298,6 +326,7 @@ def _shutdown(
         rclpy.get_default_context().destroy()
     finally:
         watchdog.cancel()
+        faulthandler.cancel_dump_traceback_later()
 
 
 if __name__ == '__main__':
