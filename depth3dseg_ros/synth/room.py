@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from depth3dseg_ros.synth import furniture as fu
+from depth3dseg_ros.synth import wall_decor
 from depth3dseg_ros.synth.scene import CLS, ObjectBuilder, SceneSpec, Placer
 
 WALL_COLOURS = (
@@ -81,7 +82,7 @@ def make_scene(rng: np.random.Generator) -> SceneSpec:
     pl = Placer(rng, (lx, ly, hc), zone)
     spec = SceneSpec(size=(lx, ly, hc), free_zone=zone)
     spec.objects += _shell(pl)
-    spec.objects += fu.wall_panels(pl, int(rng.integers(0, 3)), int(rng.integers(2, 6)))
+    spec.objects += wall_decor.wall_panels(pl, int(rng.integers(0, 3)), int(rng.integers(2, 6)))
     big = [fu.sofa, fu.bed] if rng.random() < 0.5 else [fu.bed, fu.sofa]
     if rng.random() < 0.35:
         big = big[:1]
