@@ -26,13 +26,12 @@ from depth3dseg_ros.bags.sniff import (
     UnsupportedCompression,
     _decompress_stream,
     _rosbag2_files,
-    checkpointed_copy,
     detect_format,
     mcap_is_closed,
     sniff_file,
     storage_files_of_dir,
-    wal_bytes,
 )
+from depth3dseg_ros.bags.sqlite_wal import checkpointed_copy, wal_bytes
 
 LOG = logging.getLogger('depth3dseg_ros.bags.reader')  # the reader's warnings, as before the split
 

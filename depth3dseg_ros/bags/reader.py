@@ -69,16 +69,15 @@ from depth3dseg_ros.bags.sniff import (  # noqa: F401  (re-exported: the reader'
     _STORAGE_SUFFIX,
     detect_format,
     hex16,
-    checkpointed_copy,
     kind_of_head,
     mcap_is_closed,
     ros1_index_problem,
     sniff_file,
     sniff_storage,
     storage_files_of_dir,
-    wal_bytes,
     zstd,
 )
+from depth3dseg_ros.bags.sqlite_wal import checkpointed_copy, wal_bytes  # noqa: F401 (re-exported)
 
 LOG = logging.getLogger(__name__)
 

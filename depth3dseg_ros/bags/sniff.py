@@ -16,8 +16,8 @@ Cut-off recordings (case C38: a recorder killed before it closed its files):
   MCAP Channel/Schema records) — the in-memory equivalent of ``ros2 bag reindex``;
 * an MCAP without footer (:func:`mcap_is_closed` False): read in file order by
   ``bags.mcap_salvage``;
-* a SQLite file whose ``-wal`` still holds transactions (:func:`wal_bytes`): read from a copy with
-  the log replayed (:func:`checkpointed_copy`);
+* a SQLite file whose ``-wal`` still holds transactions (``bags.sqlite_wal``): read from a copy
+  with the log replayed;
 * a ROS 1 bag whose header has ``index_pos`` 0 or pointing past the end of the file (the recorder
   writes the index on close; ``.bag.active``): refused by :func:`ros1_index_problem` with one line
   saying to run ``rosbag reindex`` (rosbags reads indexed ROS 1 bags only).
@@ -320,40 +320,6 @@ def _format_without_metadata(path: Path) -> BagFormat:
         for f in kinds:
             _refuse_unindexed(f)
     return BagFormat('rosbag2', 'file' if comp else 'none', comp, storage, '', 'no metadata.yaml')
-
-
-def wal_bytes(db: Path) -> int:
-    """Size of the SQLite write-ahead log next to ``db`` (``<db>-wal``), 0 when there is none. A
-    killed recorder using WAL (rosbag2's ``resilient`` storage preset) leaves its last transactions
-    there; rosbags opens SQLite immutable and would not see them (C38)."""
-    wal = db.with_name(db.name + '-wal')
-    return wal.stat().st_size if wal.is_file() else 0
-
-
-def checkpointed_copy(db: Path, dst_dir: Path) -> Path:
-    """Copy ``db`` and its ``-wal`` into ``dst_dir`` and checkpoint the log into the copy (the bag
-    itself is never written). Returns the copy's path.
-
-    Raises:
-        ValueError: SQLite cannot replay the log (the message names the file).
-    """
-    import sqlite3
-
-    copy = dst_dir / db.name
-    shutil.copyfile(db, copy)
-    shutil.copyfile(db.with_name(db.name + '-wal'), copy.with_name(copy.name + '-wal'))
-    try:
-        con = sqlite3.connect(copy)
-        try:
-            con.execute('PRAGMA wal_checkpoint(TRUNCATE)').fetchall()
-            con.execute('PRAGMA journal_mode=DELETE').fetchall()
-        finally:
-            con.close()
-    except sqlite3.Error as err:
-        raise ValueError(
-            f'bag file {str(db)!r}: its write-ahead log cannot be replayed ({err})'
-        ) from None
-    return copy
 
 
 MCAP_FOOTER_LEN = (
