@@ -302,59 +302,55 @@ def test_c40_replay_signal_during_imports(tmp_path):
         p.kill()
 
 
-def test_c40_blocked_dds_teardown_is_bounded():
-    """A node whose DDS teardown blocks (destroy_node waiting on a stalled peer's transport, seen
-    in a test run) still ends within about a second of the shutdown reaching that stage: one line
-    on stderr, exit status 0."""
-    code = (
-        'import time\n'
-        'from depth3dseg_ros.node.main import _shutdown\n'
-        'class Node:\n'
-        '    def stop_worker(self, timeout):\n'
-        '        return True\n'
-        '    def destroy_node(self):\n'
-        '        time.sleep(30)\n'
-        '_shutdown(Node(), None, None, prog="depth3dseg_node", teardown_timeout=0.5)\n'
-        'print("not reached")\n'
-    )
+def _run_python(code: str) -> tuple[float, subprocess.CompletedProcess]:
+    """Run ``code`` in a fresh interpreter (repository root); (seconds it took, result)."""
     t0 = time.monotonic()
     r = subprocess.run(
         [sys.executable, '-c', code], capture_output=True, text=True, timeout=60, cwd=REPO
     )
-    assert r.returncode == 0, r.stderr
-    assert time.monotonic() - t0 < 15  # the import of rclpy included; the sleep is 30 s
-    assert 'DDS teardown still blocked after' in r.stderr and 'not reached' not in r.stdout
-    assert 'Traceback' not in r.stderr
+    return time.monotonic() - t0, r
 
 
 # A C call that holds the GIL and never returns: ctypes.PyDLL functions keep the GIL (CDLL ones
 # release it), so libc sleep() through PyDLL stands in for a DDS write or entity deletion stuck on
 # a peer's transport. No Python code runs in the process meanwhile: no signal handler, no
 # threading.Timer.
-GIL_HOLDING_SLEEP = 'import ctypes\nctypes.PyDLL(None).sleep(30)\n'
+GIL_HOLDING_SLEEP = 'ctypes.PyDLL(None).sleep(30)'
 
 
-def test_c40_teardown_blocked_holding_the_gil_is_bounded():
-    """DDS teardown blocked inside a C call that holds the GIL: the Python-level watchdog cannot
-    run, the GIL-free backstop (faulthandler) ends the process after SHUTDOWN_BACKSTOP_S with
-    every thread's stack on stderr and exit status 1 (not hung until SIGKILL)."""
-    code = (
-        'import ctypes\n'
+def _teardown_blocked_by(statement: str) -> tuple[float, subprocess.CompletedProcess]:
+    """Run the node's _shutdown on a node whose destroy_node runs ``statement`` (30 s)."""
+    return _run_python(
+        'import ctypes, time\n'
         'from depth3dseg_ros.node import main\n'
         'main.SHUTDOWN_BACKSTOP_S = 2.0\n'
         'class Node:\n'
         '    def stop_worker(self, timeout):\n'
         '        return True\n'
         '    def destroy_node(self):\n'
-        '        ctypes.PyDLL(None).sleep(30)\n'
+        f'        {statement}\n'
         'main._shutdown(Node(), None, None, prog="depth3dseg_node", teardown_timeout=0.5)\n'
         'print("not reached")\n'
     )
-    t0 = time.monotonic()
-    r = subprocess.run(
-        [sys.executable, '-c', code], capture_output=True, text=True, timeout=60, cwd=REPO
-    )
-    assert time.monotonic() - t0 < 15, r.stderr  # the import of rclpy included; the sleep is 30 s
+
+
+def test_c40_blocked_dds_teardown_is_bounded():
+    """A node whose DDS teardown blocks (destroy_node waiting on a stalled peer's transport, seen
+    in a test run) still ends within about a second of the shutdown reaching that stage: one line
+    on stderr, exit status 0."""
+    dt, r = _teardown_blocked_by('time.sleep(30)')
+    assert r.returncode == 0, r.stderr
+    assert dt < 15  # the import of rclpy included; the sleep is 30 s
+    assert 'DDS teardown still blocked after' in r.stderr and 'not reached' not in r.stdout
+    assert 'Traceback' not in r.stderr
+
+
+def test_c40_teardown_blocked_holding_the_gil_is_bounded():
+    """DDS teardown blocked inside a C call that holds the GIL: the Python-level watchdog cannot
+    run, the GIL-free backstop (faulthandler) ends the process after SHUTDOWN_BACKSTOP_S with
+    every thread's stack on stderr and exit status 1 (not hung until SIGKILL)."""
+    dt, r = _teardown_blocked_by(GIL_HOLDING_SLEEP)
+    assert dt < 15, r.stderr  # the import of rclpy included; the sleep is 30 s
     assert r.returncode == 1, r.stderr
     assert 'Timeout' in r.stderr and 'destroy_node' in r.stderr, r.stderr  # the stuck stack
     assert 'not reached' not in r.stdout
@@ -365,32 +361,24 @@ def test_node_wedged_holding_the_gil_ends_with_its_stacks():
     deaf to signals; wait_for_stop's GIL-free watchdog ends it after ``stall_exit_s`` with every
     thread's stack (the wedged one named) and exit status 1, for a launch respawn. A healthy wait
     (nothing wedged) outlives several watchdog periods and returns when the event is set."""
-    wedged = (
-        'import threading, time\n'
+    dt, r = _run_python(
+        'import ctypes, threading, time\n'
         'from depth3dseg_ros.node.main import wait_for_stop\n'
         'def wedge():\n'
         '    time.sleep(0.3)\n'
-        '    import ctypes\n'
-        '    ctypes.PyDLL(None).sleep(30)\n'
+        f'    {GIL_HOLDING_SLEEP}\n'
         'threading.Thread(target=wedge, name="wedged-worker", daemon=True).start()\n'
         'wait_for_stop(threading.Event(), stall_exit_s=2.0)\n'
         'print("not reached")\n'
     )
-    t0 = time.monotonic()
-    r = subprocess.run(
-        [sys.executable, '-c', wedged], capture_output=True, text=True, timeout=60, cwd=REPO
-    )
-    assert time.monotonic() - t0 < 15, r.stderr
+    assert dt < 15, r.stderr
     assert r.returncode == 1 and 'Timeout' in r.stderr and 'in wedge' in r.stderr, r.stderr
-    healthy = (
+    _, r = _run_python(
         'import threading\n'
         'from depth3dseg_ros.node.main import wait_for_stop\n'
         'ev = threading.Event()\n'
         'threading.Timer(3.5, ev.set).start()\n'
         'wait_for_stop(ev, stall_exit_s=1.0)\n'
         'print("returned")\n'
-    )
-    r = subprocess.run(
-        [sys.executable, '-c', healthy], capture_output=True, text=True, timeout=60, cwd=REPO
     )
     assert r.returncode == 0 and 'returned' in r.stdout and 'Timeout' not in r.stderr, r.stderr
