@@ -284,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=10.0,
         metavar='S',
         help='wait up to S seconds (default 10; 0 = do not wait) for a subscriber before the '
-             'first '
+        'first '
         'message, then until no more match for 1 s',
     )
     p.add_argument(
