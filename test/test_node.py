@@ -127,6 +127,26 @@ class Harness:
     def wait(self, proc, cond, timeout=30.0) -> bool:
         return spin_until(self.node, cond, timeout, proc)
 
+    def close(self, proc, quiet_s: float = 1.0, timeout: float = 20.0) -> int:
+        """Let the node finish the frames still in flight (no output for ``quiet_s``, at most
+        ``timeout`` s), destroy the harness node, stop the node process; return its exit code.
+
+        ``prime`` streams frames until one comes back, so the node is usually still publishing
+        when a test ends. rclpy keeps the GIL inside rcl_publish (FastDDS publishes synchronously),
+        and three tests that destroyed their subscriptions while the node was publishing a large
+        message to them saw the node go silent and not stop on SIGINT (docs/pip_ros_stack.md §1).
+        """
+        count = lambda: sum(map(len, self.got.values()))  # noqa: E731
+        seen, quiet_since, end = count(), time.monotonic(), time.monotonic() + timeout
+        while time.monotonic() < end and proc.alive():
+            rclpy.spin_once(self.node, timeout_sec=0.05)
+            if count() != seen:
+                seen, quiet_since = count(), time.monotonic()
+            elif time.monotonic() - quiet_since >= quiet_s:
+                break
+        self.node.destroy_node()
+        return proc.stop()
+
 
 @pytest.fixture(scope='module')
 def model_file(tmp_path_factory):
@@ -195,8 +215,7 @@ def node_a(ros, model_file, tmp_path_factory):
             proc.log()
         )
     yield proc, h, stamps
-    h.node.destroy_node()
-    assert proc.stop() == 0, proc.log()
+    assert h.close(proc) == 0, proc.log()
 
 
 @pytest.mark.timeout(240)
@@ -362,8 +381,7 @@ def node_b(ros, model_file, tmp_path_factory):
         lable_source='2d',
     )
     yield proc, h
-    h.node.destroy_node()
-    assert proc.stop() == 0, proc.log()
+    assert h.close(proc) == 0, proc.log()
 
 
 @pytest.mark.timeout(240)
@@ -430,8 +448,7 @@ def test_c25_full_hd_frame_gives_41mb_organized_cloud_over_dds(ros, model_file, 
         assert (depth.width, depth.height, len(depth.data)) == (1920, 1080, 8_294_400)
         assert proc.alive()
     finally:
-        h.node.destroy_node()
-        assert proc.stop() == 0, proc.log()
+        assert h.close(proc) == 0, proc.log()
 
 
 @pytest.mark.flaky(reruns=1)  # intermittent: node silent, then slow to stop (issue 14 note)
@@ -512,8 +529,7 @@ def test_use_sim_time_and_compressed_input(ros, model_file, tmp_path):
         cloud = h.got['points'][t]
         assert np.isnan(read_points(cloud)['z']).all() and not cloud.is_dense
     finally:
-        h.node.destroy_node()
-        assert proc.stop() == 0, proc.log()
+        assert h.close(proc) == 0, proc.log()
 
 
 @pytest.mark.flaky(reruns=1)  # intermittent: node silent, then slow to stop (issue 14 note)
@@ -535,5 +551,4 @@ def test_more_than_256_classes_give_16uc1_labels_and_uint16_cloud_labels(ros, tm
         assert np.array_equal(read_points(cloud, organized=True)['label'], labels)
         assert len(json.loads(h.classes[0].data)['classes']) == 300
     finally:
-        h.node.destroy_node()
-        assert proc.stop() == 0, proc.log()
+        assert h.close(proc) == 0, proc.log()
