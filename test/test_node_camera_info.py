@@ -59,5 +59,4 @@ def test_constant_stamped_camera_info_does_not_hold_frames_back(ros, tmp_path):
         assert log.count('using the latest CameraInfo') == 1, log  # warned once
         assert 'Traceback' not in log
     finally:
-        h.node.destroy_node()
-        assert proc.stop() == 0, proc.log()
+        assert h.close(proc) == 0, proc.log()

@@ -159,5 +159,4 @@ def test_inputs_without_usable_geometry_still_publish_2d_outputs(ros, tmp_path):
         frame(t, camera_info_msg(K_CAM, W, H, t), IMAGES + ('points',))
         assert proc.alive() and 'Traceback' not in proc.log() and 'frame failed' not in proc.log()
     finally:
-        h.node.destroy_node()
-        assert proc.stop() == 0, proc.log()
+        assert h.close(proc) == 0, proc.log()

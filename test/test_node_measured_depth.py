@@ -121,5 +121,4 @@ def test_node_builds_the_cloud_from_the_measured_depth(ros, tmp_path):
         assert np.allclose(z[left], pred[left], rtol=1e-5)  # the prediction fills the hole
         assert 'Traceback' not in proc.log()
     finally:
-        h.node.destroy_node()
-        proc.stop()
+        h.close(proc)

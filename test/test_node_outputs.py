@@ -297,7 +297,6 @@ def test_subscriber_in_another_process_receives_compressed_outputs_and_grouped_c
             ]
             assert classes['palette_file'] == str(NAV)
         finally:
-            h.node.destroy_node()
-            assert proc.stop() == 0, proc.log()
+            assert h.close(proc) == 0, proc.log()
     finally:
         rclpy.try_shutdown()

@@ -46,8 +46,7 @@ def node_p(ros, tmp_path_factory):
     assert client.wait_for_services(timeout_sec=30), proc.log()
     t = h.prime(proc, 2_100_000_000_000_000_000)
     yield proc, h, client, [t]
-    h.node.destroy_node()
-    assert proc.stop() == 0, proc.log()
+    assert h.close(proc) == 0, proc.log()
 
 
 def _call(proc, h, future, timeout: float = 30.0):

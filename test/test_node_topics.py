@@ -94,5 +94,4 @@ def test_every_image_output_has_its_camera_info_beside_it(ros, tmp_path):
                 assert img.header.frame_id == ci.header.frame_id == 'cam_optical', image
                 assert (ci.width, ci.height) == (img.width, img.height), image
     finally:
-        h.node.destroy_node()
-        assert proc.stop() == 0, proc.log()
+        assert h.close(proc) == 0, proc.log()
