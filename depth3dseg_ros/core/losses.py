@@ -77,14 +77,18 @@ def seg_ce(
     ignore_index: int = 0,
     has_labels: Optional[torch.Tensor] = None,
     point_valid: Optional[torch.Tensor] = None,
+    class_weights: Optional[torch.Tensor] = None,
 ) -> Term:
     """M5 cross-entropy of B×C×H×W logits against a B×H×W label image, mean over counted pixels.
 
     Counted: label != ignore_index (void), sample's ``has_labels`` True, and (3D loss)
     ``point_valid`` B×1×H×W True (a pixel with a valid 3D point). Used for S2D with the 2D labels
     and for S3D with the 3D labels (by default the pixel's label: each point takes the label of its
-    pixel). Raises ValueError on shape mismatch or a label outside 0..C-1 (other than the ignore
-    id).
+    pixel). With ``class_weights`` (C floats >= 0, e.g. median-frequency balancing, Eigen & Fergus
+    2015) each counted pixel's term is weighted by its label's weight and the sum is divided by
+    the sum of those weights (a weighted mean; equal weights give the plain mean). Raises
+    ValueError on shape mismatch, a label outside 0..C-1 (other than the ignore id) or
+    ``class_weights`` not of length C.
     """
     if logits.dim() != 4:
         raise ValueError(f'logits must be B×C×H×W, got {tuple(logits.shape)}')
@@ -107,8 +111,17 @@ def seg_ce(
             f'label ids must be in 0..{c - 1}, got min={int(lab.min())} max={int(lab.max())}'
         )
     target = torch.where(keep, labels, torch.full_like(labels, -100))
-    loss = F.cross_entropy(logits, target, ignore_index=-100, reduction='sum') / n
-    return Term(loss, n)
+    if class_weights is None:
+        loss = F.cross_entropy(logits, target, ignore_index=-100, reduction='sum') / n
+        return Term(loss, n)
+    wt = torch.as_tensor(class_weights, dtype=logits.dtype, device=logits.device).reshape(-1)
+    if wt.numel() != c:
+        raise ValueError(f'class_weights has {wt.numel()} entries, expected C={c}')
+    total_w = wt[lab].sum()
+    if not float(total_w) > 0:
+        return Term(_zero(logits), 0)
+    loss = F.cross_entropy(logits, target, weight=wt, ignore_index=-100, reduction='sum')
+    return Term(loss / total_w, n)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 import torch
 from torch import nn
@@ -46,6 +46,9 @@ __all__ = [
 #: Loss term names, in the order they are reported.
 TERMS = ('seg2d', 'seg3d', 'depth', 'consistency')
 
+#: Named class weightings of LossConfig.class_weights (resolved by training.class_weights).
+CLASS_WEIGHT_PRESETS = ('median_freq',)
+
 
 @dataclass
 class LossConfig:
@@ -65,6 +68,10 @@ class LossConfig:
         still switch terms on/off and scale them.
     void_id: label id ignored by the cross-entropies.
     detach_depth_for_3d: ablation only — stop the 3D/consistency gradients at the predicted depth.
+    class_weights: per-class weights of both cross-entropies (core.losses.seg_ce): None (default,
+        unweighted), a list of C numbers >= 0, or 'median_freq' — median-frequency balancing
+        (Eigen & Fergus 2015), which the training run resolves into the list from its training
+        labels before the first step (training.class_weights) and stores in its config.yaml.
     measured_depth_for_3d: probability (per batch, drawn from torch's RNG, so resumes repeat it)
         that the cloud is built from the batch's sensor depth where valid, the prediction filling
         its holes (Depth3DSeg.forward measured_depth): the 3D net then also learns on sensor
@@ -85,6 +92,7 @@ class LossConfig:
     void_id: int = 0
     detach_depth_for_3d: bool = False
     measured_depth_for_3d: float = 0.0
+    class_weights: Optional[Union[str, List[float]]] = None
 
     def __post_init__(self) -> None:
         for t in TERMS:
@@ -101,6 +109,24 @@ class LossConfig:
             raise ValueError(f'LossConfig.silog_lambda={self.silog_lambda} must be in [0, 1]')
         if not 0.0 < self.berhu_c <= 1.0:
             raise ValueError(f'LossConfig.berhu_c={self.berhu_c} must be in (0, 1]')
+        cw = self.class_weights
+        if isinstance(cw, str):
+            if cw not in CLASS_WEIGHT_PRESETS:
+                raise ValueError(
+                    f'LossConfig.class_weights={cw!r}: a list of numbers or one of '
+                    f'{CLASS_WEIGHT_PRESETS}'
+                )
+        elif cw is not None:
+            ok = isinstance(cw, (list, tuple)) and len(cw) > 0
+            ok = ok and all(
+                not isinstance(v, bool) and isinstance(v, (int, float)) and 0 <= v < float('inf')
+                for v in cw
+            )
+            if not ok or not any(v > 0 for v in cw):
+                raise ValueError(
+                    f'LossConfig.class_weights={cw!r} must be a non-empty list of finite numbers '
+                    '>= 0 (not all 0), one per class'
+                )
         p = self.measured_depth_for_3d
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
             raise ValueError(
@@ -206,14 +232,26 @@ def losses_from_outputs(
         if 'labels3d' in batch
         else has_labels
     )
+    if isinstance(cfg.class_weights, str):
+        raise ValueError(
+            f'LossConfig.class_weights={cfg.class_weights!r} is resolved from the training labels '
+            'by the training run (training.class_weights.resolve_class_weights) before losses '
+            'are computed'
+        )
+    cw = None if cfg.class_weights is None else torch.tensor(cfg.class_weights, device=device)
     terms: Dict[str, Term] = {}
     if labels is not None:
-        terms['seg2d'] = seg_ce(seg2d, labels.to(device), cfg.void_id, has_labels)
+        terms['seg2d'] = seg_ce(seg2d, labels.to(device), cfg.void_id, has_labels, None, cw)
     else:
         terms['seg2d'] = Term(seg2d.sum() * 0, 0)
     if labels3d is not None:
         terms['seg3d'] = seg_ce(
-            seg3d, labels3d.to(device), cfg.void_id, has_labels3d, point_valid=valid
+            seg3d,
+            labels3d.to(device),
+            cfg.void_id,
+            has_labels3d,
+            point_valid=valid,
+            class_weights=cw,
         )
     else:
         terms['seg3d'] = Term(seg3d.sum() * 0, 0)

@@ -20,6 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 from depth3dseg_ros.bags.dataset_writer import check_label_range
 from depth3dseg_ros.core.model import Depth3DSeg, check_arch
 from depth3dseg_ros.core.train_step import LossConfig, make_weighting
+from depth3dseg_ros.training.class_weights import resolve_class_weights
 from depth3dseg_ros.training.checkpoint import (
     load_init_model,
     load_resume,
@@ -166,6 +167,12 @@ def setup_run(args: argparse.Namespace) -> Run:
     train_ds, val_ds = build_datasets(cfg, classes)
     start_pos = 0 if ckpt is None else resume_position(ckpt, out / 'last.pt', len(train_ds))
 
+    # 'median_freq' -> the list, from the training labels; stored in config.yaml for resumes
+    cfg['loss']['class_weights'] = resolve_class_weights(
+        cfg['loss'], train_ds.records, len(classes)
+    )
+    if cfg['loss']['class_weights'] is not None and rank == 0:
+        print(f"loss.class_weights {dict(zip(classes.names, cfg['loss']['class_weights']))}")
     model = Depth3DSeg(**dict(cfg['model']['arch'], num_classes=len(classes)))
     if init is not None:
         model.load_state_dict(init.state_dict())
