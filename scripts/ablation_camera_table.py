@@ -2,7 +2,8 @@
 """Markdown table of the augmentation levers (scripts/ablation_camera.sh, one OUT_DIR per seed):
 per seed and run (``plus_consistency`` = the shipped configuration; ``camera`` = the same with
 ``augment.camera=real_camera``; ``texture`` with ``augment.texture=domain_rand``;
-``texture_camera`` with both) the last validation epoch on the held-out synthetic rooms and
+``texture_camera`` with both; ``balance`` with ``loss.class_weights=median_freq``) the last
+validation epoch on the held-out synthetic rooms and
 ``eval_real/report.json`` (depth3dseg-eval on the real-camera bag); then the mean ± sd per run and
 the paired (same seed) difference run − plus_consistency where a seed has both. Runs missing are
 skipped.
@@ -29,6 +30,7 @@ RUNS = (
     ('camera', '+ camera aug (real_camera)'),
     ('texture', '+ texture randomisation (domain_rand)'),
     ('texture_camera', '+ texture randomisation + camera aug'),
+    ('balance', '+ median-frequency class weights'),
 )
 VAL_KEYS = ('miou_fused', 'miou_2d', 'miou_3d', 'absrel')
 REAL_KEYS = ('miou_fused', 'miou_2d', 'miou_3d', 'absrel', 'delta1')
