@@ -7,8 +7,12 @@ Usage: python scripts/model_card.py [--model models/depth3dseg_nyu13.pt] [--synt
 Runs depth3dseg-eval (training/evaluate.py) on (a) the held-out synthetic dataset and (b) the
 real-camera sample bag (depth3dseg_ros.samples: 11 NYU labelled frames, 14 NYU/TUM frames with
 depth), on the CPU; (c) the 14 real frames with depth alone, with the predicted depth and with the
-measured depth given to the model (``--measured-depth``).
-``--real-only`` re-measures (b) and keeps (a) from the existing card (when data/ is not
+measured depth given to the model (``--measured-depth``); (d) the held-out real depth figures: the
+labelled frames with depth alone (scripts/real_depth_split.py's labelled set, --only-with-depth),
+since the shipped model's last fine-tuning trained the depth and consistency terms on the bag's 11
+unlabelled RGB-D frames (``trained_on_real`` lists them; models/README.md). The mIoU of (b) is
+held out (those frames have no labels); its AbsRel is not.
+``--real-only`` re-measures (b)-(d) and keeps (a) from the existing card (when data/ is not
 regenerated).
 """
 
@@ -21,6 +25,7 @@ from pathlib import Path
 
 from depth3dseg_ros.samples import real_camera_bag
 from depth3dseg_ros.training import evaluate
+from real_depth_split import source_name, split
 
 REPO = Path(__file__).resolve().parents[1]
 KEYS = (*evaluate.FLAT_KEYS, 'frames')  # the flat figures depth3dseg-eval reports, and the count
@@ -67,6 +72,11 @@ def main() -> int:
                 Path(a.model), [*bag, '--only-with-depth', '--measured-depth'], Path(tmp) / 'm'
             ),
         }
+        train, _, _ = split(real_camera_bag(), Path(tmp) / 'rt', Path(tmp) / 'rl')
+        card['real_labelled_with_depth'] = run_eval(
+            Path(a.model), ['--data', str(Path(tmp) / 'rl'), '--only-with-depth'], Path(tmp) / 'l'
+        )
+        card['trained_on_real'] = [source_name(r['stamp_ns']) for r in train]
     Path(a.out).write_text(json.dumps(card, indent=1) + '\n')
     print(
         json.dumps(

@@ -83,6 +83,21 @@ def write_split(src: Path, dst: Path, records: list[dict], what: str) -> None:
     (dst / MANIFEST).write_text(json.dumps(manifest, indent=1) + '\n', encoding='utf-8')
 
 
+def split(bag: Path, train_out: Path, labelled_out: Path) -> tuple[list, list, list]:
+    """Extract ``bag`` and write the two dataset directories (module docstring); returns the
+    index records of (train, labelled, skipped) frames."""
+    with tempfile.TemporaryDirectory(prefix='real_split_') as tmp:
+        src = Path(tmp) / 'ds'
+        extract([bag], src, ExtractConfig())
+        records = read_index(src)
+        train = [r for r in records if r.get('depth') and not r.get('labels')]
+        labelled = [r for r in records if r.get('labels')]
+        skipped = [r for r in records if not r.get('depth') and not r.get('labels')]
+        write_split(src, train_out, train, 'real frames without labels, with depth (may train)')
+        write_split(src, labelled_out, labelled, 'real labelled frames (evaluation only)')
+    return train, labelled, skipped
+
+
 def main() -> int:
     """Extract, split, print where each frame went; returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
@@ -91,17 +106,7 @@ def main() -> int:
     ap.add_argument('--labelled-out', type=Path, default=Path('data/ds_real_labelled'))
     args = ap.parse_args()
     bag = args.bag or real_camera_bag()
-    with tempfile.TemporaryDirectory(prefix='real_split_') as tmp:
-        src = Path(tmp) / 'ds'
-        extract([bag], src, ExtractConfig())
-        records = read_index(src)
-        train = [r for r in records if r.get('depth') and not r.get('labels')]
-        labelled = [r for r in records if r.get('labels')]
-        skipped = [r for r in records if not r.get('depth') and not r.get('labels')]
-        write_split(
-            src, args.train_out, train, 'real frames without labels, with depth (may train)'
-        )
-        write_split(src, args.labelled_out, labelled, 'real labelled frames (evaluation only)')
+    train, labelled, skipped = split(bag, args.train_out, args.labelled_out)
     splits = ((args.train_out, train), (args.labelled_out, labelled), ('skipped', skipped))
     for out, recs in splits:
         print(f'{out}: {len(recs)} frames')
