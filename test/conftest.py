@@ -97,3 +97,21 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if _slow(item.module.__name__.rsplit('.', 1)[-1]):
             item.add_marker(pytest.mark.slow)
+
+
+#: How much of each rerun attempt's failure text the summary shows (its end: the assertion and,
+#: for node tests, the node's log with its stack dump; nodeutil.NodeProcess.stop).
+RERUN_TAIL_CHARS = 8000
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Print why each rerun test failed its first attempt (pytest-rerunfailures only names them):
+    an intermittent failure that a rerun hides still leaves its evidence in the CI log."""
+    reports = terminalreporter.stats.get('rerun', [])
+    if not reports:
+        return
+    terminalreporter.section('first attempts of rerun tests')
+    for rep in reports:
+        text = rep.longreprtext
+        terminalreporter.write_line(f'--- {rep.nodeid} ({len(text)} chars, last shown)')
+        terminalreporter.write_line(text[-RERUN_TAIL_CHARS:])
