@@ -129,12 +129,15 @@ class Harness:
 
     def close(self, proc, quiet_s: float = 1.0, timeout: float = 20.0) -> int:
         """Let the node finish the frames still in flight (no output for ``quiet_s``, at most
-        ``timeout`` s), destroy the harness node, stop the node process; return its exit code.
+        ``timeout`` s), stop the node process, then destroy the harness node; return the node's
+        exit code.
 
-        ``prime`` streams frames until one comes back, so the node is usually still publishing
-        when a test ends. rclpy keeps the GIL inside rcl_publish (FastDDS publishes synchronously),
-        and three tests that destroyed their subscriptions while the node was publishing a large
-        message to them saw the node go silent and not stop on SIGINT (docs/pip_ros_stack.md §1).
+        Order matters (docs/pip_ros_stack.md §1): FastDDS 3.2's TCP transport (LARGE_DATA) can
+        deadlock when a participant is deleted while a TCP peer is alive but silent — the channel's
+        disconnect waits for a read that never completes (eProsima/Fast-DDS PR 6066), inside a
+        call that keeps the GIL. Destroying the harness node deletes the participant when it is
+        the last node of its context; with the node process stopped first, its sockets are closed
+        and the harness's reads end.
         """
         count = lambda: sum(map(len, self.got.values()))  # noqa: E731
         seen, quiet_since, end = count(), time.monotonic(), time.monotonic() + timeout
@@ -144,8 +147,9 @@ class Harness:
                 seen, quiet_since = count(), time.monotonic()
             elif time.monotonic() - quiet_since >= quiet_s:
                 break
+        rc = proc.stop()
         self.node.destroy_node()
-        return proc.stop()
+        return rc
 
 
 @pytest.fixture(scope='module')
