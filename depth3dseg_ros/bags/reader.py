@@ -77,7 +77,6 @@ from depth3dseg_ros.bags.sniff import (  # noqa: F401  (re-exported: the reader'
     storage_files_of_dir,
     zstd,
 )
-from depth3dseg_ros.bags.sqlite_wal import checkpointed_copy, wal_bytes  # noqa: F401 (re-exported)
 
 LOG = logging.getLogger(__name__)
 

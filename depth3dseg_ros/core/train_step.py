@@ -241,7 +241,9 @@ def losses_from_outputs(
     cw = None if cfg.class_weights is None else torch.tensor(cfg.class_weights, device=device)
     terms: Dict[str, Term] = {}
     if labels is not None:
-        terms['seg2d'] = seg_ce(seg2d, labels.to(device), cfg.void_id, has_labels, None, cw)
+        terms['seg2d'] = seg_ce(
+            seg2d, labels.to(device), cfg.void_id, has_labels, class_weights=cw
+        )
     else:
         terms['seg2d'] = Term(seg2d.sum() * 0, 0)
     if labels3d is not None:
