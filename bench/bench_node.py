@@ -220,14 +220,16 @@ def end_to_end(
             rclpy.spin_once(node, timeout_sec=0.05)
         after, outputs = counts(), values().get('outputs', '?')
     finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+        # the node process first: deleting this participant while it is alive can deadlock with
+        # FastDDS 3.2 over TCP (docs/pip_ros_stack.md §1)
         proc.send_signal(signal.SIGINT)
         try:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+        node.destroy_node()
+        rclpy.try_shutdown()
     got = [(s, a) for s, a in arrivals if s >= t_start]
     lat = np.array([(a - s) / 1e6 for s, a in got])
     span = (got[-1][1] - got[0][1]) / 1e9 if len(got) > 1 else float('nan')

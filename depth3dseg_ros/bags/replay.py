@@ -321,6 +321,7 @@ def _main(argv: list[str] | None, stop: Any) -> int:
     import rclpy
     from rclpy.signals import SignalHandlerOptions
     from rclpy.utilities import remove_ros_args
+    from depth3dseg_ros.departure import leave_graph
 
     args = build_parser().parse_args(remove_ros_args(argv)[1:])
     if not Path(args.bag).exists():
@@ -380,11 +381,9 @@ def _main(argv: list[str] | None, stop: Any) -> int:
         stop.set_phase(STOPPING)  # a second signal from here on ends the process at once
         if rep is not None:
             rep.close()
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-        # the DDS participant leaves now (main ends with os._exit)
-        rclpy.get_default_context().destroy()
+        # the publishers leave, the DDS participant is not deleted (that can deadlock on a live
+        # TCP peer with FastDDS 3.2, departure.py); main ends the process with os._exit
+        leave_graph([node])
 
 
 if __name__ == '__main__':

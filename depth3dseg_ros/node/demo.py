@@ -126,8 +126,11 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
     ]
     from rclpy.signals import SignalHandlerOptions
 
+    from depth3dseg_ros.departure import leave_graph
+
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # signals: procutil.StopSignals
     if stop is not None:
+        stop.ros_started = True  # main ends the process with os._exit after the clean-up
         stop.set_phase(STARTING)
     ros = rclpy.create_node('depth3dseg_demo_recorder')
     rec = Recorder(ros, out)
@@ -241,8 +244,9 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
                     proc.kill()
                     proc.wait(timeout=5)
         node_log.close()
-        ros.destroy_node()
-        rclpy.try_shutdown()
+        # the recorder node leaves, the DDS participant is not deleted (that can deadlock on a live
+        # TCP peer with FastDDS 3.2, depth3dseg_ros/departure.py); main ends with os._exit
+        leave_graph([ros])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -273,7 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``depth3dseg-demo``. SIGINT/SIGTERM at any moment: the node and replay
     children are stopped and the demo ends within about 2 s, exit 0, no traceback (C40, C45;
-    procutil.StopSignals)."""
+    procutil.StopSignals). Once rclpy has started, ends the process itself (``os._exit``, output
+    flushed) instead of returning: its recorder node has left the graph, and its DDS participant
+    must not be deleted while a peer may be alive (depth3dseg_ros/departure.py)."""
     stop = StopSignals('depth3dseg-demo', raise_running=True)
     try:
         rc = run_demo(build_parser().parse_args(argv), stop)
@@ -282,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.finished()
         stop.restore()
+    if getattr(stop, 'ros_started', False):
+        stop.exit_now(rc)  # the DDS participant stays until the process ends (departure.py)
     return rc
 
 

@@ -282,13 +282,16 @@ def _shutdown(
     teardown_timeout: float = 1.0,
 ) -> None:
     """Stop the worker (at most ``worker_timeout`` s: the whole shutdown stays within 2 s, C40),
-    the executor, the node and rclpy, in that order: nothing publishes on a context that is
+    the executor and the node, in that order: nothing publishes on a context that is
     gone. A stage that stays blocked (worker, a callback, DDS teardown beyond
     ``teardown_timeout`` s) ends the process with one line on stderr and exit status 0. A stage
     blocked while holding the GIL (no Python thread can run, so neither can those checks) meets
     the GIL-free backstop after ``SHUTDOWN_BACKSTOP_S``: every thread's stack on stderr, exit
-    status 1."""
-    import rclpy
+    status 1.
+
+    The DDS participant is not deleted (departure.py: with FastDDS 3.2 over TCP that can
+    deadlock while a peer is alive); ``main`` ends the process with ``os._exit`` right after."""
+    from depth3dseg_ros.departure import leave_graph
 
     faulthandler.dump_traceback_later(SHUTDOWN_BACKSTOP_S, exit=True)
 
@@ -317,13 +320,10 @@ def _shutdown(
     watchdog.daemon = True
     watchdog.start()
     try:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-        # delete the DDS participant now (rmw context fini), as the interpreter's teardown would:
-        # the process then ends with os._exit, and peers must see this participant leave, not
-        # time it out
-        rclpy.get_default_context().destroy()
+        # the node's endpoints leave (peers see them go), the DDS participant is NOT deleted: that
+        # deletion can deadlock on a live TCP peer (FastDDS 3.2, departure.py); main then ends
+        # the process with os._exit and the kernel closes its sockets
+        leave_graph([node])
     finally:
         watchdog.cancel()
         faulthandler.cancel_dump_traceback_later()
