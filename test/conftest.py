@@ -1,7 +1,9 @@
 """Test-wide settings: DDS environment (one place: depth3dseg_ros.rosenv), the real sample
 frames."""
 
+import faulthandler
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,29 @@ if 'DEPTH3DSEG_TEST_DOMAIN' not in os.environ:
     os.environ['DEPTH3DSEG_TEST_DOMAIN'] = str(pick_domain_id())
 apply_ros_env(domain_id=int(os.environ['DEPTH3DSEG_TEST_DOMAIN']))
 os.environ.setdefault('AMENT_PREFIX_PATH', os.environ.get('VIRTUAL_ENV', str(REPO / '.venv')))
+
+
+@pytest.fixture(scope='session')
+def ros():
+    """rclpy's default context, initialised once for the whole run, with a hidden node that keeps
+    its DDS participant until the process ends.
+
+    Tests create and destroy their harness nodes (and in-process nodes) in it, so the test process
+    never deletes a DDS participant while a node process may still be alive: with FastDDS 3.2's
+    TCP transport (LARGE_DATA) that deletion can deadlock inside a call that keeps the GIL, where
+    no timeout can end it (docs/pip_ros_stack.md §1; the node processes themselves leave the same
+    way, depth3dseg_ros/departure.py)."""
+    import rclpy
+
+    rclpy.init()
+    keeper = rclpy.create_node(
+        '_pytest_keeper',
+        use_global_arguments=False,
+        enable_rosout=False,
+        start_parameter_services=False,
+    )
+    yield keeper
+    rclpy.try_shutdown()  # the participant itself goes with the process (no node process is left)
 
 
 @pytest.fixture(scope='session')
@@ -54,6 +79,7 @@ SLOW_MODULES = {
     'test_core_purity',
     'test_cutoff_recordings',
     'test_demo',
+    'test_departure',
     'test_eval_cli',
     'test_extract',
     'test_no_leaks',
@@ -80,6 +106,44 @@ def pytest_configure(config) -> None:
     config.addinivalue_line(
         'markers', 'slow: full tier only (multi-process, subprocess CLIs, training)'
     )
+    global _REAL_STDERR
+    # output capture is suspended while plugins configure: fd 2 is the terminal / CI log here
+    _REAL_STDERR = os.fdopen(os.dup(2), 'w')
+
+
+#: The real stderr (opened in pytest_configure), where the wedge watchdog writes.
+_REAL_STDERR = None
+
+#: Seconds past a test's own timeout (pytest-timeout) after which the GIL-free watchdog ends
+#: the run.
+WEDGE_GRACE_S = float(os.environ.get('DEPTH3DSEG_WEDGE_GRACE_S', '120'))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A GIL-free watchdog around every test (faulthandler's C thread).
+
+    pytest-timeout's signal method runs its handler between bytecodes of the main thread: a test
+    whose main thread is stuck in a C call that keeps the GIL (rclpy's destroy_node or publish
+    waiting on a wedged DDS transport, docs/pip_ros_stack.md §1) would never be ended, and the
+    whole run would hang until CI's own limit, with no output. This ends such a run
+    ``WEDGE_GRACE_S`` after the test's timeout, with every thread's stack on the real stderr and
+    exit status 1."""
+    marker = item.get_closest_marker('timeout')
+    limit = (
+        float(marker.args[0])
+        if marker and marker.args
+        else float(item.config.getini('timeout') or 300)
+    )
+    flaky = item.get_closest_marker('flaky')  # pytest-rerunfailures runs the attempts in here
+    attempts = 1 + int(flaky.kwargs.get('reruns', 1)) if flaky else 1
+    faulthandler.dump_traceback_later(
+        attempts * limit + WEDGE_GRACE_S, exit=True, file=_REAL_STDERR or sys.stderr
+    )
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 #: The one node test module that runs no node (the pure per-frame rules).

@@ -131,7 +131,7 @@ def test_camera_slot_records_frame_id_and_time():
 
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(240)
-def test_node_diagnostics_across_processes_sim_time_jump_back_stamp_zero_and_decay(tmp_path):
+def test_node_diagnostics_across_processes_sim_time_jump_back_stamp_zero_and_decay(tmp_path, ros):
     """A node on ``use_sim_time``: frames from camera frame 'front_cam' (one stamped 0) -> OK, rate
     > 0, hardware_id 'front_cam', age p95 plausible; then /clock jumps back 1000 s (a looped bag)
     and the input stops -> /diagnostics keeps coming (the timer does not stall), the rate decays to
@@ -158,7 +158,6 @@ def test_node_diagnostics_across_processes_sim_time_jump_back_stamp_zero_and_dec
     model = make_tiny_model(tmp_path / 'tiny.pt')
     K = np.array([[70.0, 0, 39.5], [0, 70.0, 29.5], [0, 0, 1]])
     rel = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
-    rclpy.init()
     h = rclpy.create_node('diag_harness')
     pub_img = h.create_publisher(Image, f'/{name}/in/image', rel)
     pub_info = h.create_publisher(CameraInfo, f'/{name}/in/camera_info', rel)
@@ -228,6 +227,6 @@ def test_node_diagnostics_across_processes_sim_time_jump_back_stamp_zero_and_dec
         )
         assert float(v['seconds_since_input']) >= 5.0
     finally:
+        code = proc.stop()  # the node first: harness.close's order (test_node.Harness.close)
         h.destroy_node()
-        rclpy.try_shutdown()
-        assert proc.stop() == 0, proc.log()
+        assert code == 0, proc.log()

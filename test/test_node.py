@@ -157,13 +157,6 @@ def model_file(tmp_path_factory):
     return make_tiny_model(tmp_path_factory.mktemp('model') / 'tiny.pt')
 
 
-@pytest.fixture(scope='module')
-def ros():
-    rclpy.init()
-    yield
-    rclpy.try_shutdown()
-
-
 def _start(tmp, model_file, name, with_info=True, extra_remaps=None, **params):
     """Start node ``name`` and a harness; ready when the harness has the node's ~/classes and both
     sides' topics are matched. FastDDS discovery between two fresh processes occasionally never

@@ -14,18 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rclpy
 
 from depth3dseg_ros.ros.image import imgmsg_to_cv2
 from nodeutil import camera_image, camera_info_msg, make_tiny_model
 from test_node import H, K_CAM, NH, NW, W, _start
-
-
-@pytest.fixture(scope='module')
-def ros():
-    rclpy.init()
-    yield
-    rclpy.try_shutdown()
 
 
 @pytest.mark.timeout(300)

@@ -15,7 +15,6 @@ import time
 
 import numpy as np
 import pytest
-import rclpy
 from sensor_msgs.msg import CompressedImage
 from std_msgs.msg import Header
 
@@ -27,13 +26,6 @@ from test_ros_compressed_size import jpeg, with_jpeg_size
 
 NAME = 'd3s_in'
 IMAGES = ('labels', 'overlay', 'mask', 'depth')
-
-
-@pytest.fixture(scope='module')
-def ros():
-    rclpy.init()
-    yield
-    rclpy.try_shutdown()
 
 
 def diag_value(h, key):

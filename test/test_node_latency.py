@@ -49,9 +49,8 @@ def node_counts(diag) -> dict[str, int]:
 
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(240)
-def test_c26_bounded_frame_age_and_counted_drops_under_slow_model(tmp_path):
+def test_c26_bounded_frame_age_and_counted_drops_under_slow_model(tmp_path, ros):
     model = make_tiny_model(tmp_path / 'tiny.pt')
-    rclpy.init()
     node = rclpy.create_node('c26_harness')
     proc = NodeProcess(
         tmp_path / 'node.log',
@@ -134,9 +133,8 @@ def test_c26_bounded_frame_age_and_counted_drops_under_slow_model(tmp_path):
         spin_until(node, lambda: outputs and outputs[-1][0] == published[-1], 10, proc)
         spin_until(node, lambda: False, 1.5, proc)  # one more diagnostics period
     finally:
+        code = proc.stop()  # the node first, then the harness node (test_node.Harness.close)
         node.destroy_node()
-        rclpy.try_shutdown()
-        code = proc.stop()
     assert code == 0, proc.log()
 
     index = {t: i for i, t in enumerate(published)}

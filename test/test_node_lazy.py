@@ -34,13 +34,6 @@ LATCHED = QoSProfile(
 )
 
 
-@pytest.fixture(scope='module')
-def ros():
-    rclpy.init()
-    yield
-    rclpy.try_shutdown()
-
-
 class Lazy:
     """Image + CameraInfo in; ``~/points``, ``~/classes`` and /diagnostics out."""
 

@@ -51,13 +51,6 @@ def tiny_model(tmp_path_factory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp('lifecycle') / 'tiny.pt')
 
 
-@pytest.fixture
-def ros():
-    rclpy.init()
-    yield
-    rclpy.try_shutdown()
-
-
 class Managed:
     """The lifecycle node in a subprocess plus a harness node here: lifecycle and parameter
     clients, an image + CameraInfo streamer and counters of the outputs."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rclpy
 from sensor_msgs.msg import Image
 
 from depth3dseg_ros.core.imageops import resize_depth
@@ -75,13 +74,6 @@ def test_registered_depth_is_rectified_with_the_colour_image_nearest():
     assert problem is None and out.shape == (H, W)
     vals = out[np.isfinite(out)]
     assert vals.size > 0.5 * out.size and np.isin(vals, depth).all()  # copies of input pixels only
-
-
-@pytest.fixture(scope='module')
-def ros():
-    rclpy.init()
-    yield
-    rclpy.try_shutdown()
 
 
 @pytest.mark.timeout(300)

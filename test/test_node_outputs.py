@@ -1,10 +1,10 @@
 """Issue 14, the outputs of a running node: the class palette / grouping file (labels, overlay,
 mask, cloud label and colour, ~/classes), ``cloud_rgb`` and the compressed outputs.
 
-In-process (real rclpy node in its own Context, real Segmenter with the tiny model, wrapped to
-keep the model's labels of each frame; the node's ``_publish`` records what each frame would
-publish, as test_node_rules does), plus one across-process test: a subscriber in another process
-receives the three compressed topics and the grouped ~/classes.
+In-process (real rclpy node in the run-wide context of conftest's ``ros``, real Segmenter with
+the tiny model, wrapped to keep the model's labels of each frame; the node's ``_publish``
+records what each frame would publish, as test_node_rules does), plus one across-process test:
+a subscriber in another process receives the three compressed topics and the grouped ~/classes.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import rclpy
-from rclpy.context import Context
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import CompressedImage
 
@@ -74,9 +72,7 @@ def model(tmp_path_factory):
 
 
 @pytest.fixture(scope='module')
-def node(model):
-    ctx = Context()
-    rclpy.init(context=ctx)
+def node(model, ros):
     rec = {}
 
     def factory(p, model_file):
@@ -85,7 +81,6 @@ def node(model):
     n = Depth3DSegNode(
         segmenter_factory=factory,
         node_name='d3s_outputs',
-        context=ctx,
         parameter_overrides=_overrides(
             model,
             class_palette_file=str(NAV),
@@ -101,7 +96,6 @@ def node(model):
     n.rec = rec['seg']
     yield n
     n.destroy_node()
-    rclpy.try_shutdown(context=ctx)
 
 
 def run(node, t=10**18):
@@ -217,86 +211,76 @@ def test_runtime_palette_and_cloud_rgb_changes(node, tmp_path):
 
 
 @pytest.mark.timeout(120)
-def test_bad_palette_file_stops_start_up_naming_it(model, tmp_path):
+def test_bad_palette_file_stops_start_up_naming_it(model, tmp_path, ros):
     bad = tmp_path / 'p.yaml'
     bad.write_text('colors: {wall: [300, 0, 0]}\n')
-    ctx = Context()
-    rclpy.init(context=ctx)
-    try:
-        with pytest.raises(ValueError, match=r'colors.wall=\[300, 0, 0\] must be \[r, g, b\]'):
-            Depth3DSegNode(
-                node_name='d3s_bad_palette',
-                context=ctx,
-                parameter_overrides=_overrides(model, class_palette_file=str(bad)),
-            )
-    finally:
-        rclpy.try_shutdown(context=ctx)
+    with pytest.raises(ValueError, match=r'colors.wall=\[300, 0, 0\] must be \[r, g, b\]'):
+        Depth3DSegNode(
+            node_name='d3s_bad_palette',
+            parameter_overrides=_overrides(model, class_palette_file=str(bad)),
+        )
 
 
 @pytest.mark.timeout(300)
 def test_subscriber_in_another_process_receives_compressed_outputs_and_grouped_classes(
-    model, tmp_path
+    model, tmp_path, ros
 ):
     from test_node import RELIABLE, _start
 
     name = 'd3s_compressed'
-    rclpy.init()
+    proc, h = _start(
+        tmp_path,
+        model,
+        name,
+        class_palette_file=str(NAV),
+        publish_labels_compressed=True,
+        publish_overlay_compressed=True,
+        publish_depth_compressed=True,
+    )
     try:
-        proc, h = _start(
-            tmp_path,
-            model,
-            name,
-            class_palette_file=str(NAV),
-            publish_labels_compressed=True,
-            publish_overlay_compressed=True,
-            publish_depth_compressed=True,
-        )
-        try:
-            got: dict[str, dict[int, CompressedImage]] = {}
-            for topic, ty in COMPRESSED_TOPICS.items():
-                assert ty == 'sensor_msgs/msg/CompressedImage'
-                full = topic.replace('~', f'/{name}', 1)
-                got[full] = {}
-                h.node.create_subscription(
-                    CompressedImage,
-                    full,
-                    lambda m, d=got[full]: d.__setitem__(stamp_ns(m), m),
-                    RELIABLE,
-                )
-            assert sorted(got) == [
-                f'/{name}/depth/image/compressedDepth',
-                f'/{name}/labels/image/compressed',
-                f'/{name}/overlay/image/compressed',
-            ]
-            h.wait(proc, lambda: False, 1.0)  # let the new subscriptions match
-            t0 = h.prime(proc, 2_100_000_000_000_000_000)
-            t = t0
-            for _ in range(6):
-                t += 100_000_000
-                h.send(t)
-                if h.wait(proc, lambda: all(t in d for d in got.values()), 10.0):
-                    break
-            assert all(t in d for d in got.values()), proc.log()
-            labels = imgmsg_to_cv2(h.got['labels'][t]) if t in h.got['labels'] else None
-            arr, enc = decode_compressed(got[f'/{name}/labels/image/compressed'][t])
-            assert enc == 'mono8' and set(np.unique(arr)) <= {1, 2, 3, 4}
-            if labels is not None:
-                assert np.array_equal(arr, labels)
-            ov, enc = decode_compressed(got[f'/{name}/overlay/image/compressed'][t])
-            assert enc == 'rgb8' and ov.shape == (48, 64, 3)
-            depth = decode_compressed_depth(got[f'/{name}/depth/image/compressedDepth'][t])
-            assert depth.dtype == np.float32 and depth.shape == (48, 64)
-            assert np.isfinite(depth).any()
-            classes = json.loads(h.classes[-1].data)
-            assert [c['name'] for c in classes['classes']] == [
-                'void',
-                'floor',
-                'structure',
-                'furniture',
-                'objects',
-            ]
-            assert classes['palette_file'] == str(NAV)
-        finally:
-            assert h.close(proc) == 0, proc.log()
+        got: dict[str, dict[int, CompressedImage]] = {}
+        for topic, ty in COMPRESSED_TOPICS.items():
+            assert ty == 'sensor_msgs/msg/CompressedImage'
+            full = topic.replace('~', f'/{name}', 1)
+            got[full] = {}
+            h.node.create_subscription(
+                CompressedImage,
+                full,
+                lambda m, d=got[full]: d.__setitem__(stamp_ns(m), m),
+                RELIABLE,
+            )
+        assert sorted(got) == [
+            f'/{name}/depth/image/compressedDepth',
+            f'/{name}/labels/image/compressed',
+            f'/{name}/overlay/image/compressed',
+        ]
+        h.wait(proc, lambda: False, 1.0)  # let the new subscriptions match
+        t0 = h.prime(proc, 2_100_000_000_000_000_000)
+        t = t0
+        for _ in range(6):
+            t += 100_000_000
+            h.send(t)
+            if h.wait(proc, lambda: all(t in d for d in got.values()), 10.0):
+                break
+        assert all(t in d for d in got.values()), proc.log()
+        labels = imgmsg_to_cv2(h.got['labels'][t]) if t in h.got['labels'] else None
+        arr, enc = decode_compressed(got[f'/{name}/labels/image/compressed'][t])
+        assert enc == 'mono8' and set(np.unique(arr)) <= {1, 2, 3, 4}
+        if labels is not None:
+            assert np.array_equal(arr, labels)
+        ov, enc = decode_compressed(got[f'/{name}/overlay/image/compressed'][t])
+        assert enc == 'rgb8' and ov.shape == (48, 64, 3)
+        depth = decode_compressed_depth(got[f'/{name}/depth/image/compressedDepth'][t])
+        assert depth.dtype == np.float32 and depth.shape == (48, 64)
+        assert np.isfinite(depth).any()
+        classes = json.loads(h.classes[-1].data)
+        assert [c['name'] for c in classes['classes']] == [
+            'void',
+            'floor',
+            'structure',
+            'furniture',
+            'objects',
+        ]
+        assert classes['palette_file'] == str(NAV)
     finally:
-        rclpy.try_shutdown()
+        assert h.close(proc) == 0, proc.log()

@@ -14,7 +14,6 @@ import math
 
 import numpy as np
 import pytest
-import rclpy
 from rcl_interfaces.msg import ParameterType
 from rclpy.parameter import Parameter, parameter_value_to_python
 from rclpy.parameter_client import AsyncParameterClient
@@ -26,13 +25,6 @@ from nodeutil import make_tiny_model, spin_until
 from test_node import OUT, _start
 
 NAME = 'd3s_p'
-
-
-@pytest.fixture(scope='module')
-def ros():
-    rclpy.init()
-    yield
-    rclpy.try_shutdown()
 
 
 @pytest.fixture(scope='module')

@@ -1,4 +1,4 @@
-"""Issue 14 rules inside a real node, in-process (real rclpy node in its own Context, real
+"""Issue 14 rules inside a real node, in-process (real rclpy node in the run-wide context, real
 Segmenter with the tiny model; the node's ``_publish`` records what each frame would publish, as
 test_node_snapshot does):
 a raw Image over ``max_image_pixels`` is refused and counted, the limit and ``distortion`` change
@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rclpy
-from rclpy.context import Context
 from rclpy.parameter import Parameter
 
 from depth3dseg_ros.core.geometry import backproject_np
@@ -26,10 +24,8 @@ D5 = [-0.28, 0.07, 0.001, -0.002, 0.0]
 
 
 @pytest.fixture(scope='module')
-def node(tmp_path_factory):
+def node(tmp_path_factory, ros):
     model = make_tiny_model(tmp_path_factory.mktemp('m') / 'tiny.pt')
-    ctx = Context()
-    rclpy.init(context=ctx)
     overrides = [
         Parameter('model_file', value=str(model)),
         Parameter('device', value='cpu'),
@@ -39,12 +35,11 @@ def node(tmp_path_factory):
         Parameter('max_image_pixels', value=80 * 60 - 1),
         Parameter('lazy_outputs', value=False),  # no subscriber here: publish every output
     ]
-    n = Depth3DSegNode(node_name='d3s_rules', context=ctx, parameter_overrides=overrides)
+    n = Depth3DSegNode(node_name='d3s_rules', parameter_overrides=overrides)
     n.published = []
     n._publish = lambda name, msg: n.published.append((name, msg))
     yield n
     n.destroy_node()
-    rclpy.try_shutdown(context=ctx)
 
 
 def run(node, info, t=10**18):

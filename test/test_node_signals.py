@@ -207,11 +207,10 @@ class Streamer:
     ],
     ids=['sigterm', 'sigint', 'sigterm_then_sigint', 'sigint_twice'],
 )
-def test_c40_busy_node_ends_on_signals(tmp_path, tiny_model, signals):
+def test_c40_busy_node_ends_on_signals(tmp_path, tiny_model, signals, ros):
     """Frames flowing into a 0.3 s/frame model: one signal, or a second one 50 ms later (during the
     shutdown the first began), ends the node within 2 s, exit 0, no traceback, no abort."""
     name = f'sig_busy_{len(signals)}_{int(signals[-1])}'
-    rclpy.init()
     s = Streamer(name)
     p = Proc(node_cmd(tiny_model, name, delay=0.3), tmp_path / f'{name}.log')
     try:
@@ -220,7 +219,6 @@ def test_c40_busy_node_ends_on_signals(tmp_path, tiny_model, signals):
     finally:
         p.kill()
         s.node.destroy_node()
-        rclpy.try_shutdown()
 
 
 # -- depth3dseg-replay
@@ -322,9 +320,13 @@ def _teardown_blocked_by(statement: str) -> tuple[float, subprocess.CompletedPro
     """Run the node's _shutdown on a node whose destroy_node runs ``statement`` (30 s)."""
     return _run_python(
         'import ctypes, time\n'
+        'import rclpy\n'
         'from depth3dseg_ros.node import main\n'
         'main.SHUTDOWN_BACKSTOP_S = 2.0\n'
+        'rclpy.init()\n'
         'class Node:\n'
+        '    def get_name(self):\n'
+        '        return "fake"\n'
         '    def stop_worker(self, timeout):\n'
         '        return True\n'
         '    def destroy_node(self):\n'

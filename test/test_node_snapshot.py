@@ -2,8 +2,8 @@
 applies from the next frame, all of it at once (no torn update: never the new overlay_alpha with
 the old max_depth).
 
-In-process, real rclpy node (its own Context) and the real Segmenter with the tiny model, wrapped
-so that ``infer`` itself changes two parameters atomically mid-frame, the way a
+In-process, real rclpy node (the run-wide context) and the real Segmenter with the tiny model,
+wrapped so that ``infer`` itself changes two parameters atomically mid-frame, the way a
 ``~/set_parameters`` call on the executor thread can at any moment while the worker thread is
 inside a frame. The node's ``_publish`` is replaced on the instance to record what each frame would
 publish.
@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import rclpy
-from rclpy.context import Context
 from rclpy.parameter import Parameter
 
 from depth3dseg_ros.core.classes import NYU13
@@ -50,10 +48,8 @@ class ChangesMidFrame:
 
 
 @pytest.mark.timeout(120)
-def test_c44_change_during_a_frame_applies_whole_from_the_next_frame(tmp_path):
+def test_c44_change_during_a_frame_applies_whole_from_the_next_frame(tmp_path, ros):
     model = make_tiny_model(tmp_path / 'tiny.pt')
-    ctx = Context()
-    rclpy.init(context=ctx)
     wrapper = {}
     overrides = [
         Parameter('model_file', value=str(model)),
@@ -70,7 +66,6 @@ def test_c44_change_during_a_frame_applies_whole_from_the_next_frame(tmp_path):
     node = Depth3DSegNode(
         segmenter_factory=factory,
         node_name='d3s_snapshot',
-        context=ctx,
         parameter_overrides=overrides,
     )
     try:
@@ -98,4 +93,3 @@ def test_c44_change_during_a_frame_applies_whole_from_the_next_frame(tmp_path):
         assert np.array_equal(ov, palette[labels]) and np.isnan(depth).all()
     finally:
         node.destroy_node()
-        rclpy.try_shutdown(context=ctx)

@@ -11,7 +11,6 @@ test_node's harness (tiny real model, Image + CameraInfo in).
 from __future__ import annotations
 
 import pytest
-import rclpy
 from sensor_msgs.msg import CameraInfo, Image
 
 from depth3dseg_ros.node.node import OUTPUT_TOPICS
@@ -21,13 +20,6 @@ from test_node import RELIABLE, _start
 NAME = 'd3s_topics'
 IMAGE_TYPE = 'sensor_msgs/msg/Image'
 INFO_TYPE = 'sensor_msgs/msg/CameraInfo'
-
-
-@pytest.fixture(scope='module')
-def ros():
-    rclpy.init()
-    yield
-    rclpy.try_shutdown()
 
 
 def _published_by_node(h, topic: str) -> bool:

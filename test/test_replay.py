@@ -86,10 +86,9 @@ def test_select_topics_and_classes():
 
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(120)
-def test_replay_publishes_every_camera_message_with_clock(tmp_path):
+def test_replay_publishes_every_camera_message_with_clock(tmp_path, ros):
     bag = tmp_path / 'bag'
     write_bag(bag)
-    rclpy.init()
     node = rclpy.create_node('replay_listener')
     got = {'img': [], 'info': [], 'clock': [], 'chatter': 0}
     qos = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
@@ -128,7 +127,6 @@ def test_replay_publishes_every_camera_message_with_clock(tmp_path):
         if proc.poll() is None:
             proc.kill()
         node.destroy_node()
-        rclpy.try_shutdown()
     assert proc.returncode == 0, out
     assert f'/cam/image_raw={N}' in out and f'/cam/camera_info={N}' in out
     assert got['chatter'] == 0  # not a camera topic: not replayed by default
@@ -189,12 +187,11 @@ def write_ros1_bag(path):
 
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(120)
-def test_replay_ros1_bag_converted_to_cdr_and_loop(tmp_path):
+def test_replay_ros1_bag_converted_to_cdr_and_loop(tmp_path, ros):
     """A ROS 1 bag is republished as ROS 2 messages (ros1_to_cdr); --loop starts over at the
     end."""
     bag = tmp_path / 'r1.bag'
     write_ros1_bag(bag)
-    rclpy.init()
     node = rclpy.create_node('replay_listener_ros1')
     got = []
     node.create_subscription(
@@ -227,7 +224,6 @@ def test_replay_ros1_bag_converted_to_cdr_and_loop(tmp_path):
         proc.terminate()
         out = proc.communicate(timeout=30)[0]
         node.destroy_node()
-        rclpy.try_shutdown()
     assert len(got) >= 7, out  # 3 frames, looped at least twice
     assert [bytes(m.data) for m in got[:4]] == [
         bytes([0, 1, 2, 3]),
@@ -298,7 +294,7 @@ def readme_run_commands() -> tuple[str, str]:
 
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(300)
-def test_readme_commands_node_first_then_replay_outputs_arrive(tmp_path, real_bag):
+def test_readme_commands_node_first_then_replay_outputs_arrive(tmp_path, real_bag, ros):
     """The README's two commands as written: the node first, then ``depth3dseg-replay BAG --clock``
     (no --wait-subscribers): the replay waits for the node's subscription by default, so outputs
     arrive. Before, it published before discovery and the node received nothing."""
@@ -311,7 +307,6 @@ def test_readme_commands_node_first_then_replay_outputs_arrive(tmp_path, real_ba
     node_line, replay_line = readme_run_commands()
     assert '--wait-subscribers' not in replay_line and '--clock' in replay_line
     env = dict(os.environ, PATH=f'{Path(sys.executable).parent}:{os.environ["PATH"]}')
-    rclpy.init()
     h = rclpy.create_node('readme_harness')
     got = []
     h.create_subscription(
@@ -363,5 +358,4 @@ def test_readme_commands_node_first_then_replay_outputs_arrive(tmp_path, real_ba
                     proc.kill()
         node_log.close()
         h.destroy_node()
-        rclpy.try_shutdown()
     assert node.returncode == 0, (tmp_path / 'node.log').read_text()
