@@ -119,6 +119,11 @@ _REAL_STDERR = None
 WEDGE_GRACE_S = float(os.environ.get('DEPTH3DSEG_WEDGE_GRACE_S', '120'))
 
 
+def pytest_unconfigure(config) -> None:
+    if _REAL_STDERR is not None:
+        _REAL_STDERR.close()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """A GIL-free watchdog around every test (faulthandler's C thread).
