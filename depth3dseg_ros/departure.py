@@ -32,6 +32,31 @@ SETTLE_S = 0.2
 _KEPT: list = []
 
 
+def keep_participant(name: str, context: Any = None) -> Any:
+    """Create a hidden node that keeps ``context``'s DDS participant until the process ends.
+
+    Args:
+        name: node name; a leading ``_`` hides it from ``ros2 node list`` (``-a`` shows it).
+        context: the rclpy context (default: rclpy's default context), initialised.
+
+    Returns:
+        The node (no /rosout, no parameter services, no global ``--ros-args``: a
+        ``-r __node:=...`` remap must not rename it). This module holds a reference until the
+        process ends; do not destroy it.
+    """
+    import rclpy
+
+    keeper = rclpy.create_node(
+        name,
+        context=context,
+        use_global_arguments=False,
+        enable_rosout=False,
+        start_parameter_services=False,
+    )
+    _KEPT.append(keeper)
+    return keeper
+
+
 def leave_graph(nodes: Iterable[Any], context: Any = None, settle_s: float = SETTLE_S) -> Any:
     """Destroy ``nodes`` while the DDS participant of ``context`` stays (see the module text).
 
@@ -49,20 +74,10 @@ def leave_graph(nodes: Iterable[Any], context: Any = None, settle_s: float = SET
     Raises:
         rclpy's errors if ``context`` is not valid (then nothing was destroyed).
     """
-    import rclpy
-
     nodes = [n for n in nodes if n is not None]
     if not nodes:
         return None
-    base = nodes[0].get_name()
-    keeper = rclpy.create_node(
-        f'_{base}_leaving_{os.getpid()}',
-        context=context,
-        use_global_arguments=False,  # a `-r __node:=...` remap must not rename it
-        enable_rosout=False,
-        start_parameter_services=False,
-    )
-    _KEPT.append(keeper)
+    keeper = keep_participant(f'_{nodes[0].get_name()}_leaving_{os.getpid()}', context)
     for node in nodes:
         node.destroy_node()
     if settle_s > 0:

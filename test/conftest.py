@@ -34,14 +34,10 @@ def ros():
     way, depth3dseg_ros/departure.py)."""
     import rclpy
 
+    from depth3dseg_ros.departure import keep_participant
+
     rclpy.init()
-    keeper = rclpy.create_node(
-        '_pytest_keeper',
-        use_global_arguments=False,
-        enable_rosout=False,
-        start_parameter_services=False,
-    )
-    yield keeper
+    yield keep_participant('_pytest_keeper')
     rclpy.try_shutdown()  # the participant itself goes with the process (no node process is left)
 
 
