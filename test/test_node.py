@@ -429,10 +429,7 @@ def test_no_camera_info_publishes_images_but_no_cloud_then_camera_resolution(nod
     assert np.allclose(got, sub, atol=2e-3)  # 16UC1 mm rounding: published depth is exact to 1 mm
 
 
-# two reruns: the node's own participant deletion after 41 MB TCP transfers meets FastDDS 3.2's
-# TCP disconnect deadlock in about half the runs (docs/pip_ros_stack.md §1); the node's 5 s
-# backstop ends it with its stacks (exit 1), printed in the summary
-@pytest.mark.flaky(reruns=2)
+@pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(240)
 def test_c25_full_hd_frame_gives_41mb_organized_cloud_over_dds(ros, model_file, tmp_path):
     """C25 sizes: a 1920x1080 rgb8 input (6,220,800 B) at output_resolution=camera gives the
