@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SETUP_STAMP := $(VENV)/.depth3dseg-setup
 
-.PHONY: setup demo test test-fast bench bench-gpu clean-venv
+.PHONY: setup render-venv demo test test-fast bench bench-gpu clean-venv
 
 setup: $(SETUP_STAMP)
 
@@ -16,11 +16,22 @@ $(SETUP_STAMP): requirements.txt setup.py
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $@
 
+# The Cycles renderer's environment (bpy needs numpy < 2): depth3dseg-synth-cycles runs its renderer there.
+RENDER_VENV ?= .venv-render
+RENDER_STAMP := $(RENDER_VENV)/.depth3dseg-render
+
+render-venv: $(RENDER_STAMP)
+
+$(RENDER_STAMP): requirements-render.txt
+	test -x $(RENDER_VENV)/bin/python || python3 -m venv $(RENDER_VENV)
+	$(RENDER_VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-render.txt
+	touch $@
+
 demo: setup
 	$(PY) -m depth3dseg_ros.node.demo --out demo_out
 
 # Lint first (ruff.toml: ament-like flake8 + pep257 public-API docstring checks), so a lint error fails CI.
-test: setup
+test: setup render-venv
 	$(VENV)/bin/ruff check
 	$(PY) -m pytest test
 
@@ -36,4 +47,4 @@ bench-gpu: setup
 	bench/bench_gpu.sh bench_gpu_out
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(RENDER_VENV)

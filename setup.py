@@ -43,6 +43,7 @@ setup(
             'depth3dseg-eval = depth3dseg_ros.training.evaluate:main',
             'depth3dseg-replay = depth3dseg_ros.bags.replay:main',
             'depth3dseg-synth = depth3dseg_ros.synth.cli:main',
+            'depth3dseg-synth-cycles = depth3dseg_ros.synth.cycles_cli:main',
             'depth3dseg-demo = depth3dseg_ros.node.demo:main',
             'depth3dseg-export = depth3dseg_ros.export:main',
         ],

@@ -89,6 +89,7 @@ def test_every_console_script_resolves_to_a_callable():
         'depth3dseg-eval',
         'depth3dseg-replay',
         'depth3dseg-synth',
+        'depth3dseg-synth-cycles',
     } <= names
     for spec in scripts:
         target = spec.split('=')[1].strip()
@@ -109,6 +110,8 @@ def test_colcon_build_install_tree(tmp_path):
     src = tmp_path / 'ws' / 'src' / PKG
     ignore = shutil.ignore_patterns(
         '.venv',
+        '.venv-render',
+        'data',
         '.git',
         'build',
         'install',

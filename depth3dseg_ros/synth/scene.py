@@ -34,7 +34,9 @@ class Part:
 
     ``shape``: 'box' (size = half extents hx, hy, hz, m), 'cylinder' (radius, length; axis = z) or
     'sphere' (radius,). ``pos`` is the centre (m), ``yaw`` the rotation about z (rad), ``texture``
-    a key of the renderer's texture bank or None, ``class_id`` the NYU13 id of its pixels.
+    a key of the renderer's texture bank or None, ``class_id`` the NYU13 id of its pixels,
+    ``emissive`` a light-emitting surface (a window pane: the Cycles renderer lights the room with
+    it; pybullet draws it like any other part).
     """
 
     shape: str
@@ -44,6 +46,7 @@ class Part:
     rgba: RGBA
     texture: Optional[str]
     class_id: int
+    emissive: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,9 +191,9 @@ class ObjectBuilder:
         c, s = math.cos(self.yaw), math.sin(self.yaw)
         return (self.x + c * lx - s * ly, self.y + s * lx + c * ly, lz)
 
-    def box(self, centre, half, rgba, cls, texture=None, yaw=0.0):
+    def box(self, centre, half, rgba, cls, texture=None, yaw=0.0, emissive=False):
         """Add a box: local centre (m), half extents (m), colour, class id, texture, extra yaw
-        (rad)."""
+        (rad), light-emitting or not."""
         self.parts.append(
             Part(
                 'box',
@@ -200,6 +203,7 @@ class ObjectBuilder:
                 rgba,
                 texture,
                 cls,
+                emissive,
             )
         )
 

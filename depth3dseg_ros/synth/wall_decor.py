@@ -44,6 +44,7 @@ def wall_panels(pl: Placer, n_windows: int, n_pictures: int) -> List[object]:
                 sky,
                 CLS['window'],
                 'sky' if rng.random() < 0.5 else None,
+                emissive=True,
             )
             fr = pl.colour((0.9, 0.9, 0.9), 0.1)
             for dz in (-1, 1):
