@@ -15,7 +15,7 @@ from depth3dseg_ros.synth.camera import camera_path
 from depth3dseg_ros.synth.cycles_cli import centred_K
 from depth3dseg_ros.synth.render_plan import make_plan, pose_matrix, urdf_visuals, write_plan
 from depth3dseg_ros.synth.room import make_scene
-from depth3dseg_ros.synth.scene import CLS, UrdfObject
+from depth3dseg_ros.synth.scene import CLS, SURFACE_TEXTURES, UrdfObject
 
 
 def test_pose_matrix_is_urdf_rpy():
@@ -79,6 +79,10 @@ def test_plan_of_a_room_is_json_and_complete(tmp_path):
         found_urdf |= bool(urdfs)
         assert len(plan['visuals']) >= n_parts + len(urdfs)
         assert {v['class_id'] for v in plan['visuals']} == scene.class_ids()
+        # the renderer's texture vocabulary (synth/cycles_materials.py handles exactly these)
+        vocabulary = set(SURFACE_TEXTURES) | {'sky', 'picture'}
+        assert {v['texture'] for v in plan['visuals']} <= vocabulary
+        assert any(v['texture'] == 'picture' for v in plan['visuals'])
         for v in plan['visuals']:
             if v['emissive']:
                 assert v['class_id'] == CLS['window'] and v['shape'] == 'box'

@@ -1,7 +1,7 @@
 """Procedural, physically based materials for the Cycles renderer (runs beside ``bpy``).
 
-Each plan visual's texture key (:data:`depth3dseg_ros.synth.scene.SURFACE_TEXTURES`, the picture
-keys, 'sky') becomes a Principled BSDF whose base colour, roughness and bump come from Blender's
+Each plan visual's texture key (:data:`depth3dseg_ros.synth.scene.SURFACE_TEXTURES`, 'picture',
+'sky') becomes a Principled BSDF whose base colour, roughness and bump come from Blender's
 procedural texture nodes in *object* coordinates, which the renderer keeps in metres (meshes are
 built at their true size), so wood grain, tiles, bricks and carpet have real-world scales whatever
 the object's size. The plain colour (key None) still varies a little (no real wall is perfectly
@@ -21,14 +21,6 @@ from typing import Optional, Sequence
 
 import bpy  # noqa: F401  (only for the types the node API returns)
 
-PICTURE_KEYS = (
-    'picture_a',
-    'picture_b',
-    'picture_c',
-    'tex256.png',
-    'uvmap.png',
-    'checker_grid.jpg',
-)
 
 
 def _rgb(c: Sequence[float]) -> tuple:
@@ -176,7 +168,7 @@ def _colour_pattern(t: _Tree, base, texture, rng: random.Random, bsdf):
         _bump(t, n.outputs['Fac'], 0.4, bsdf)
         bsdf.inputs['Roughness'].default_value = 0.95
         return t.ramp(n.outputs['Fac'], _shade(base, 0.7), _shade(base, 1.1))
-    if texture in PICTURE_KEYS:
+    if texture == 'picture':
         return _painting(t, rng)
     if texture == 'sky':
         n = t.noise(rng.uniform(0.5, 2.0))

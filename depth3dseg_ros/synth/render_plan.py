@@ -18,6 +18,8 @@ Plan layout (all lengths in metres, matrices row-major nested lists)::
                   "emissive": bool}],
      "frames": [{"index": i, "T_world_cam": 4×4}]}
 
+``texture``: a key of :data:`~depth3dseg_ros.synth.scene.SURFACE_TEXTURES`, ``"sky"``, or
+``"picture"`` for every picture texture (each renderer draws its own pictures).
 ``size``: box half extents (3), cylinder (radius, length) along local z, sphere (radius,), mesh
 scale (3).
 """
@@ -34,7 +36,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from depth3dseg_ros.synth.camera import CameraPose
-from depth3dseg_ros.synth.scene import Part, SceneSpec, UrdfObject
+from depth3dseg_ros.synth.scene import PICTURE_TEXTURES, Part, SceneSpec, UrdfObject
 
 PLAN_VERSION = 1
 
@@ -152,7 +154,7 @@ def _part_visual(p: Part) -> dict:
         mesh=None,
         T=pose_matrix(p.pos, (0.0, 0.0, p.yaw)).tolist(),
         rgba=[float(c) for c in p.rgba],
-        texture=p.texture,
+        texture='picture' if p.texture in PICTURE_TEXTURES else p.texture,
         class_id=int(p.class_id),
         emissive=bool(p.emissive),
     )
