@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -144,9 +145,50 @@ def test_cli_same_seed_same_bytes_resume_and_extract(tmp_path, render_python):
     assert _messages(tmp_path / 'c') == a
     assert [p for p in frames if os.stat(p).st_mtime_ns != mtimes[p]] == [frames[1]]
     assert cycles_cli.main(['--out', str(tmp_path / 'c')] + args) == 2  # out exists
+    # other arguments with the same work folder: refused, its frames are not reused
+    for change in (['--width', '64'], ['--seed', '4'], ['--samples', '3']):
+        changed = args + change  # argparse: the last value wins
+        out = tmp_path / f'd{change[0]}'
+        assert cycles_cli.main(['--out', str(out), '--work', str(work)] + changed) == 1
+        assert not out.exists()
     assert extract.main([str(tmp_path / 'a'), '-o', str(tmp_path / 'ds'), '-q']) == 0
     rows = [json.loads(x) for x in (tmp_path / 'ds' / 'index.jsonl').read_text().splitlines()]
     assert len(rows) == 4 and all(r['depth'] and r['labels'] and r['width'] == 48 for r in rows)
+
+
+def test_work_folder_of_other_arguments_is_named(tmp_path, capsys):
+    """Plans are checked before any render: the error names the folder and what to do."""
+    base = ['--scenes', '1', '--frames-per-scene', '1', '--width', '32', '--height', '24']
+    work = tmp_path / 'w'
+    cycles_cli.plan_scenes(work, 1, 1, 32, 24, seed=0)
+    rc = cycles_cli.main(['--out', str(tmp_path / 'x'), '--work', str(work), '--seed', '1'] + base)
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert str(work) in err and 'other arguments' in err and 'another --work' in err
+
+
+def test_render_python_without_bpy_says_what_to_do(tmp_path, capsys):
+    """A Python without Blender (here the package's own) fails with the make target to run."""
+    rc = cycles_cli.main(
+        [
+            '--out',
+            str(tmp_path / 'x'),
+            '--scenes',
+            '1',
+            '--frames-per-scene',
+            '1',
+            '--width',
+            '32',
+            '--height',
+            '24',
+            '--render-python',
+            sys.executable,
+            '--no-progress',
+        ]
+    )
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert 'make render-venv' in err and 'bpy' in err
 
 
 def test_missing_render_python_is_a_clear_error(tmp_path, capsys):

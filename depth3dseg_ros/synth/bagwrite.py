@@ -35,6 +35,15 @@ TOPIC_DEPTH = '/camera/depth/image_raw'
 TOPIC_LABELS = '/camera/semantic/labels'
 FRAME_ID = 'camera_color_optical_frame'
 STORAGES = {'mcap': StoragePlugin.MCAP, 'sqlite3': StoragePlugin.SQLITE3}
+#: stamp of the first frame of a synthetic bag (ns) and the frame rate of its stamps (Hz)
+START_NS = 1_750_000_000 * 10**9
+RATE_HZ = 30
+
+
+def stamp_ns(index: int) -> int:
+    """Header/bag stamp of frame ``index``: START_NS + index/30 s, rounded to the nanosecond."""
+    return START_NS + (index * 10**9 + RATE_HZ // 2) // RATE_HZ
+
 
 
 class RgbdBagWriter:

@@ -23,19 +23,11 @@ import numpy as np
 from tqdm import tqdm
 
 from depth3dseg_ros.core.depth import meters_to_16uc1
-from depth3dseg_ros.synth.bagwrite import RgbdBagWriter
+from depth3dseg_ros.synth.bagwrite import START_NS, RATE_HZ, RgbdBagWriter, stamp_ns  # noqa: F401
 from depth3dseg_ros.synth.camera import camera_path
 from depth3dseg_ros.synth.noise import kinect_noise
 from depth3dseg_ros.synth.render import Frame, Renderer
 from depth3dseg_ros.synth.room import make_scene
-
-START_NS = 1_750_000_000 * 10**9
-RATE_HZ = 30
-
-
-def stamp_ns(index: int) -> int:
-    """Header/bag stamp of frame ``index``: START_NS + index/30 s, rounded to the nanosecond."""
-    return START_NS + (index * 10**9 + RATE_HZ // 2) // RATE_HZ
 
 
 def render_frames(

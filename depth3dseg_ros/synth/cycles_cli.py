@@ -33,9 +33,8 @@ import numpy as np
 from tqdm import tqdm
 
 from depth3dseg_ros.core.depth import meters_to_16uc1
-from depth3dseg_ros.synth.bagwrite import RgbdBagWriter
+from depth3dseg_ros.synth.bagwrite import RgbdBagWriter, stamp_ns
 from depth3dseg_ros.synth.camera import camera_path
-from depth3dseg_ros.synth.cli import stamp_ns
 from depth3dseg_ros.synth.noise import kinect_noise
 from depth3dseg_ros.synth.render_plan import make_plan, write_plan
 from depth3dseg_ros.synth.room import make_scene
@@ -59,9 +58,23 @@ def default_render_python() -> str:
 
 
 def plan_scenes(
-    work: Path, scenes: int, frames_per_scene: int, width: int, height: int, seed: int
+    work: Path,
+    scenes: int,
+    frames_per_scene: int,
+    width: int,
+    height: int,
+    seed: int,
+    samples: int = 16,
 ) -> List[Path]:
-    """Write one plan per room into ``work/scene_<s>/plan.json``; returns the scene folders."""
+    """Write one plan per room into ``work/scene_<s>/plan.json``; returns the scene folders.
+
+    The plan also records the render's ``samples``. A folder that already holds a different plan
+    (other arguments: seed, size, frame count, samples) is refused, so that frames rendered for one
+    plan are never reused for another.
+
+    Raises:
+        ValueError: ``work`` holds a plan of other arguments.
+    """
     import pybullet_data
 
     folders = []
@@ -82,12 +95,21 @@ def plan_scenes(
             urdf_root=pybullet_data.getDataPath(),
             first_index=s * frames_per_scene,
         )
-        write_plan(plan, folder / 'plan.json')
+        plan['samples'] = int(samples)
+        old = folder / 'plan.json'
+        if old.exists() and json.loads(old.read_text()) != json.loads(json.dumps(plan)):
+            raise ValueError(
+                f'--work {work} holds frames rendered for other arguments ({old} differs): '
+                'use another --work folder, or delete this one to render again'
+            )
+        write_plan(plan, old)
         folders.append(folder)
     return folders
 
 
-def render_scenes(folders: List[Path], python: str, samples: int, threads: int) -> None:
+def render_scenes(
+    folders: List[Path], python: str, samples: int, threads: int, progress: bool = True
+) -> None:
     """Run the Cycles renderer on every plan (frames already rendered are skipped by it).
 
     Raises:
@@ -100,12 +122,18 @@ def render_scenes(folders: List[Path], python: str, samples: int, threads: int) 
             'DEPTH3DSEG_RENDER_PYTHON / --render-python'
         )
     env = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT))
-    for folder in tqdm(folders, unit='room', desc='cycles'):
+    for folder in tqdm(folders, unit='room', desc='cycles', disable=not progress):
         cmd = [python, '-m', 'depth3dseg_ros.synth.cycles_render', str(folder / 'plan.json')]
         cmd += [str(folder), '--samples', str(samples), '--threads', str(threads)]
         r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         if r.returncode != 0:
             tail = r.stderr.decode(errors='replace')[-2000:]
+            if 'ModuleNotFoundError' in tail:
+                missing = tail.strip().splitlines()[-1]
+                raise RuntimeError(
+                    f'render python {python} lacks a renderer module ({missing}): '
+                    'run `make render-venv` and use .venv-render/bin/python'
+                )
             raise RuntimeError(f'renderer exit {r.returncode} on {folder}/plan.json:\n{tail}')
 
 
@@ -138,20 +166,30 @@ def pack(folders: List[Path], out: Path, seed: int, noise: bool, storage: str) -
 def build_parser() -> argparse.ArgumentParser:
     """Build the depth3dseg-synth-cycles argument parser."""
     ap = argparse.ArgumentParser(
-        prog='depth3dseg-synth-cycles', description=__doc__.split('\n')[0]
+        prog='depth3dseg-synth-cycles',
+        description=' '.join(__doc__.split('\n\n')[0].split()),
+        epilog='An interrupted run resumes: run the same command again (same --work folder, '
+        'by default OUT.frames); frames already rendered are kept. The renderer needs its own '
+        'environment: make render-venv (docs/synthetic.md).',
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     ap.add_argument('--out', required=True, type=Path, help='rosbag2 directory to create')
     ap.add_argument('--work', type=Path, help='plans and rendered frames (default: OUT.frames)')
     ap.add_argument('--scenes', type=int, default=4, help='number of random rooms')
-    ap.add_argument('--frames-per-scene', type=int, default=12)
-    ap.add_argument('--width', type=int, default=320)
-    ap.add_argument('--height', type=int, default=240)
-    ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--frames-per-scene', type=int, default=12, help='frames along each path')
+    ap.add_argument('--width', type=int, default=320, help='image width (px)')
+    ap.add_argument('--height', type=int, default=240, help='image height (px)')
+    ap.add_argument('--seed', type=int, default=0, help='rooms, paths, lights, materials, noise')
     ap.add_argument('--noise', action='store_true', help='Kinect-like noise and holes on depth')
     ap.add_argument('--samples', type=int, default=16, help='Cycles samples per pixel (denoised)')
     ap.add_argument('--threads', type=int, default=0, help='render threads (0: all cores)')
-    ap.add_argument('--render-python', default=None, help="Blender's Python (make render-venv)")
-    ap.add_argument('--storage', choices=('mcap', 'sqlite3'), default='mcap')
+    ap.add_argument(
+        '--render-python',
+        default=None,
+        help="Blender's Python (default: $DEPTH3DSEG_RENDER_PYTHON or .venv-render/bin/python)",
+    )
+    ap.add_argument('--storage', choices=('mcap', 'sqlite3'), default='mcap', help='bag format')
+    ap.add_argument('--no-progress', action='store_true', help='no tqdm bar')
     return ap
 
 
@@ -171,11 +209,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     work = args.work or args.out.with_name(args.out.name + '.frames')
     try:
         folders = plan_scenes(
-            work, args.scenes, args.frames_per_scene, args.width, args.height, args.seed
+            work,
+            args.scenes,
+            args.frames_per_scene,
+            args.width,
+            args.height,
+            args.seed,
+            args.samples,
         )
-        render_scenes(
-            folders, args.render_python or default_render_python(), args.samples, args.threads
-        )
+        python = args.render_python or default_render_python()
+        render_scenes(folders, python, args.samples, args.threads, not args.no_progress)
         n = pack(folders, args.out, args.seed, args.noise, args.storage)
     except (FileNotFoundError, RuntimeError, ValueError) as exc:
         print(f'depth3dseg-synth-cycles: error: {exc}', file=sys.stderr)
