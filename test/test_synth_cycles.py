@@ -167,42 +167,17 @@ def test_work_folder_of_other_arguments_is_named(tmp_path, capsys):
     assert str(work) in err and 'other arguments' in err and 'another --work' in err
 
 
-def test_render_python_without_bpy_says_what_to_do(tmp_path, capsys):
-    """A Python without Blender (here the package's own) fails with the make target to run."""
-    rc = cycles_cli.main(
-        [
-            '--out',
-            str(tmp_path / 'x'),
-            '--scenes',
-            '1',
-            '--frames-per-scene',
-            '1',
-            '--width',
-            '32',
-            '--height',
-            '24',
-            '--render-python',
-            sys.executable,
-            '--no-progress',
-        ]
-    )
-    assert rc == 1
+TINY = ['--scenes', '1', '--frames-per-scene', '1', '--width', '32', '--height', '24']
+
+
+@pytest.mark.parametrize('kind', ['without bpy', 'missing'])
+def test_unusable_render_python_says_what_to_do(tmp_path, capsys, kind):
+    """A Python without Blender (here the package's own) or no Python at that path: exit 1 and
+    the make target to run, before any bag is written."""
+    python = sys.executable if kind == 'without bpy' else str(tmp_path / 'nope')
+    out = tmp_path / 'x'
+    rc = cycles_cli.main(['--out', str(out), '--render-python', python, '--no-progress'] + TINY)
+    assert rc == 1 and not out.exists()
     err = capsys.readouterr().err
-    assert 'make render-venv' in err and 'bpy' in err
-
-
-def test_missing_render_python_is_a_clear_error(tmp_path, capsys):
-    rc = cycles_cli.main(
-        [
-            '--out',
-            str(tmp_path / 'x'),
-            '--scenes',
-            '1',
-            '--frames-per-scene',
-            '1',
-            '--render-python',
-            str(tmp_path / 'nope'),
-        ]
-    )
-    assert rc == 1
-    assert 'make render-venv' in capsys.readouterr().err
+    assert 'make render-venv' in err
+    assert ('bpy' in err) if kind == 'without bpy' else ('not found' in err)
