@@ -11,8 +11,7 @@ import numpy as np
 import pybullet_data
 import pytest
 
-from depth3dseg_ros.synth.camera import camera_path
-from depth3dseg_ros.synth.cycles_cli import centred_K
+from depth3dseg_ros.synth.camera import camera_path, centred_K
 from depth3dseg_ros.synth.render_plan import make_plan, pose_matrix, urdf_visuals, write_plan
 from depth3dseg_ros.synth.room import make_scene
 from depth3dseg_ros.synth.scene import CLS, SURFACE_TEXTURES, UrdfObject

@@ -23,7 +23,7 @@ from rosbags.highlevel import AnyReader
 
 from depth3dseg_ros.core.geometry import backproject_np
 from depth3dseg_ros.synth import cycles_cli
-from depth3dseg_ros.synth.camera import camera_path, tinyrenderer_K
+from depth3dseg_ros.synth.camera import camera_path, centred_K, tinyrenderer_K
 from depth3dseg_ros.synth.render import Renderer
 from depth3dseg_ros.synth.render_plan import make_plan, write_plan
 from depth3dseg_ros.synth.room import make_scene
@@ -78,7 +78,7 @@ def test_centred_K_backprojects_onto_room_planes(tmp_path, render_python):
     rng = np.random.default_rng([2, 0, 0])
     scene = make_scene(rng)
     poses = camera_path(rng, scene.free_zone, 3)
-    K = cycles_cli.centred_K(64, 48, scene.fov_y_deg)
+    K = centred_K(64, 48, scene.fov_y_deg)
     plan = make_plan(scene, poses, K, 64, 48, seed=3, urdf_root=pybullet_data.getDataPath())
     lx, ly, hc = scene.size
     checked = 0

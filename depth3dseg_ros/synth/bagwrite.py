@@ -45,7 +45,6 @@ def stamp_ns(index: int) -> int:
     return START_NS + (index * 10**9 + RATE_HZ // 2) // RATE_HZ
 
 
-
 class RgbdBagWriter:
     """Context manager writing one frame at a time to a new rosbag2 directory ``path``.
 

@@ -69,12 +69,29 @@ def tinyrenderer_K(width: int, height: int, fov_y_deg: float) -> np.ndarray:
     Raises:
         ValueError: non-positive size or fov outside (0, 180).
     """
+    f = _focal_px(width, height, fov_y_deg)
+    return np.array([[f, 0.0, width / 2.0], [0.0, f, height / 2.0 - 1.0], [0.0, 0.0, 1.0]])
+
+
+def centred_K(width: int, height: int, fov_y_deg: float) -> np.ndarray:
+    """K (3×3 float64) of a square-pixel camera with vertical field of view ``fov_y_deg`` and its
+    principal point at the image centre ((W−1)/2, (H−1)/2 in pixel-centre coordinates): the
+    Cycles renderer's camera (synth/cycles_render.py sets lens and shift from it).
+
+    Raises:
+        ValueError: non-positive size or fov outside (0, 180).
+    """
+    f = _focal_px(width, height, fov_y_deg)
+    return np.array([[f, 0.0, (width - 1) / 2.0], [0.0, f, (height - 1) / 2.0], [0.0, 0.0, 1.0]])
+
+
+def _focal_px(width: int, height: int, fov_y_deg: float) -> float:
+    """fx = fy = (H/2)/tan(fov_y/2) in pixels, after checking the size and field of view."""
     if width <= 0 or height <= 0:
         raise ValueError(f'image size width={width} height={height} must be positive')
     if not 0.0 < fov_y_deg < 180.0:
         raise ValueError(f'fov_y_deg={fov_y_deg} must be in (0, 180)')
-    f = (height / 2.0) / math.tan(math.radians(fov_y_deg) / 2.0)
-    return np.array([[f, 0.0, width / 2.0], [0.0, f, height / 2.0 - 1.0], [0.0, 0.0, 1.0]])
+    return (height / 2.0) / math.tan(math.radians(fov_y_deg) / 2.0)
 
 
 def camera_path(rng: np.random.Generator, free_zone, n_frames: int) -> List[CameraPose]:

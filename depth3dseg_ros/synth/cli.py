@@ -23,7 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from depth3dseg_ros.core.depth import meters_to_16uc1
-from depth3dseg_ros.synth.bagwrite import START_NS, RATE_HZ, RgbdBagWriter, stamp_ns  # noqa: F401
+from depth3dseg_ros.synth.bagwrite import RgbdBagWriter, stamp_ns
 from depth3dseg_ros.synth.camera import camera_path
 from depth3dseg_ros.synth.noise import kinect_noise
 from depth3dseg_ros.synth.render import Frame, Renderer

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -34,19 +33,12 @@ from tqdm import tqdm
 
 from depth3dseg_ros.core.depth import meters_to_16uc1
 from depth3dseg_ros.synth.bagwrite import RgbdBagWriter, stamp_ns
-from depth3dseg_ros.synth.camera import camera_path
+from depth3dseg_ros.synth.camera import camera_path, centred_K
 from depth3dseg_ros.synth.noise import kinect_noise
 from depth3dseg_ros.synth.render_plan import make_plan, write_plan
 from depth3dseg_ros.synth.room import make_scene
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-
-
-def centred_K(width: int, height: int, fov_y_deg: float) -> np.ndarray:
-    """K (3×3 float64) of a square-pixel camera with vertical field of view ``fov_y_deg`` and its
-    principal point at the image centre ((W−1)/2, (H−1)/2 in pixel-centre coordinates)."""
-    f = (height / 2.0) / math.tan(math.radians(fov_y_deg) / 2.0)
-    return np.array([[f, 0.0, (width - 1) / 2.0], [0.0, f, (height - 1) / 2.0], [0.0, 0.0, 1.0]])
 
 
 def default_render_python() -> str:

@@ -19,7 +19,7 @@ import colorsys
 import random
 from typing import Optional, Sequence
 
-import bpy  # noqa: F401  (only for the types the node API returns)
+import bpy
 
 
 
