@@ -39,10 +39,10 @@ def render_python():
     return py
 
 
-def _render(plan, folder, python, samples=4):
+def _render(plan, folder, python):
     folder.mkdir(parents=True, exist_ok=True)
     write_plan(plan, folder / 'plan.json')
-    cycles_cli.render_scenes([folder], python, samples=samples, threads=1)
+    cycles_cli.render_scenes([folder], python, threads=1)
     return [dict(np.load(folder / f"frame_{f['index']:06d}.npz")) for f in plan['frames']]
 
 
@@ -55,7 +55,9 @@ def test_cycles_matches_pybullet_labels_and_depth(tmp_path, render_python):
         scene = make_scene(rng)
         poses = camera_path(rng, scene.free_zone, 3)
         K = tinyrenderer_K(W, H, scene.fov_y_deg)
-        plan = make_plan(scene, poses, K, W, H, seed=5, urdf_root=pybullet_data.getDataPath())
+        plan = make_plan(
+            scene, poses, K, W, H, seed=5, urdf_root=pybullet_data.getDataPath(), samples=4
+        )
         frames = _render(plan, tmp_path / f's{seed}', render_python)
         with Renderer(W, H) as r:
             r.load(scene)
@@ -79,7 +81,9 @@ def test_centred_K_backprojects_onto_room_planes(tmp_path, render_python):
     scene = make_scene(rng)
     poses = camera_path(rng, scene.free_zone, 3)
     K = centred_K(64, 48, scene.fov_y_deg)
-    plan = make_plan(scene, poses, K, 64, 48, seed=3, urdf_root=pybullet_data.getDataPath())
+    plan = make_plan(
+        scene, poses, K, 64, 48, seed=3, urdf_root=pybullet_data.getDataPath(), samples=4
+    )
     lx, ly, hc = scene.size
     checked = 0
     for f in _render(plan, tmp_path / 'c', render_python):

@@ -60,7 +60,7 @@ def plan_scenes(
 ) -> List[Path]:
     """Write one plan per room into ``work/scene_<s>/plan.json``; returns the scene folders.
 
-    The plan also records the render's ``samples``. A folder that already holds a different plan
+    The plans record the render's ``samples``. A folder that already holds a different plan
     (other arguments: seed, size, frame count, samples) is refused, so that frames rendered for one
     plan are never reused for another.
 
@@ -86,8 +86,8 @@ def plan_scenes(
             seed=int(np.random.default_rng([seed, s, 2]).integers(2**31)),
             urdf_root=pybullet_data.getDataPath(),
             first_index=s * frames_per_scene,
+            samples=samples,
         )
-        plan['samples'] = int(samples)
         old = folder / 'plan.json'
         if old.exists() and json.loads(old.read_text()) != json.loads(json.dumps(plan)):
             raise ValueError(
@@ -99,10 +99,9 @@ def plan_scenes(
     return folders
 
 
-def render_scenes(
-    folders: List[Path], python: str, samples: int, threads: int, progress: bool = True
-) -> None:
-    """Run the Cycles renderer on every plan (frames already rendered are skipped by it).
+def render_scenes(folders: List[Path], python: str, threads: int, progress: bool = True) -> None:
+    """Run the Cycles renderer on every plan (frames already rendered are skipped by it; the plan
+    sets the samples per pixel).
 
     Raises:
         FileNotFoundError: ``python`` does not exist (run ``make render-venv``).
@@ -116,7 +115,7 @@ def render_scenes(
     env = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT))
     for folder in tqdm(folders, unit='room', desc='cycles', disable=not progress):
         cmd = [python, '-m', 'depth3dseg_ros.synth.cycles_render', str(folder / 'plan.json')]
-        cmd += [str(folder), '--samples', str(samples), '--threads', str(threads)]
+        cmd += [str(folder), '--threads', str(threads)]
         r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         if r.returncode != 0:
             tail = r.stderr.decode(errors='replace')[-2000:]
@@ -210,7 +209,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             args.samples,
         )
         python = args.render_python or default_render_python()
-        render_scenes(folders, python, args.samples, args.threads, not args.no_progress)
+        render_scenes(folders, python, args.threads, not args.no_progress)
         n = pack(folders, args.out, args.seed, args.noise, args.storage)
     except (FileNotFoundError, RuntimeError, ValueError) as exc:
         print(f'depth3dseg-synth-cycles: error: {exc}', file=sys.stderr)

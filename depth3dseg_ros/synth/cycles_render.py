@@ -4,7 +4,7 @@ metric z-depth and the label image, one ``.npz`` per frame.
 Runs in the renderer's own environment (``make render-venv``: Blender's ``bpy`` 5.0 from PyPI,
 which needs numpy < 2), as a script::
 
-    .venv-render/bin/python -m depth3dseg_ros.synth.cycles_render PLAN.json OUT_DIR [--samples 16]
+    .venv-render/bin/python -m depth3dseg_ros.synth.cycles_render PLAN.json OUT_DIR [--threads N]
 
 It imports nothing else of the package but :mod:`cycles_materials`. Frames already in ``OUT_DIR``
 are skipped, so an interrupted render resumes where it stopped.
@@ -124,14 +124,14 @@ def _mesh_obj(name, path, scale):
     return me
 
 
-def build_scene(plan: dict, samples: int, threads: int) -> random.Random:
+def build_scene(plan: dict, threads: int) -> random.Random:
     """Replace Blender's scene by the plan's room, lights, materials and render settings."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     sc = bpy.context.scene
     rng = random.Random(plan['seed'])
     sc.render.engine = 'CYCLES'
     cy = sc.cycles
-    cy.device, cy.samples, cy.seed = 'CPU', int(samples), int(plan['seed']) % (2**31)
+    cy.device, cy.samples, cy.seed = 'CPU', int(plan['samples']), int(plan['seed']) % (2**31)
     cy.use_adaptive_sampling = False
     cy.use_denoising, cy.denoiser = True, 'OPENIMAGEDENOISE'
     cy.max_bounces, cy.diffuse_bounces, cy.glossy_bounces = 4, 3, 2
@@ -260,13 +260,14 @@ def camera_response(linear: np.ndarray, key: float) -> np.ndarray:
     return np.clip(np.round(srgb * 255.0), 0, 255).astype(np.uint8)
 
 
-def render_plan(plan: dict, out: Path, samples: int = 16, threads: int = 0) -> int:
-    """Render every frame of ``plan`` not yet in ``out``; returns the number rendered now."""
+def render_plan(plan: dict, out: Path, threads: int = 0) -> int:
+    """Render every frame of ``plan`` not yet in ``out`` (at the plan's samples per pixel);
+    returns the number rendered now."""
     out.mkdir(parents=True, exist_ok=True)
     todo = [f for f in plan['frames'] if not (out / f"frame_{f['index']:06d}.npz").exists()]
     if not todo:
         return 0
-    rng = build_scene(plan, samples, threads)
+    rng = build_scene(plan, threads)
     sc = bpy.context.scene
     w, h = plan['width'], plan['height']
     K = np.asarray(plan['K'], dtype=np.float64)
@@ -296,11 +297,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog='cycles_render', description=__doc__.split('\n')[0])
     ap.add_argument('plan', type=Path)
     ap.add_argument('out', type=Path)
-    ap.add_argument('--samples', type=int, default=16, help='Cycles samples per pixel')
     ap.add_argument('--threads', type=int, default=0, help='render threads (0: all cores)')
     args = ap.parse_args(argv)
     plan = json.loads(args.plan.read_text())
-    n = render_plan(plan, args.out, args.samples, args.threads)
+    n = render_plan(plan, args.out, args.threads)
     print(f'cycles_render: {n} frames rendered into {args.out}')
     return 0
 

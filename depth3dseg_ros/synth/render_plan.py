@@ -13,11 +13,14 @@ random choices (lights, materials).
 Plan layout (all lengths in metres, matrices row-major nested lists)::
 
     {"version": 1, "width": W, "height": H, "K": 3×3, "room": [Lx, Ly, Hc], "seed": int,
+     "samples": int,
      "visuals": [{"shape": "box"|"cylinder"|"sphere"|"mesh", "size": [...], "mesh": path|null,
                   "T": 4×4 world pose, "rgba": [r, g, b, a], "texture": key|null, "class_id": int,
                   "emissive": bool}],
      "frames": [{"index": i, "T_world_cam": 4×4}]}
 
+``seed`` and ``samples`` (samples per pixel) set the renderer's own random choices and quality,
+so that a plan alone says how its frames were made.
 ``texture``: a key of :data:`~depth3dseg_ros.synth.scene.SURFACE_TEXTURES`, ``"sky"``, or
 ``"picture"`` for every picture texture (each renderer draws its own pictures).
 ``size``: box half extents (3), cylinder (radius, length) along local z, sphere (radius,), mesh
@@ -169,9 +172,10 @@ def make_plan(
     seed: int,
     urdf_root: str | os.PathLike,
     first_index: int = 0,
+    samples: int = 16,
 ) -> Dict:
     """The JSON-ready plan of one room seen from ``poses`` (frame indices from
-    ``first_index``)."""
+    ``first_index``), rendered at ``samples`` samples per pixel."""
     return dict(
         version=PLAN_VERSION,
         width=int(width),
@@ -179,6 +183,7 @@ def make_plan(
         K=np.asarray(K, dtype=np.float64).tolist(),
         room=[float(v) for v in scene.size],
         seed=int(seed),
+        samples=int(samples),
         visuals=scene_visuals(scene, urdf_root),
         frames=[
             dict(index=first_index + i, T_world_cam=p.matrix().tolist())
