@@ -12,7 +12,8 @@ Sections (METHOD M1–M6):
             classes ('nyu13' or a classes YAML), input_size [W, H], num_workers.
   augment   hflip probability, scale range (random scale + crop back to input size, K adjusted),
             colour jitter; camera (camera-true photometric + depth-sensor ops, training.camera_aug;
-            off by default, preset 'real_camera').
+            off by default, preset 'real_camera'); texture (training.texture_rand); fda (Fourier
+            domain adaptation towards real frames, training.fda).
   model     arch (kwargs of core.model.Depth3DSeg), mean/std (RGB normalisation, 0..1 scale), init
             (a model file to start from: fine-tuning; its arch/mean/std replace the config's).
   loss      kwargs of core.train_step.LossConfig (weights and variants, M4/M5).
@@ -36,6 +37,7 @@ from depth3dseg_ros.core.model import check_arch
 from depth3dseg_ros.core.modelfile import ModelFileError
 from depth3dseg_ros.core.train_step import LossConfig
 from depth3dseg_ros.training.camera_aug import resolve_camera
+from depth3dseg_ros.training.fda import resolve_fda
 from depth3dseg_ros.training.texture_rand import resolve_texture
 
 DEFAULTS: dict[str, Any] = {
@@ -60,6 +62,9 @@ DEFAULTS: dict[str, Any] = {
         # label-guided texture/colour randomisation (training.texture_rand): null = off,
         # 'domain_rand' (the preset) or {preset?: NAME, p: ..., p_segment: ..., ...}
         'texture': None,
+        # Fourier domain adaptation towards real images (training.fda): null = off, or
+        # {style: [dataset dirs of real frames], p: 0.5, beta: [0.0, 0.03]}
+        'fda': None,
     },
     'model': {
         'arch': {},
@@ -283,6 +288,7 @@ def validate(cfg: dict) -> dict:
         _num(cfg, f'augment.{key}', 0.0, 1.0)
     resolve_camera(a.get('camera'))  # raises ValueError naming augment.camera.<op>.<field>
     resolve_texture(a.get('texture'))  # raises ValueError naming augment.texture.<field>
+    resolve_fda(a.get('fda'))  # raises ValueError naming augment.fda.<field>
     sc = a['scale']
     if (
         not isinstance(sc, (list, tuple))

@@ -4,7 +4,9 @@ exact.
 Optional camera-true augmentation (``augment.camera``, training.camera_aug: white balance, exposure
 and gamma, vignetting, shot/read noise, motion blur, JPEG, colour casts, depth-sensor noise and
 holes) runs after the geometric transform and before the colour jitter; it never touches labels or
-K.
+K. Before it, optional texture randomisation (``augment.texture``, training.texture_rand) and
+Fourier domain adaptation towards real images (``augment.fda``, training.fda; frames of the style
+directories themselves are not restyled).
 
 Reads the format of docs/ARCHITECTURE.md "Dataset directory" (manifest.json, index.jsonl,
 rgb/depth/labels PNGs) through depth3dseg_ros.dataset_format, its one reader. Every sample is
@@ -36,6 +38,7 @@ from depth3dseg_ros.core.geometry import crop_intrinsics, resize_intrinsics
 from depth3dseg_ros.core.imageops import resize_depth, resize_labels
 from depth3dseg_ros.dataset_format import read_index, read_manifest
 from depth3dseg_ros.training.camera_aug import augment_depth, augment_rgb, resolve_camera
+from depth3dseg_ros.training.fda import apply_fda, load_style_pool, resolve_fda
 from depth3dseg_ros.training.texture_rand import randomize_texture, resolve_texture
 
 
@@ -234,6 +237,14 @@ class FrameDataset(Dataset):
         self.camera = resolve_camera(self.augment.get('camera')) if self.augment else None
         #: label-guided texture/colour randomisation (training.texture_rand; None = off)
         self.texture = resolve_texture(self.augment.get('texture')) if self.augment else None
+        #: Fourier domain adaptation towards real images (training.fda; None = off)
+        self.fda = resolve_fda(self.augment.get('fda')) if self.augment else None
+        self.fda_pool = None
+        if self.fda is not None:
+            self.fda_pool = load_style_pool(self.fda['style'], self.input_size)
+            style_dirs = {Path(d).resolve() for d in self.fda['style']}
+            #: per record: restyle it (False for frames of the style directories: real already)
+            self.restyle = [Path(r['dir']).resolve() not in style_dirs for r in records]
         self.seed = int(seed)
         self.epoch = 0
 
@@ -305,6 +316,8 @@ class FrameDataset(Dataset):
             # drawn after the geometric params: those stay as without these ops
             if self.texture is not None:  # the scene's appearance first, then the camera
                 rgb = randomize_texture(rgb, labels, rng, self.texture)
+            if self.fda is not None and self.restyle[i]:
+                rgb = apply_fda(rgb, rng, self.fda, self.fda_pool)  # then the real camera's look
             if self.camera is not None:
                 rgb = augment_rgb(rgb, rng, self.camera)
                 depth = augment_depth(depth, rng, self.camera)
