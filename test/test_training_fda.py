@@ -28,7 +28,7 @@ def test_off_by_default_and_resolved():
     assert DEFAULTS['augment']['fda'] is None
     assert fda.resolve_fda(None) is None and fda.resolve_fda('none') is None
     t = fda.resolve_fda({'style': 'data/real'})
-    assert t == {'style': ['data/real'], 'p': 0.5, 'beta': [0.0, 0.03]}
+    assert t == {'style': ['data/real'], 'p': 0.5, 'beta': [0.0, 0.01]}
     assert fda.resolve_fda({'style': ['a'], 'p': 0}) is None
     cfg = load_config(None, ["augment.fda={style: [d], beta: [0.01, 0.02]}"])
     assert cfg['augment']['fda'] == {'style': ['d'], 'beta': [0.01, 0.02]}

@@ -63,7 +63,7 @@ DEFAULTS: dict[str, Any] = {
         # 'domain_rand' (the preset) or {preset?: NAME, p: ..., p_segment: ..., ...}
         'texture': None,
         # Fourier domain adaptation towards real images (training.fda): null = off, or
-        # {style: [dataset dirs of real frames], p: 0.5, beta: [0.0, 0.03]}
+        # {style: [dataset dirs of real frames], p: 0.5, beta: [0.0, 0.01]}
         'fda': None,
     },
     'model': {

@@ -19,10 +19,12 @@ and DDP determinism hold):
    columns ``[0, b]`` (the centred (2b+1)² square of the shifted spectrum, in rfft layout) is
    replaced by the style's, the phase kept; ``irfft2`` back, rounded and clipped to uint8.
 
-Frames of the style directories themselves are never restyled (they are real already).
+Frames of the style directories themselves are never restyled (they are real already). The default
+``beta`` range [0, 0.01] (b <= 2 bins at 240 rows) moves the mean colour and the largest gradients
+only: on the flat-shaded renders, larger squares paint blob-shaped colour fields over the room.
 
 Config (``augment.fda``): null (off), or a mapping
-``{style: [DIR, ...], p: 0.5, beta: [0.0, 0.03]}`` checked by `resolve_fda`.
+``{style: [DIR, ...], p: 0.5, beta: [0.0, 0.01]}`` checked by `resolve_fda`.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from depth3dseg_ros.dataset_format import read_index
 from depth3dseg_ros.training.config_checks import check_number, check_range
 
 #: Field -> default (``style`` has none: it must be given).
-DEFAULTS: dict[str, Any] = {'p': 0.5, 'beta': [0.0, 0.03]}
+DEFAULTS: dict[str, Any] = {'p': 0.5, 'beta': [0.0, 0.01]}
 #: Largest ``beta``: beyond a quarter of the image the swap replaces content, not appearance.
 BETA_MAX = 0.25
 
