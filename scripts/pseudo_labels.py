@@ -40,15 +40,19 @@ def main(argv: list[str] | None = None) -> int:
         r = seg.infer(rgb, K, 'fused', depth if a.measured_depth else None)
         return r.labels, r.confidence
 
-    entry = write_pseudo_labelled(
-        a.data,
-        a.out,
-        predict,
-        a.portion,
-        a.min_confidence,
-        seg.classes.void_id,
-        provenance={'model': a.model, 'source': a.data, 'measured_depth': a.measured_depth},
-    )
+    try:
+        entry = write_pseudo_labelled(
+            a.data,
+            a.out,
+            predict,
+            a.portion,
+            a.min_confidence,
+            seg.classes.void_id,
+            provenance={'model': a.model, 'source': a.data, 'measured_depth': a.measured_depth},
+        )
+    except (ValueError, FileNotFoundError) as err:
+        print(f'pseudo_labels: {err}', file=sys.stderr)
+        return 2
     print(json.dumps(entry, indent=1))
     return 0
 

@@ -85,3 +85,16 @@ def test_written_directory_trains_and_source_untouched(real_dir, tmp_path):
     for r in read_index(tmp_path / 'again'):
         a = cv2.imread(str(tmp_path / 'again' / r['labels']), cv2.IMREAD_UNCHANGED)
         assert np.array_equal(a, cv2.imread(str(out / r['labels']), cv2.IMREAD_UNCHANGED))
+
+
+def test_script_refuses_bad_settings_in_one_line(tmp_path, capsys):
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / 'scripts' / 'pseudo_labels.py'
+    main = runpy.run_path(str(script))['main']
+    args = ['--data', str(tmp_path / 'none'), '--out', str(tmp_path / 'o')]
+    assert main(args + ['--portion', '1.5']) == 2
+    assert 'portion=1.5 must be in (0, 1]' in capsys.readouterr().err
+    assert main(args) == 2
+    assert 'index.jsonl not found' in capsys.readouterr().err

@@ -96,6 +96,7 @@ def write_pseudo_labelled(
     src, out = Path(src), Path(out)
     if out.resolve() == src.resolve():
         raise ValueError(f'out={out} must not be the source directory')
+    class_balanced_keep([], [], portion, min_confidence)  # bad settings refused before any work
     records = read_index(src)
     todo = [r for r in records if not r.get('labels')]
     labs, confs = [], []
