@@ -35,7 +35,7 @@ from typing import Any, Sequence
 import cv2
 import numpy as np
 
-from depth3dseg_ros.dataset_format import read_index
+from depth3dseg_ros.dataset_format import INDEX, read_index
 from depth3dseg_ros.training.config_checks import check_number, check_range
 
 #: Field -> default (``style`` has none: it must be given).
@@ -99,7 +99,7 @@ def load_style_pool(dirs: Sequence[str | Path], wh: tuple[int, int]) -> np.ndarr
     amps = []
     for d in dirs:
         d = Path(d)
-        if not (d / 'index.jsonl').is_file():
+        if not (d / INDEX).is_file():
             raise FileNotFoundError(
                 f'augment.fda.style: {d} is not a dataset directory (no index.jsonl); '
                 'write one with depth3dseg-extract'
@@ -126,11 +126,11 @@ def swap_low_amplitude(rgb: np.ndarray, style_amp: np.ndarray, b: int) -> np.nda
     if b < 0:
         raise ValueError(f'b={b} must be >= 0')
     f = np.fft.rfft2(rgb.astype(np.float32), axes=(0, 1))
-    amp, phase = np.abs(f), np.angle(f)
     rows = np.r_[0 : min(b + 1, h), max(h - b, b + 1) : h]
     cols = slice(0, min(b + 1, w // 2 + 1))
-    amp[rows, cols] = style_amp[rows, cols]
-    out = np.fft.irfft2(amp * np.exp(1j * phase), s=(h, w), axes=(0, 1))
+    # only the low square is recomposed (its phase, the style's amplitude); the rest stays as is
+    f[rows, cols] = style_amp[rows, cols] * np.exp(1j * np.angle(f[rows, cols]))
+    out = np.fft.irfft2(f, s=(h, w), axes=(0, 1))
     return np.clip(np.rint(out), 0, 255).astype(np.uint8)
 
 
