@@ -1,5 +1,5 @@
 """The dataset directory format (docs/ARCHITECTURE.md "Dataset directory"): the one place that
-reads it.
+reads it, and the one spelling of an index line (`index_line`, used by every writer).
 
 ``depth3dseg-extract`` (bags.dataset_writer) writes it, training and evaluation read it. Layout::
 
@@ -84,6 +84,19 @@ def read_index(directory: str | Path, check_keys: bool = True) -> list[dict[str,
         rec['dir'] = d
         out.append(rec)
     return out
+
+
+def index_line(record: Mapping[str, Any]) -> str:
+    """One index.jsonl line for a frame record: compact JSON with its newline, without the
+    ``dir`` key that `read_index` adds."""
+    return (
+        json.dumps({k: v for k, v in record.items() if k != 'dir'}, separators=(',', ':')) + '\n'
+    )
+
+
+def write_index(directory: str | Path, records: Sequence[Mapping[str, Any]]) -> None:
+    """Write ``<directory>/index.jsonl`` with one `index_line` per record, in order (replaced)."""
+    (Path(directory) / INDEX).write_text(''.join(map(index_line, records)), encoding='utf-8')
 
 
 def read_manifest(directory: str | Path) -> Optional[dict[str, Any]]:

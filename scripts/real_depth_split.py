@@ -35,7 +35,7 @@ from pathlib import Path
 
 from depth3dseg_ros.bags.extract import extract
 from depth3dseg_ros.bags.extract_config import ExtractConfig
-from depth3dseg_ros.dataset_format import INDEX, MANIFEST, read_index, read_manifest
+from depth3dseg_ros.dataset_format import MANIFEST, read_index, read_manifest, write_index
 from depth3dseg_ros.samples.frames import sample_frames
 from depth3dseg_ros.samples.realbag import PERIOD_NS, START_NS, real_camera_bag
 
@@ -56,15 +56,12 @@ def write_split(src: Path, dst: Path, records: list[dict], what: str) -> None:
     if dst.exists():
         shutil.rmtree(dst)
     dst.mkdir(parents=True)
-    lines = []
     for r in records:
-        entry = {k: v for k, v in r.items() if k != 'dir'}
         for role in ('rgb', 'depth', 'labels'):
-            if entry.get(role):
-                (dst / entry[role]).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src / entry[role], dst / entry[role])
-        lines.append(json.dumps(entry, separators=(',', ':')) + '\n')
-    (dst / INDEX).write_text(''.join(lines), encoding='utf-8')
+            if r.get(role):
+                (dst / r[role]).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src / r[role], dst / r[role])
+    write_index(dst, records)
     manifest = copy.deepcopy(read_manifest(src) or {})
     labelled = [r for r in records if r.get('labels')]
     known = [int(r['label_max']) for r in labelled if r.get('label_max') is not None]

@@ -44,6 +44,7 @@ from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.dataset_format import (  # noqa: F401  (check_label_range: re-exported)
     check_label_range,
     complete_index_bytes,
+    index_line,
     read_index,
 )
 
@@ -310,7 +311,7 @@ class DatasetWriter:
             self._write_png(rel, img)  # img: RGB for 3 channels
 
     def _append(self, entry: Dict[str, Any]) -> None:
-        self._index.write(json.dumps(entry, separators=(',', ':')) + '\n')
+        self._index.write(index_line(entry))
         self._index.flush()  # in the OS after the frame's files: safe against a killed process
         self._unsynced = True
         if time.monotonic() - self._last_fsync >= self.fsync_interval_s:

@@ -23,9 +23,9 @@ from typing import Callable, Sequence
 import cv2
 import numpy as np
 
-from depth3dseg_ros.core.depth import depth_to_meters
 from depth3dseg_ros.core.imageops import resize_labels
-from depth3dseg_ros.dataset_format import INDEX, MANIFEST, read_index
+from depth3dseg_ros.dataset_format import MANIFEST, read_index, read_manifest, write_index
+from depth3dseg_ros.training.dataset import FrameDataset
 
 #: predict(rgb H×W×3 uint8, K 3×3, depth H×W float32 m NaN or None) -> (labels, confidence).
 Predict = Callable[[np.ndarray, np.ndarray, 'np.ndarray | None'], tuple[np.ndarray, np.ndarray]]
@@ -100,16 +100,9 @@ def write_pseudo_labelled(
     records = read_index(src)
     todo = [r for r in records if not r.get('labels')]
     labs, confs = [], []
-    for r in todo:
-        bgr = cv2.imread(str(src / r['rgb']), cv2.IMREAD_COLOR)
-        if bgr is None:
-            raise FileNotFoundError(f"rgb image {src / r['rgb']} missing or unreadable")
-        rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-        depth = None
-        if r.get('depth'):
-            raw = cv2.imread(str(src / r['depth']), cv2.IMREAD_UNCHANGED)
-            depth = depth_to_meters(raw, '16UC1', r.get('depth_scale', 0.001))
-        K = np.asarray(r['K'], np.float64).reshape(3, 3)
+    frames = FrameDataset(records=todo) if todo else None  # the one reader of a frame's files
+    for i in range(len(todo)):
+        rgb, depth, _, K = frames.load_raw(i)
         lab, conf = predict(rgb, K, depth)
         h, w = rgb.shape[:2]
         if lab.shape != (h, w):
@@ -134,11 +127,7 @@ def write_pseudo_labelled(
             tot = kept.setdefault(int(c), [0, 0])
             tot[0] += int((k & m).sum())
             tot[1] += int(m.sum())
-    lines = []
-    for r in records:
-        rec = {k: v for k, v in r.items() if k != 'dir'}
-        lines.append(json.dumps(rec, separators=(',', ':')) + '\n')
-    (out / INDEX).write_text(''.join(lines))
+    write_index(out, records)
     entry = {
         **(provenance or {}),
         'portion': portion,
@@ -146,10 +135,9 @@ def write_pseudo_labelled(
         'frames': len(todo),
         'kept_fraction': {c: round(a / b, 4) for c, (a, b) in sorted(kept.items()) if b},
     }
-    manifest_path = out / MANIFEST
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    manifest = read_manifest(out) or {}
     manifest['pseudo_labels'] = entry
     counts = manifest.setdefault('counts', {})
     counts['with_labels'] = sum(1 for r in records if r.get('labels'))
-    manifest_path.write_text(json.dumps(manifest, indent=1))
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return entry
