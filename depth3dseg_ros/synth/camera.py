@@ -1,4 +1,5 @@
-"""Camera poses for the synthetic generator: smooth paths at robot height, optical-frame rotation,
+"""Camera poses for the synthetic generator: smooth paths at robot height, hand-held snapshots
+across the room, optical-frame rotation,
 and the pinhole K that matches pybullet's TinyRenderer exactly.
 
 Optical frame (REP 103): z forward, x right, y down. ``T_world_cam`` (4×4 float64) maps
@@ -127,3 +128,62 @@ def camera_path(rng: np.random.Generator, free_zone, n_frames: int) -> List[Came
         )
         for i in range(n_frames)
     ]
+
+
+def _exit_distance(x: float, y: float, yaw: float, lx: float, ly: float) -> float:
+    """Horizontal distance (m) from (x, y) inside the lx×ly room to its wall along ``yaw``."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    ts = [(lx - x) / c if c > 1e-9 else (-x / c if c < -1e-9 else math.inf)]
+    ts.append((ly - y) / s if s > 1e-9 else (-y / s if s < -1e-9 else math.inf))
+    return min(ts)
+
+
+def handheld_poses(
+    rng: np.random.Generator,
+    size: Tuple[float, float, float],
+    footprints,
+    n_frames: int,
+    clearance: float = 0.3,
+    min_view: float = 2.5,
+    tries: int = 400,
+) -> List[CameraPose]:
+    """``n_frames`` independent poses of a hand-held RGB-D camera looking across the room, as in
+    NYU Depth v2's labelled frames (Silberman et al. 2012: a person holding a Kinect at chest to
+    eye height, mostly from the room's edge).
+
+    Each pose: eye anywhere on the floor plan at least ``clearance`` from the walls and from every
+    furniture ``footprints`` rectangle (x0, y0, x1, y1, m) at height 1.1–1.7 m; yaw towards the
+    room's centre ± 50°, redrawn until the wall straight ahead is at least ``min_view`` away (the
+    camera looks across the room, not at a nearby wall); pitch −30°..+5°; roll ±3°. Unlike
+    :func:`camera_path` the poses are snapshots, not a path (stamps stay 30 Hz).
+
+    Raises:
+        ValueError: ``n_frames`` not positive, or no eye position found in ``tries`` draws for a
+            pose (a room too full or too small for ``clearance``/``min_view``).
+    """
+    if n_frames <= 0:
+        raise ValueError(f'n_frames={n_frames} must be positive')
+    lx, ly, _ = size
+    poses: List[CameraPose] = []
+    while len(poses) < n_frames:
+        for _ in range(tries):
+            x = float(rng.uniform(clearance, lx - clearance))
+            y = float(rng.uniform(clearance, ly - clearance))
+            if any(
+                a0 - clearance < x < a1 + clearance and b0 - clearance < y < b1 + clearance
+                for a0, b0, a1, b1 in footprints
+            ):
+                continue
+            yaw = math.atan2(ly / 2 - y, lx / 2 - x) + float(rng.uniform(-1, 1)) * math.radians(50)
+            if _exit_distance(x, y, yaw, lx, ly) >= min_view:
+                break
+        else:
+            raise ValueError(
+                f'no hand-held eye position in {tries} draws (room {lx:.2f}×{ly:.2f} m, '
+                f'{len(footprints)} footprints, clearance={clearance}, min_view={min_view})'
+            )
+        z = float(rng.uniform(1.1, 1.7))
+        pitch = math.radians(float(rng.uniform(-30.0, 5.0)))
+        roll = math.radians(float(rng.uniform(-3.0, 3.0)))
+        poses.append(CameraPose((x, y, z), yaw, pitch, roll))
+    return poses

@@ -24,27 +24,49 @@ from tqdm import tqdm
 
 from depth3dseg_ros.core.depth import meters_to_16uc1
 from depth3dseg_ros.synth.bagwrite import RgbdBagWriter, stamp_ns
-from depth3dseg_ros.synth.camera import camera_path
+from depth3dseg_ros.synth.camera import camera_path, handheld_poses
 from depth3dseg_ros.synth.noise import kinect_noise
 from depth3dseg_ros.synth.render import Frame, Renderer
-from depth3dseg_ros.synth.room import make_scene
+from depth3dseg_ros.synth.room import LAYOUTS, make_scene
+
+
+#: camera modes: a robot's smooth path through the free middle (camera.camera_path) or hand-held
+#: snapshots across the room (camera.handheld_poses)
+CAMERAS = ('robot', 'handheld')
 
 
 def render_frames(
-    scenes: int, frames_per_scene: int, width: int, height: int, seed: int, noise: bool
+    scenes: int,
+    frames_per_scene: int,
+    width: int,
+    height: int,
+    seed: int,
+    noise: bool,
+    layout: str = 'sparse',
+    camera: str = 'robot',
 ) -> Iterator[Tuple[int, Frame, np.ndarray]]:
     """Yield (scene index, exact frame, depth to record in m) for every frame, scene after scene.
 
-    The recorded depth is the exact render, or the Kinect-like noisy one with ``noise``.
+    The recorded depth is the exact render, or the Kinect-like noisy one with ``noise``. ``layout``
+    is room.make_scene's ('sparse' or 'dense'), ``camera`` one of :data:`CAMERAS`.
     One pybullet connection is reused; the world is reset per scene.
+
+    Raises:
+        ValueError: unknown ``layout`` or ``camera``.
     """
+    if camera not in CAMERAS:
+        raise ValueError(f'camera={camera!r}: expected one of {list(CAMERAS)}')
     with Renderer(width, height) as renderer:
         for s in range(scenes):
             rng = np.random.default_rng([seed, s, 0])
-            scene = make_scene(rng)
+            scene = make_scene(rng, layout)
             renderer.load(scene)
             noise_rng = np.random.default_rng([seed, s, 1])
-            for pose in camera_path(rng, scene.free_zone, frames_per_scene):
+            if camera == 'robot':
+                poses = camera_path(rng, scene.free_zone, frames_per_scene)
+            else:
+                poses = handheld_poses(rng, scene.size, scene.footprints, frames_per_scene)
+            for pose in poses:
                 frame = renderer.render(pose)
                 depth = kinect_noise(frame.depth, frame.K, noise_rng) if noise else frame.depth
                 yield s, frame, depth
@@ -60,13 +82,20 @@ def generate(
     noise: bool = False,
     storage: str = 'mcap',
     progress: bool = True,
+    layout: str = 'sparse',
+    camera: str = 'robot',
 ) -> int:
     """Render ``scenes`` × ``frames_per_scene`` frames into the rosbag2 directory ``out``; returns
     the count.
 
     Raises:
-        ValueError: a non-positive count/size, or ``out`` exists and is not an empty directory.
+        ValueError: a non-positive count/size, an unknown ``layout``/``camera``, or ``out``
+            exists and is not an empty directory.
     """
+    if camera not in CAMERAS:
+        raise ValueError(f'--camera {camera!r}: expected one of {list(CAMERAS)}')
+    if layout not in LAYOUTS:
+        raise ValueError(f'--layout {layout!r}: expected one of {sorted(LAYOUTS)}')
     for name, v in (
         ('scenes', scenes),
         ('frames_per_scene', frames_per_scene),
@@ -93,11 +122,15 @@ def generate(
                     height=height,
                     seed=seed,
                     noise=noise,
+                    layout=layout,
+                    camera=camera,
                     classes='NYU13',
                 )
             ),
         )
-        frames = render_frames(scenes, frames_per_scene, width, height, seed, noise)
+        frames = render_frames(
+            scenes, frames_per_scene, width, height, seed, noise, layout, camera
+        )
         for _, frame, depth in tqdm(
             frames, total=total, disable=not progress, unit='frame', desc='synth'
         ):
@@ -120,6 +153,19 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         '--noise', action='store_true', help='Kinect-like noise and holes on the depth topic'
     )
+    ap.add_argument(
+        '--layout',
+        choices=sorted(LAYOUTS),
+        default='sparse',
+        help='rooms: sparse (large, free middle; default) or dense (NYU-like: smaller, fuller)',
+    )
+    ap.add_argument(
+        '--camera',
+        choices=CAMERAS,
+        default='robot',
+        help='robot: smooth path at 0.3-1.5 m through the free middle (default); handheld: '
+        'snapshots at 1.1-1.7 m from the room edge looking across it',
+    )
     ap.add_argument('--storage', choices=('mcap', 'sqlite3'), default='mcap')
     ap.add_argument('--no-progress', action='store_true', help='no tqdm bar')
     return ap
@@ -139,6 +185,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             args.noise,
             args.storage,
             progress=not args.no_progress,
+            layout=args.layout,
+            camera=args.camera,
         )
     except ValueError as exc:
         print(f'depth3dseg-synth: error: {exc}', file=sys.stderr)

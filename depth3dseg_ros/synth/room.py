@@ -60,23 +60,59 @@ def _shell(pl: Placer):
     return [floor.parts, ceil.parts, walls.parts]
 
 
-def make_scene(rng: np.random.Generator) -> SceneSpec:
-    """A random room of 4–7.5 m × 4–7.5 m × 2.4–3.0 m with furniture along the walls and a free
-    middle.
+#: per layout: room side range (m), free-zone fraction, and (low, high) count ranges
+#: (numpy ``integers``: high exclusive) of tables, shelves, extra cabinets, loose chairs, floor
+#: clutter groups and larger objects.
+LAYOUTS = {
+    'sparse': dict(
+        side=(4.0, 7.5),
+        zone=0.25,
+        table=(1, 4),
+        shelf=(1, 4),
+        cabinet=(0, 3),
+        chair=(1, 5),
+        clutter=(1, 6),
+        big=(2, 6),
+    ),
+    'dense': dict(
+        side=(3.5, 6.0),
+        zone=0.12,
+        table=(1, 4),
+        shelf=(1, 5),
+        cabinet=(1, 4),
+        chair=(2, 7),
+        clutter=(3, 10),
+        big=(3, 9),
+    ),
+}
 
-    Contents (counts drawn per room): 0–2 windows, 2–5 pictures, 1–3 tables (free-standing ones
-    with chairs around; clutter and books on top), 1–3 bookshelves with books, 0–3 cabinets (one
-    may carry a TV), a sofa and/or a bed, 1–4 loose chairs, 1–5 floor clutter groups, 2–5 larger
-    objects (box stacks, lamps, plants, bins); items that do not fit are dropped. Lighting: random
-    direction, colour, ambient/diffuse/specular coefficients, shadows in about a quarter of the
-    rooms. ``fov_y_deg`` 45–58 (Kinect-like vertical field of view).
+
+def make_scene(rng: np.random.Generator, layout: str = 'sparse') -> SceneSpec:
+    """A random room with furniture along the walls and a free middle.
+
+    ``layout`` 'sparse' (the shipped model's training set): 4–7.5 m × 4–7.5 m × 2.4–3.0 m, the
+    middle 25 % × 25 % kept free for the robot's camera path; 'dense' (NYU-like rooms, for
+    hand-held views across them): 3.5–6 m sides, a 12 % free middle and more of every item
+    (:data:`LAYOUTS`). Contents (counts drawn per room, sparse): 0–2 windows, 2–5 pictures, 1–3
+    tables (free-standing ones with chairs around; clutter and books on top), 1–3 bookshelves with
+    books, 0–3 cabinets (one may carry a TV), a sofa and/or a bed, 1–4 loose chairs, 1–5 floor
+    clutter groups, 2–5 larger objects (box stacks, lamps, plants, bins); items that do not fit
+    are dropped. Lighting: random direction, colour, ambient/diffuse/specular coefficients,
+    shadows in about a quarter of the rooms. ``fov_y_deg`` 45–58 (Kinect-like vertical field of
+    view).
+
+    Raises:
+        ValueError: unknown ``layout``.
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f'layout={layout!r}: expected one of {sorted(LAYOUTS)}')
+    cfg = LAYOUTS[layout]
     lx, ly, hc = (
-        float(rng.uniform(4.0, 7.5)),
-        float(rng.uniform(4.0, 7.5)),
+        float(rng.uniform(*cfg['side'])),
+        float(rng.uniform(*cfg['side'])),
         float(rng.uniform(2.4, 3.0)),
     )
-    fw, fd = 0.25 * lx, 0.25 * ly
+    fw, fd = cfg['zone'] * lx, cfg['zone'] * ly
     cx, cy = lx / 2 + rng.uniform(-0.1, 0.1) * lx, ly / 2 + rng.uniform(-0.1, 0.1) * ly
     zone = (cx - fw / 2, cy - fd / 2, cx + fw / 2, cy + fd / 2)
     pl = Placer(rng, (lx, ly, hc), zone)
@@ -87,13 +123,13 @@ def make_scene(rng: np.random.Generator) -> SceneSpec:
     if rng.random() < 0.35:
         big = big[:1]
     n_tv = 1 if rng.random() < 0.75 else 0
-    recipes = big + [fu.table] * int(rng.integers(1, 4)) + [fu.shelf] * int(rng.integers(1, 4))
+    recipes = big + [fu.table] * int(rng.integers(*cfg['table']))
+    recipes += [fu.shelf] * int(rng.integers(*cfg['shelf']))
     recipes += [lambda p: fu.cabinet(p, with_tv=True)] * n_tv
-    recipes += [lambda p: fu.cabinet(p, with_tv=False)] * int(rng.integers(0, 3))
-    recipes += [fu.loose_chair] * int(rng.integers(1, 5)) + [fu.floor_clutter] * int(
-        rng.integers(1, 6)
-    )
-    recipes += [fu.big_object] * int(rng.integers(2, 6))
+    recipes += [lambda p: fu.cabinet(p, with_tv=False)] * int(rng.integers(*cfg['cabinet']))
+    recipes += [fu.loose_chair] * int(rng.integers(*cfg['chair']))
+    recipes += [fu.floor_clutter] * int(rng.integers(*cfg['clutter']))
+    recipes += [fu.big_object] * int(rng.integers(*cfg['big']))
     for recipe in recipes:
         spec.objects += recipe(pl)
     spec.light = dict(
@@ -108,4 +144,5 @@ def make_scene(rng: np.random.Generator) -> SceneSpec:
         shadow=int(rng.random() < 0.25),
     )
     spec.fov_y_deg = float(rng.uniform(45.0, 58.0))
+    spec.footprints = list(pl.footprints)
     return spec

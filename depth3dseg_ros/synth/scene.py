@@ -65,11 +65,12 @@ class UrdfObject:
 @dataclass
 class SceneSpec:
     """A room: size (Lx, Ly, Hc) in m, objects (lists of parts or URDFs), camera free zone,
-    lighting."""
+    floor footprints of the placed furniture ((x0, y0, x1, y1) m, axis-aligned), lighting."""
 
     size: Tuple[float, float, float]
     objects: List[object] = field(default_factory=list)
     free_zone: Tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    footprints: List[Tuple[float, float, float, float]] = field(default_factory=list)
     light: dict = field(default_factory=dict)
     fov_y_deg: float = 50.0
 
