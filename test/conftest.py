@@ -92,6 +92,7 @@ SLOW_MODULES = {
     'test_ros_pip_stack',
     'test_shipped_model',
     'test_synth',
+    'test_synth_handheld',
     'test_synth_cycles',
     'test_train_cli',
     'test_train_ddp',
