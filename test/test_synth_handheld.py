@@ -69,15 +69,44 @@ def test_handheld_errors_name_the_problem():
         make_scene(rng, 'nyu')
 
 
-def test_sparse_layout_unchanged():
-    """The default rooms (the shipped model's training set, docs/synthetic.md) draw exactly what
-    they drew before the layout option existed: digest of 5 rooms' specs recorded then."""
+def _digest(layout: str) -> str:
     h = hashlib.sha256()
     for s in range(5):
-        sc = make_scene(np.random.default_rng([1, s, 0]))
+        sc = make_scene(np.random.default_rng([1, s, 0]), layout)
         spec = (sc.size, sc.free_zone, sc.light, sc.fov_y_deg, [repr(o) for o in sc.objects])
         h.update(repr(spec).encode())
-    assert h.hexdigest() == 'be4259690be8217d00d4b9e3496bd8ed1feb56b3f85e2fcc2ee3980e124d9e7f'
+    return h.hexdigest()
+
+
+def test_sparse_and_dense_layouts_unchanged():
+    """The default rooms (the shipped model's training set, docs/synthetic.md) draw exactly what
+    they drew before the layout option existed, and the dense rooms what they drew when their
+    lever was measured (models/README.md): digests of 5 rooms' specs recorded then."""
+    assert _digest('sparse') == 'be4259690be8217d00d4b9e3496bd8ed1feb56b3f85e2fcc2ee3980e124d9e7f'
+    assert _digest('dense') == '0d56ae2cce647ea18b7f599ee498b0e463fbdaa4da5c492a72f2b786bc4a66b1'
+
+
+def _parts(scene, cls):
+    return [p for obj in scene.objects if isinstance(obj, list) for p in obj if p.class_id == cls]
+
+
+def test_cluttered_rooms_have_more_objects_and_upper_cabinets():
+    """'cluttered' = 'dense' + more and larger small objects + wall-mounted cabinets that hang
+    between the low cabinet's top and the ceiling."""
+    n_dense = n_clut = uppers = 0
+    for s in range(10):
+        dense = make_scene(np.random.default_rng([4, s, 0]), 'dense')
+        clut = make_scene(np.random.default_rng([4, s, 0]), 'cluttered')
+        n_dense += len(_parts(dense, CLS['objects']))
+        n_clut += len(_parts(clut, CLS['objects']))
+        hc = clut.size[2]
+        for p in _parts(clut, CLS['furniture']):
+            # a cabinet body (half height >= 0.25 m) with its bottom above 1 m: hanging
+            if p.shape == 'box' and p.size[2] >= 0.25 and p.pos[2] - p.size[2] > 1.0:
+                uppers += 1
+                assert p.pos[2] + p.size[2] <= hc - 0.05 + 1e-9
+    assert n_clut > 1.5 * n_dense
+    assert uppers > 0
 
 
 def test_dense_rooms_are_smaller_and_fuller():

@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
         '--layout',
         choices=sorted(LAYOUTS),
         default='sparse',
-        help='rooms: sparse (large, free middle; default) or dense (NYU-like: smaller, fuller)',
+        help='rooms: sparse (large, free middle; default), dense (NYU-like: smaller, fuller) or '
+        'cluttered (dense with more objects and wall cabinets)',
     )
     ap.add_argument(
         '--camera',

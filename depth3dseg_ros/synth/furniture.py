@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import List
 
+from depth3dseg_ros.synth import wall_decor
 from depth3dseg_ros.synth.scene import (
     CLS,
     PICTURE_TEXTURES,
@@ -38,19 +39,20 @@ def _wood(pl: Placer):
 
 def clutter_on(pl: Placer, x, y, yaw, w, d, z, n_max=4) -> List[object]:
     """Small objects (and sometimes books) on a surface of size w×d at height z, centred at x,
-    y."""
-    rng, out = pl.rng, []
+    y: 0 to ``n_max`` × ``pl.clutter_scale`` (rounded) of them, sized × ``pl.clutter_size``."""
+    rng, out, k = pl.rng, [], pl.clutter_size
+    n_max = int(round(n_max * pl.clutter_scale))
     for _ in range(int(rng.integers(0, n_max + 1))):
         ob = ObjectBuilder(x, y, yaw)
         lx, ly = rng.uniform(-w / 2 + 0.1, w / 2 - 0.1), rng.uniform(-d / 2 + 0.1, d / 2 - 0.1)
         kind = rng.integers(5)
         if kind == 0:
-            h = rng.uniform(0.05, 0.3)
+            h = k * rng.uniform(0.05, 0.3)
             ob.cylinder(
-                (lx, ly, z + h / 2), rng.uniform(0.03, 0.08), h, pl.colour(), CLS['objects']
+                (lx, ly, z + h / 2), k * rng.uniform(0.03, 0.08), h, pl.colour(), CLS['objects']
             )
         elif kind == 1:
-            hx, hy, hz = rng.uniform(0.03, 0.12, 3)
+            hx, hy, hz = k * rng.uniform(0.03, 0.12, 3)
             ob.box(
                 (lx, ly, z + hz),
                 (hx, hy, hz),
@@ -60,7 +62,7 @@ def clutter_on(pl: Placer, x, y, yaw, w, d, z, n_max=4) -> List[object]:
                 rng.uniform(0, 3),
             )
         elif kind == 2:
-            r = rng.uniform(0.04, 0.1)
+            r = k * rng.uniform(0.04, 0.1)
             ob.sphere((lx, ly, z + r), r, pl.colour(), CLS['objects'])
         elif kind == 3:  # a pile of books lying flat
             zz = z
@@ -260,6 +262,8 @@ def cabinet(pl: Placer, with_tv: bool) -> List[object]:
         out.append(tv(pl, x, y, yaw, min(w, 1.4), h))
     else:
         out += clutter_on(pl, x, y, yaw, w, d, h, n_max=3)
+        if pl.upper_cabinet_p > 0 and rng.random() < pl.upper_cabinet_p:
+            out.append(wall_decor.upper_cabinet(pl, x, y, yaw, w, d, h, col))
     return out
 
 

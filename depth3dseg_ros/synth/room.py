@@ -60,29 +60,56 @@ def _shell(pl: Placer):
     return [floor.parts, ceil.parts, walls.parts]
 
 
-#: per layout: room side range (m), free-zone fraction, and (low, high) count ranges
-#: (numpy ``integers``: high exclusive) of tables, shelves, extra cabinets, loose chairs, floor
-#: clutter groups and larger objects.
+#: per layout: room side range (m), free-zone fraction, (low, high) count ranges (numpy
+#: ``integers``: high exclusive) of windows, pictures, tables, shelves, extra cabinets, loose
+#: chairs, floor clutter groups and larger objects; factors on the number and size of the small
+#: objects on every surface (furniture.clutter_on); the probability of an upper cabinet above a
+#: low one (furniture.upper_cabinet).
 LAYOUTS = {
     'sparse': dict(
         side=(4.0, 7.5),
         zone=0.25,
+        windows=(0, 3),
+        pictures=(2, 6),
         table=(1, 4),
         shelf=(1, 4),
         cabinet=(0, 3),
         chair=(1, 5),
         clutter=(1, 6),
         big=(2, 6),
+        clutter_scale=1.0,
+        clutter_size=1.0,
+        upper_cabinet_p=0.0,
     ),
     'dense': dict(
         side=(3.5, 6.0),
         zone=0.12,
+        windows=(0, 3),
+        pictures=(2, 6),
         table=(1, 4),
         shelf=(1, 5),
         cabinet=(1, 4),
         chair=(2, 7),
         clutter=(3, 10),
         big=(3, 9),
+        clutter_scale=1.0,
+        clutter_size=1.0,
+        upper_cabinet_p=0.0,
+    ),
+    'cluttered': dict(
+        side=(3.5, 6.0),
+        zone=0.12,
+        windows=(0, 3),
+        pictures=(3, 9),
+        table=(1, 4),
+        shelf=(1, 5),
+        cabinet=(2, 5),
+        chair=(2, 7),
+        clutter=(3, 10),
+        big=(3, 9),
+        clutter_scale=2.5,
+        clutter_size=1.6,
+        upper_cabinet_p=0.6,
     ),
 }
 
@@ -93,13 +120,15 @@ def make_scene(rng: np.random.Generator, layout: str = 'sparse') -> SceneSpec:
     ``layout`` 'sparse' (the shipped model's training set): 4–7.5 m × 4–7.5 m × 2.4–3.0 m, the
     middle 25 % × 25 % kept free for the robot's camera path; 'dense' (NYU-like rooms, for
     hand-held views across them): 3.5–6 m sides, a 12 % free middle and more of every item
-    (:data:`LAYOUTS`). Contents (counts drawn per room, sparse): 0–2 windows, 2–5 pictures, 1–3
-    tables (free-standing ones with chairs around; clutter and books on top), 1–3 bookshelves with
-    books, 0–3 cabinets (one may carry a TV), a sofa and/or a bed, 1–4 loose chairs, 1–5 floor
-    clutter groups, 2–5 larger objects (box stacks, lamps, plants, bins); items that do not fit
-    are dropped. Lighting: random direction, colour, ambient/diffuse/specular coefficients,
-    shadows in about a quarter of the rooms. ``fov_y_deg`` 45–58 (Kinect-like vertical field of
-    view).
+    (:data:`LAYOUTS`); 'cluttered': 'dense' with 3–8 pictures, 2–4 extra cabinets (60 % with a
+    wall-mounted upper cabinet) and 2.5 × as many, 1.6 × larger small objects on every surface
+    (NYU's "objects" class covers 12 % of its labelled pixels). Contents (counts drawn
+    per room, sparse): 0–2 windows, 2–5 pictures, 1–3 tables (free-standing ones with chairs
+    around; clutter and books on top), 1–3 bookshelves with books, 0–3 cabinets (one may carry a
+    TV), a sofa and/or a bed, 1–4 loose chairs, 1–5 floor clutter groups, 2–5 larger objects
+    (box stacks, lamps, plants, bins); items that do not fit are dropped. Lighting: random
+    direction, colour, ambient/diffuse/specular coefficients, shadows in about a quarter of the
+    rooms. ``fov_y_deg`` 45–58 (Kinect-like vertical field of view).
 
     Raises:
         ValueError: unknown ``layout``.
@@ -115,10 +144,14 @@ def make_scene(rng: np.random.Generator, layout: str = 'sparse') -> SceneSpec:
     fw, fd = cfg['zone'] * lx, cfg['zone'] * ly
     cx, cy = lx / 2 + rng.uniform(-0.1, 0.1) * lx, ly / 2 + rng.uniform(-0.1, 0.1) * ly
     zone = (cx - fw / 2, cy - fd / 2, cx + fw / 2, cy + fd / 2)
-    pl = Placer(rng, (lx, ly, hc), zone)
+    pl = Placer(
+        rng, (lx, ly, hc), zone, cfg['clutter_scale'], cfg['clutter_size'], cfg['upper_cabinet_p']
+    )
     spec = SceneSpec(size=(lx, ly, hc), free_zone=zone)
     spec.objects += _shell(pl)
-    spec.objects += wall_decor.wall_panels(pl, int(rng.integers(0, 3)), int(rng.integers(2, 6)))
+    spec.objects += wall_decor.wall_panels(
+        pl, int(rng.integers(*cfg['windows'])), int(rng.integers(*cfg['pictures']))
+    )
     big = [fu.sofa, fu.bed] if rng.random() < 0.5 else [fu.bed, fu.sofa]
     if rng.random() < 0.35:
         big = big[:1]

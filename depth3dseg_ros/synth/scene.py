@@ -101,8 +101,21 @@ class Placer:
     """Collects object parts in an object-local frame (x, y, yaw on the floor) and the free
     footprints."""
 
-    def __init__(self, rng: np.random.Generator, size, free_zone):
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        size,
+        free_zone,
+        clutter_scale: float = 1.0,
+        clutter_size: float = 1.0,
+        upper_cabinet_p: float = 0.0,
+    ):
         self.rng, self.size, self.free_zone = rng, size, free_zone
+        #: factors on the maximum number and on the size of small objects per surface
+        #: (furniture.clutter_on)
+        self.clutter_scale, self.clutter_size = clutter_scale, clutter_size
+        #: probability that a low cabinet gets a wall-mounted upper cabinet (furniture.cabinet)
+        self.upper_cabinet_p = upper_cabinet_p
         self.footprints: List[Tuple[float, float, float, float]] = []
 
     def colour(self, base=None, spread=0.15) -> RGBA:

@@ -1,5 +1,6 @@
 """Wall decor for the synthetic rooms: windows (bright panes with frames) and pictures (textured
-thin boxes) on the walls, NYUv2-13 classes ``window`` and ``picture``.
+thin boxes) on the walls, NYUv2-13 classes ``window`` and ``picture``, and wall-mounted upper
+cabinets (``furniture``).
 
 Same conventions as :mod:`depth3dseg_ros.synth.furniture`: the function takes the scene's
 :class:`~depth3dseg_ros.synth.scene.Placer` and returns a list of objects (lists of
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import List
 
-from depth3dseg_ros.synth.scene import CLS, PICTURE_TEXTURES, ObjectBuilder, Placer
+from depth3dseg_ros.synth.scene import CLS, PICTURE_TEXTURES, ObjectBuilder, Part, Placer
 
 
 def wall_panels(pl: Placer, n_windows: int, n_pictures: int) -> List[object]:
@@ -63,3 +64,27 @@ def wall_panels(pl: Placer, n_windows: int, n_pictures: int) -> List[object]:
             )
         out.append(ob.parts)
     return out
+
+
+def upper_cabinet(pl: Placer, x, y, yaw, w, d, h, col) -> List[Part]:
+    """A wall-mounted cabinet (furniture) in colour ``col`` (RGBA) above a low cabinet of width w,
+    depth d and height h at x, y, yaw (kitchens, offices): 0.25–0.35 m deep, 0.5–0.8 m high, its
+    bottom 0.45–0.75 m above the low cabinet's top (below the ceiling), doors with handles."""
+    rng = pl.rng
+    du, hu = float(rng.uniform(0.25, 0.35)), float(rng.uniform(0.5, 0.8))
+    z0 = min(h + float(rng.uniform(0.45, 0.75)), pl.size[2] - hu - 0.05)
+    ob = ObjectBuilder(x, y, yaw)
+    yc = -d / 2 + du / 2  # back against the wall, like the low cabinet's
+    ob.box((0, yc, z0 + hu / 2), (w / 2, du / 2, hu / 2), col, CLS['furniture'])
+    n = max(1, int(round(w / 0.5)))
+    for i in range(n):
+        xc = -w / 2 + w * (i + 0.5) / n
+        ob.box(
+            (xc, yc + du / 2 + 0.005, z0 + hu / 2),
+            (w / (2 * n) - 0.015, 0.005, hu / 2 - 0.02),
+            pl.colour(col[:3], 0.1),
+            CLS['furniture'],
+        )
+        handle = (0.7, 0.7, 0.7, 1.0)
+        ob.box((xc, yc + du / 2 + 0.015, z0 + 0.08), (0.01, 0.01, 0.05), handle, CLS['furniture'])
+    return ob.parts
