@@ -96,22 +96,15 @@ LAYOUTS = {
         clutter_size=1.0,
         upper_cabinet_p=0.0,
     ),
-    'cluttered': dict(
-        side=(3.5, 6.0),
-        zone=0.12,
-        windows=(0, 3),
-        pictures=(3, 9),
-        table=(1, 4),
-        shelf=(1, 5),
-        cabinet=(2, 5),
-        chair=(2, 7),
-        clutter=(3, 10),
-        big=(3, 9),
-        clutter_scale=2.5,
-        clutter_size=1.6,
-        upper_cabinet_p=0.6,
-    ),
 }
+LAYOUTS['cluttered'] = dict(
+    LAYOUTS['dense'],
+    pictures=(3, 9),
+    cabinet=(2, 5),
+    clutter_scale=2.5,
+    clutter_size=1.6,
+    upper_cabinet_p=0.6,
+)
 
 
 def make_scene(rng: np.random.Generator, layout: str = 'sparse') -> SceneSpec:
