@@ -1,6 +1,6 @@
 """Camera poses for the synthetic generator: smooth paths at robot height, hand-held snapshots
-across the room, optical-frame rotation,
-and the pinhole K that matches pybullet's TinyRenderer exactly.
+across the room, optical-frame rotation, and the pinhole K that matches pybullet's TinyRenderer
+exactly.
 
 Optical frame (REP 103): z forward, x right, y down. ``T_world_cam`` (4×4 float64) maps
 optical-frame points to world points, so a back-projected pixel ``p_c``

@@ -48,7 +48,7 @@ def render_frames(
     """Yield (scene index, exact frame, depth to record in m) for every frame, scene after scene.
 
     The recorded depth is the exact render, or the Kinect-like noisy one with ``noise``. ``layout``
-    is room.make_scene's ('sparse' or 'dense'), ``camera`` one of :data:`CAMERAS`.
+    is one of room.LAYOUTS ('sparse', 'dense', 'cluttered'), ``camera`` one of :data:`CAMERAS`.
     One pybullet connection is reused; the world is reset per scene.
 
     Raises:
