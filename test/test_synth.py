@@ -10,51 +10,25 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 from rosbags.highlevel import AnyReader
-from rosbags.typesys import Stores, get_typestore
 
 from depth3dseg_ros.core.classes import NYU13
-from depth3dseg_ros.core.geometry import backproject_np
 from depth3dseg_ros.synth import bagwrite, cli
 from depth3dseg_ros.synth.camera import CameraPose, camera_path, tinyrenderer_K
 from depth3dseg_ros.synth.noise import axial_sigma, kinect_noise
 from depth3dseg_ros.synth.render import Renderer, depth_buffer_to_z
 from depth3dseg_ros.synth.room import make_scene
 from depth3dseg_ros.synth.scene import CLS
-
-TS = get_typestore(Stores.ROS2_KILTED)
+from synthutil import TS, plane_residuals, read_all, world_points
 
 
 @pytest.fixture(scope='module')
 def renderer():
     with Renderer(160, 120) as r:
         yield r
-
-
-def _world_points(frame):
-    pts = backproject_np(frame.depth, frame.K).reshape(-1, 3).astype(np.float64)
-    T = frame.T_world_cam
-    return (pts @ T[:3, :3].T + T[:3, 3]).reshape(frame.depth.shape + (3,))
-
-
-def _plane_residuals(frame, size):
-    """|distance| of floor / ceiling / wall pixels to their plane (m)."""
-    lx, ly, hc = size
-    P = _world_points(frame)
-    out = {}
-    fl = frame.labels == CLS['floor']
-    out['floor'] = np.abs(P[fl][:, 2])
-    out['ceiling'] = np.abs(P[frame.labels == CLS['ceiling']][:, 2] - hc)
-    wall = P[frame.labels == CLS['wall']]
-    d = np.min(
-        np.abs(np.stack([wall[:, 0], wall[:, 0] - lx, wall[:, 1], wall[:, 1] - ly], 1)), axis=1
-    )
-    out['wall'] = d
-    return out
 
 
 def test_tinyrenderer_K_backprojects_onto_room_planes(renderer):
@@ -65,7 +39,7 @@ def test_tinyrenderer_K_backprojects_onto_room_planes(renderer):
     seen = 0
     for pose in camera_path(rng, scene.free_zone, 6):
         frame = renderer.render(pose)
-        res = _plane_residuals(frame, scene.size)
+        res = plane_residuals(frame, scene.size)
         for name, r in res.items():
             if r.size:
                 seen += 1
@@ -96,7 +70,7 @@ def test_K_choice_is_measured_not_assumed(renderer):
         K = frame.K.copy()
         K[0, 2], K[1, 2] = cx, cy
         frame.K = K
-        errors[name] = float(np.abs(_world_points(frame)[fl][:, 2]).mean())
+        errors[name] = float(np.abs(world_points(frame)[fl][:, 2]).mean())
     assert errors['used'] < 5e-4
     assert (
         errors['centre_minus_half'] > 2 * errors['used'] and errors['centre'] > 2 * errors['used']
@@ -192,20 +166,12 @@ def test_noise_model_statistics():
         kinect_noise(np.zeros(5, np.float32), K, rng)
 
 
-def _read_all(path: Path):
-    out = []
-    with AnyReader([path], default_typestore=TS) as r:
-        for c, t, raw in r.messages(connections=r.connections):
-            out.append((c.topic, c.msgtype, t, bytes(raw)))
-    return out
-
-
 def test_same_seed_same_bytes(tmp_path):
     args = dict(scenes=2, frames_per_scene=3, width=64, height=48, noise=True, progress=False)
     cli.generate(tmp_path / 'a', seed=5, **args)
     cli.generate(tmp_path / 'b', seed=5, **args)
     cli.generate(tmp_path / 'c', seed=6, **args)
-    a, b, c = (_read_all(tmp_path / n) for n in 'abc')
+    a, b, c = (read_all(tmp_path / n) for n in 'abc')
     assert len(a) == 2 * 3 * 4
     assert a == b
     assert [m[3] for m in a] != [m[3] for m in c]
@@ -300,7 +266,7 @@ def test_sqlite3_storage_and_out_dir_errors(tmp_path):
         == 0
     )
     assert list(out.glob('*.db3'))
-    assert len(_read_all(out)) == 8
+    assert len(read_all(out)) == 8
     assert (
         cli.main(['--out', str(out), '--scenes', '1', '--frames-per-scene', '2', '--no-progress'])
         == 2

@@ -17,17 +17,13 @@ import math
 import numpy as np
 import pytest
 import yaml
-from rosbags.highlevel import AnyReader
-from rosbags.typesys import Stores, get_typestore
 
-from depth3dseg_ros.core.geometry import backproject_np
 from depth3dseg_ros.synth import cli
 from depth3dseg_ros.synth.camera import _exit_distance, handheld_poses
 from depth3dseg_ros.synth.render import Renderer
 from depth3dseg_ros.synth.room import make_scene
 from depth3dseg_ros.synth.scene import CLS
-
-TS = get_typestore(Stores.ROS2_KILTED)
+from synthutil import plane_residuals, read_all
 
 
 def test_handheld_poses_keep_clearance_and_look_across_the_room():
@@ -139,22 +135,13 @@ def test_handheld_frames_backproject_onto_room_planes_and_cover_classes():
             rng = np.random.default_rng([seed, 0, 0])
             scene = make_scene(rng, 'dense')
             renderer.load(scene)
-            lx, ly, _ = scene.size
             seen = set()
             for pose in handheld_poses(rng, scene.size, scene.footprints, 25):
                 f = renderer.render(pose)
-                pts = backproject_np(f.depth, f.K).reshape(-1, 3).astype(np.float64)
-                T = f.T_world_cam
-                P = (pts @ T[:3, :3].T + T[:3, 3]).reshape(f.depth.shape + (3,))
-                floor = P[f.labels == CLS['floor']]
-                if floor.size:
-                    assert np.abs(floor[:, 2]).max() < 5e-3
-                wall = P[f.labels == CLS['wall']]
-                if wall.size:
-                    d = np.abs(
-                        np.stack([wall[:, 0], wall[:, 0] - lx, wall[:, 1], wall[:, 1] - ly])
-                    )
-                    assert d.min(axis=0).max() < 5e-3
+                res = plane_residuals(f, scene.size)
+                for name in ('floor', 'wall'):
+                    if res[name].size:
+                        assert res[name].max() < 5e-3, (name, res[name].max())
                 seen |= set(np.unique(f.labels).tolist())
             assert 0 not in seen
             assert seen <= scene.class_ids()
@@ -163,17 +150,12 @@ def test_handheld_frames_backproject_onto_room_planes_and_cover_classes():
         assert len(placed_all - seen_all) <= 1, placed_all - seen_all
 
 
-def _messages(path):
-    with AnyReader([path], default_typestore=TS) as r:
-        return [bytes(raw) for _, _, raw in r.messages(connections=r.connections)]
-
-
 def test_same_seed_same_bytes_and_options_recorded(tmp_path):
     args = dict(scenes=2, frames_per_scene=3, width=64, height=48, noise=True, progress=False)
     cli.generate(tmp_path / 'a', seed=5, layout='dense', camera='handheld', **args)
     cli.generate(tmp_path / 'b', seed=5, layout='dense', camera='handheld', **args)
     cli.generate(tmp_path / 'c', seed=5, **args)
-    a, b, c = (_messages(tmp_path / n) for n in 'abc')
+    a, b, c = ([m[3] for m in read_all(tmp_path / n)] for n in 'abc')
     assert len(a) == 2 * 3 * 4 and a == b and a != c
     info = yaml.safe_load((tmp_path / 'a' / 'metadata.yaml').read_text())
     custom = json.loads(info['rosbag2_bagfile_information']['custom_data']['depth3dseg.synth'])
