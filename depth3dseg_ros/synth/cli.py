@@ -35,6 +35,14 @@ from depth3dseg_ros.synth.room import LAYOUTS, make_scene
 CAMERAS = ('robot', 'handheld')
 
 
+def _check_options(layout: str, camera: str) -> None:
+    """Raise ValueError naming ``--layout``/``--camera`` and the value if either is unknown."""
+    if camera not in CAMERAS:
+        raise ValueError(f'--camera {camera!r}: expected one of {list(CAMERAS)}')
+    if layout not in LAYOUTS:
+        raise ValueError(f'--layout {layout!r}: expected one of {sorted(LAYOUTS)}')
+
+
 def render_frames(
     scenes: int,
     frames_per_scene: int,
@@ -54,8 +62,7 @@ def render_frames(
     Raises:
         ValueError: unknown ``layout`` or ``camera``.
     """
-    if camera not in CAMERAS:
-        raise ValueError(f'camera={camera!r}: expected one of {list(CAMERAS)}')
+    _check_options(layout, camera)
     with Renderer(width, height) as renderer:
         for s in range(scenes):
             rng = np.random.default_rng([seed, s, 0])
@@ -92,10 +99,7 @@ def generate(
         ValueError: a non-positive count/size, an unknown ``layout``/``camera``, or ``out``
             exists and is not an empty directory.
     """
-    if camera not in CAMERAS:
-        raise ValueError(f'--camera {camera!r}: expected one of {list(CAMERAS)}')
-    if layout not in LAYOUTS:
-        raise ValueError(f'--layout {layout!r}: expected one of {sorted(LAYOUTS)}')
+    _check_options(layout, camera)  # before the output directory is touched
     for name, v in (
         ('scenes', scenes),
         ('frames_per_scene', frames_per_scene),

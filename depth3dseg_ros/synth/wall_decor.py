@@ -76,7 +76,7 @@ def upper_cabinet(pl: Placer, x, y, yaw, w, d, h, col) -> List[Part]:
     ob = ObjectBuilder(x, y, yaw)
     yc = -d / 2 + du / 2  # back against the wall, like the low cabinet's
     ob.box((0, yc, z0 + hu / 2), (w / 2, du / 2, hu / 2), col, CLS['furniture'])
-    n = max(1, int(round(w / 0.5)))
+    n, handle = max(1, int(round(w / 0.5))), (0.7, 0.7, 0.7, 1.0)
     for i in range(n):
         xc = -w / 2 + w * (i + 0.5) / n
         ob.box(
@@ -85,6 +85,5 @@ def upper_cabinet(pl: Placer, x, y, yaw, w, d, h, col) -> List[Part]:
             pl.colour(col[:3], 0.1),
             CLS['furniture'],
         )
-        handle = (0.7, 0.7, 0.7, 1.0)
         ob.box((xc, yc + du / 2 + 0.015, z0 + 0.08), (0.01, 0.01, 0.05), handle, CLS['furniture'])
     return ob.parts
