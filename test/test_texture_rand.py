@@ -37,7 +37,7 @@ def test_default_off_and_preset():
     assert DEFAULTS['augment']['texture'] is None
     assert tr.resolve_texture(None) is None and tr.resolve_texture('none') is None
     t = tr.resolve_texture('domain_rand')
-    assert t['p'] == 0.8 and set(t) == set(tr.FIELDS)
+    assert t['p'] == 0.8 and set(t) == set(tr.FIELDS) | {'photo'} and t['photo'] == []
     assert tr.resolve_texture({'p': 0.0}) is None  # every field default, p 0: off
     assert (
         load_config(None, ['augment.texture=domain_rand'])['augment']['texture'] == 'domain_rand'
@@ -55,6 +55,9 @@ def test_default_off_and_preset():
             r'augment.texture.value=\[0.9, 0.1\] must be \[min, max\]',
         ),
         (3, r'augment.texture=3 must be null'),
+        ({'photo': 'data/real'}, r"augment.texture.photo='data/real' must be a list"),
+        ({'photo': [1]}, r'augment.texture.photo=\[1\] must be a list'),
+        ({'p_photo': -1}, r'augment.texture.p_photo=-1 must be a number'),
     ],
 )
 def test_bad_config_refused(spec, match):
@@ -138,3 +141,57 @@ def test_dataset_keeps_labels_depth_and_k(real_dir, tmp_path):
             assert np.array_equal(a[key].numpy(), b[key].numpy(), equal_nan=True), key
         changed += int(not np.array_equal(a['rgb'].numpy(), b['rgb'].numpy()))
     assert changed == sum(bool(plain[i]['has_labels']) for i in range(len(plain)))
+
+
+def test_photo_textures_paint_segments_with_the_photo_under_their_shading(scene):
+    rgb, lab = scene
+    cfg = tr.resolve_texture(dict(ON, p_photo=1.0))
+    pool = np.zeros((1, 60, 80, 3), np.uint8)
+    pool[0, :, :, 1] = 160  # one pure green photo: every warp of it is pure green
+    out = tr.randomize_texture(rgb, lab, np.random.default_rng(0), cfg, pool).astype(np.float64)
+    assert out[..., 0].max() == 0 and out[..., 2].max() == 0
+    # green is the photo times each segment's own shading: the input's gradient survives
+    seg, n = tr.segments(lab)
+    for s in range(n):
+        m = seg == s
+        cols = np.nonzero(m.any(0))[0]
+        if cols[-1] - cols[0] > 20:
+            g = out[..., 1]
+            assert g[:, cols[-1]][m[:, cols[-1]]].mean() > g[:, cols[0]][m[:, cols[0]]].mean()
+    # p_photo 0: the procedural path's draws come first, so the photo draws change nothing before
+    cfg0 = tr.resolve_texture(dict(ON, p_photo=0.0))
+    a = tr.randomize_texture(rgb, lab, np.random.default_rng(5), cfg0, pool)
+    b = tr.randomize_texture(rgb, lab, np.random.default_rng(5), cfg0)
+    assert a.tobytes() == b.tobytes()
+    with pytest.raises(ValueError, match=r'photo pool size \(30, 40\)'):
+        tr.randomize_texture(rgb, lab, np.random.default_rng(0), cfg, pool[:, :30, :40])
+
+
+def test_photo_fields_are_real_frames_warped(scene):
+    pool = np.random.default_rng(1).integers(0, 255, (2, 60, 80, 3)).astype(np.uint8)
+    f = tr.photo_fields(np.random.default_rng(2), pool)
+    assert f.shape == (tr.PHOTOS_PER_FRAME, 60, 80, 3) and f.dtype == np.float32
+    assert 0.0 <= f.min() and f.max() <= 1.0
+    g = tr.photo_fields(np.random.default_rng(2), pool)
+    assert f.tobytes() == g.tobytes()
+
+
+def test_dataset_photo_pool_from_unlabelled_dirs(real_dir, tmp_path):
+    d = make_dataset_dir(real_dir, tmp_path / 'd', size=(80, 60))
+    photos = make_dataset_dir(real_dir, tmp_path / 'p', size=(80, 60), labels=False)
+    base = {k: v for k, v in DEFAULTS['augment'].items()}
+    spec = dict(ON, p_photo=1.0, photo=[str(photos)])
+    plain = FrameDataset([d, photos], input_size=(80, 60), augment=dict(base), seed=4)
+    rand = FrameDataset([d, photos], input_size=(80, 60), augment=dict(base, texture=spec), seed=4)
+    assert rand.photo_pool.shape == (len(FrameDataset([photos])), 60, 80, 3)
+    for i in range(len(plain)):
+        a, b = plain[i], rand[i]
+        for key in ('labels', 'depth', 'K'):
+            assert np.array_equal(a[key].numpy(), b[key].numpy(), equal_nan=True), key
+        # labelled frames are repainted; the unlabelled photo frames stay as they are
+        same = np.array_equal(a['rgb'].numpy(), b['rgb'].numpy())
+        assert same == (not bool(plain[i]['has_labels']))
+    with pytest.raises(FileNotFoundError, match=r'augment.texture.photo: .*nowhere'):
+        FrameDataset(
+            [d], input_size=(80, 60), augment=dict(base, texture=dict(spec, photo=['nowhere']))
+        )

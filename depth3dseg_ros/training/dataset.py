@@ -39,6 +39,7 @@ from depth3dseg_ros.core.imageops import resize_depth, resize_labels
 from depth3dseg_ros.dataset_format import read_index, read_manifest
 from depth3dseg_ros.training.camera_aug import augment_depth, augment_rgb, resolve_camera
 from depth3dseg_ros.training.fda import apply_fda, load_style_pool, resolve_fda
+from depth3dseg_ros.training.real_pool import load_rgb_pool
 from depth3dseg_ros.training.texture_rand import randomize_texture, resolve_texture
 
 
@@ -237,6 +238,12 @@ class FrameDataset(Dataset):
         self.camera = resolve_camera(self.augment.get('camera')) if self.augment else None
         #: label-guided texture/colour randomisation (training.texture_rand; None = off)
         self.texture = resolve_texture(self.augment.get('texture')) if self.augment else None
+        #: real frames for photo textures (uint8 N×H×W×3 at input size; None = procedural only)
+        self.photo_pool = None
+        if self.texture is not None and self.texture['photo']:
+            self.photo_pool = load_rgb_pool(
+                self.texture['photo'], self.input_size, 'augment.texture.photo'
+            )
         #: Fourier domain adaptation towards real images (training.fda; None = off)
         self.fda = resolve_fda(self.augment.get('fda')) if self.augment else None
         self.fda_pool = None
@@ -315,7 +322,7 @@ class FrameDataset(Dataset):
             )
             # drawn after the geometric params: those stay as without these ops
             if self.texture is not None:  # the scene's appearance first, then the camera
-                rgb = randomize_texture(rgb, labels, rng, self.texture)
+                rgb = randomize_texture(rgb, labels, rng, self.texture, self.photo_pool)
             if self.fda is not None and self.restyle[i]:
                 rgb = apply_fda(rgb, rng, self.fda, self.fda_pool)  # then the real camera's look
             if self.camera is not None:

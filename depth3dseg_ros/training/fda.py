@@ -32,11 +32,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-import cv2
 import numpy as np
 
-from depth3dseg_ros.dataset_format import INDEX, read_index
 from depth3dseg_ros.training.config_checks import check_number, check_range
+from depth3dseg_ros.training.real_pool import load_rgb_pool
 
 #: Field -> default (``style`` has none: it must be given).
 DEFAULTS: dict[str, Any] = {'p': 0.5, 'beta': [0.0, 0.01]}
@@ -90,30 +89,13 @@ def amplitude(rgb: np.ndarray) -> np.ndarray:
 
 def load_style_pool(dirs: Sequence[str | Path], wh: tuple[int, int]) -> np.ndarray:
     """Amplitude spectra of the RGB of every frame in the dataset directories ``dirs``, each
-    resized to ``wh`` = (W, H) (INTER_AREA): float32 N×H×(W//2+1)×3.
+    resized to ``wh`` = (W, H) (INTER_AREA, `real_pool.load_rgb_pool`): float32
+    N×H×(W//2+1)×3.
 
     Raises FileNotFoundError naming a missing directory or image, ValueError when the directories
     hold no frame.
     """
-    w, h = int(wh[0]), int(wh[1])
-    amps = []
-    for d in dirs:
-        d = Path(d)
-        if not (d / INDEX).is_file():
-            raise FileNotFoundError(
-                f'augment.fda.style: {d} is not a dataset directory (no index.jsonl); '
-                'write one with depth3dseg-extract'
-            )
-        for rec in read_index(d):
-            bgr = cv2.imread(str(d / rec['rgb']), cv2.IMREAD_COLOR)
-            if bgr is None:
-                raise FileNotFoundError(f"augment.fda.style: image {d / rec['rgb']} unreadable")
-            small = cv2.resize(bgr, (w, h), interpolation=cv2.INTER_AREA)
-            rgb = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
-            amps.append(amplitude(rgb))
-    if not amps:
-        raise ValueError(f'augment.fda.style: no frames in {[str(d) for d in dirs]}')
-    return np.stack(amps)
+    return np.stack([amplitude(rgb) for rgb in load_rgb_pool(dirs, wh, 'augment.fda.style')])
 
 
 def swap_low_amplitude(rgb: np.ndarray, style_amp: np.ndarray, b: int) -> np.ndarray:

@@ -17,6 +17,16 @@ reliable cues. Here it is done in image space, after rendering, with the label i
    angle, amplitude U(0, ``texture``)), times the shading, then blended with the original by
    U(``blend``).
 
+4. Photo textures (``photo``: dataset directories of unlabelled real frames, none of an evaluation
+   set): a retextured segment takes, with probability ``p_photo``, its colour and detail from a
+   real photograph instead of a procedural texture: one of three real frames of the pool drawn for
+   the frame, each scaled by U(0.5, 2), rotated by U(−180°, 180°), mirrored with probability 0.5
+   and shifted (reflected at the borders), times the segment's shading. Real photographs bring
+   what the procedural textures lack (clutter, fine edges, real colour statistics, sensor noise)
+   inside regions whose label comes from their shape and place alone, so internal texture stops
+   naming a class: the texture-versus-shape shortcut of Geirhos et al. 2019 ("ImageNet-trained
+   CNNs are biased towards texture"), here against real textures.
+
 It runs before the camera-true ops (training.camera_aug) and the colour jitter: appearance of the
 scene first, then the camera. Labels, depth and K are untouched. All randomness comes from the
 dataset's per-sample generator (exact resume and DDP determinism hold); with ``p = 0`` nothing is
@@ -43,7 +53,11 @@ FIELDS: dict[str, tuple[Any, str, float, float]] = {
     'value': ([0.2, 0.95], 'range', 0.0, 1.0),
     'texture': (0.35, 'num', 0.0, 1.0),  # largest texture amplitude (relative)
     'blend': ([0.6, 1.0], 'range', 0.0, 1.0),  # weight of the new appearance
+    'p_photo': (0.5, 'num', 0.0, 1.0),  # share of retextured segments that take a photo (`photo`)
 }
+#: Photo textures: draws per frame (each a real frame of the pool, warped), scale range.
+PHOTOS_PER_FRAME = 3
+PHOTO_SCALE = (0.5, 2.0)
 PRESETS: dict[str, dict[str, Any]] = {'domain_rand': {'p': 0.8}}
 
 
@@ -64,15 +78,27 @@ def resolve_texture(spec: Any, where: str = 'augment.texture') -> dict[str, Any]
                 f'config {where}.preset={preset!r} is unknown (known: {sorted(PRESETS)})'
             )
         table.update(PRESETS[preset])
+    table['photo'] = []
     for k, v in spec.items():
         if k == 'preset':
             continue
-        if k not in FIELDS:
-            raise ValueError(f'config {where}.{k} is unknown (known: {sorted(FIELDS)})')
+        if k not in FIELDS and k != 'photo':
+            raise ValueError(
+                f"config {where}.{k} is unknown (known: {sorted([*FIELDS, 'photo'])})"
+            )
         table[k] = v
     for k, (_, kind, lo, hi) in FIELDS.items():
         check = check_range if kind == 'range' else check_number
         table[k] = check(table[k], f'{where}.{k}', lo, hi)
+    photo = table['photo']
+    if photo is None:
+        photo = []
+    if not isinstance(photo, (list, tuple)) or not all(isinstance(d, str) and d for d in photo):
+        raise ValueError(
+            f'config {where}.photo={photo!r} must be a list of dataset directories '
+            '(unlabelled real frames)'
+        )
+    table['photo'] = list(photo)
     return table if table['p'] > 0 else None
 
 
@@ -116,14 +142,47 @@ def _hsv_to_rgb(h: np.ndarray, s: np.ndarray, v: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)[0].astype(np.float32) / 255.0
 
 
+def photo_fields(rng: np.random.Generator, pool: np.ndarray) -> np.ndarray:
+    """`PHOTOS_PER_FRAME` real frames of ``pool`` (uint8 N×H×W×3 at the frame's size), each
+    scaled by U(`PHOTO_SCALE`), rotated by U(−180°, 180°) about a random centre, mirrored with
+    probability 0.5 and reflected at the borders: float32 (PHOTOS_PER_FRAME, H, W, 3) in [0, 1]."""
+    n, h, w = pool.shape[:3]
+    out = np.empty((PHOTOS_PER_FRAME, h, w, 3), np.float32)
+    for j in range(PHOTOS_PER_FRAME):
+        k = int(rng.integers(0, n))
+        scale = float(rng.uniform(*PHOTO_SCALE))
+        angle = float(rng.uniform(-180.0, 180.0))
+        cx, cy = float(rng.uniform(0, w)), float(rng.uniform(0, h))
+        src = pool[k][:, ::-1] if rng.random() < 0.5 else pool[k]
+        M = cv2.getRotationMatrix2D((cx, cy), angle, scale)
+        M[:, 2] += (w / 2 - cx, h / 2 - cy)
+        warped = cv2.warpAffine(
+            np.ascontiguousarray(src),
+            M,
+            (w, h),
+            flags=cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_REFLECT_101,
+        )
+        out[j] = warped.astype(np.float32) / 255.0
+    return out
+
+
 def randomize_texture(
-    rgb: np.ndarray, labels: np.ndarray | None, rng: np.random.Generator, cfg: dict | None
+    rgb: np.ndarray,
+    labels: np.ndarray | None,
+    rng: np.random.Generator,
+    cfg: dict | None,
+    photos: np.ndarray | None = None,
 ) -> np.ndarray:
     """Recolour and retexture the segments of H×W×3 uint8 RGB ``rgb`` guided by H×W ``labels``
     (module docstring). Returns uint8 RGB of the same shape; ``rgb`` itself when ``cfg`` is None,
     the frame has no labels or the frame's draw says no. Draws only from ``rng``.
 
-    Raises ValueError when ``labels`` is not the size of ``rgb``.
+    ``photos``: the photo-texture pool (uint8 N×H×W×3 at the frame's size, `real_pool.
+    load_rgb_pool` of ``cfg['photo']``) or None (procedural textures only: the draws, and so the
+    output, are then exactly those without the photo option).
+
+    Raises ValueError when ``labels`` is not the size of ``rgb``, or ``photos`` is not.
     """
     if cfg is None or labels is None or not rng.random() < cfg['p']:
         return rgb
@@ -155,6 +214,15 @@ def randomize_texture(
         m = k == i + 1
         tex[m] += amp[seg[m]] * fields[i][m]
     new = base[seg] * (shading * np.maximum(tex, 0.0))[..., None]
+    if photos is not None:
+        if photos.shape[1:3] != (h, w):
+            raise ValueError(f'photo pool size {photos.shape[1:3]} != rgb {(h, w)}')
+        use = (rng.random(n) < cfg['p_photo'])[seg]
+        which = rng.integers(0, PHOTOS_PER_FRAME, n)[seg]
+        fields_p = photo_fields(rng, photos)
+        for j in range(PHOTOS_PER_FRAME):
+            m = use & (which == j)
+            new[m] = fields_p[j][m] * shading[m][:, None]
     b = np.where(on[seg], blend[seg], 0.0).astype(np.float32)[..., None]
     out = img * (1.0 - b) + np.clip(new, 0.0, 1.0) * b
     return cv2.convertScaleAbs(out, alpha=255.0)
