@@ -12,7 +12,7 @@ import torch
 
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.geometry import backproject_np
-from depth3dseg_ros.training.config import DEFAULTS
+from depth3dseg_ros.training.config import DEFAULTS, load_config
 from depth3dseg_ros.training.dataset import (
     FrameDataset,
     flip_intrinsics,
@@ -186,6 +186,31 @@ def test_dataset_augmentation_uses_same_K_and_is_seeded(ds_dir):
         ds.set_epoch(epoch)
         Ks.add(tuple(ds[0]['K'].numpy().round(3).ravel()))
     assert len(Ks) > 4  # a new draw each epoch
+
+
+def test_scale_depth_divides_depth_by_the_zoom(ds_dir):
+    """augment.scale_depth (Eigen et al. 2014): a frame zoomed by s carries depth / s, same K and
+    labels; the back-projected cloud is the plain one scaled by 1/s (a similarity)."""
+    aug = dict(DEFAULTS['augment'], hflip=0.0, scale=[1.2, 1.6], brightness=0.0)
+    aug.update(contrast=0.0, saturation=0.0)
+    plain = FrameDataset([ds_dir], (64, 48), augment=aug, seed=3)
+    scaled = FrameDataset([ds_dir], (64, 48), augment=dict(aug, scale_depth=True), seed=3)
+    done = 0
+    for i in range(len(plain)):
+        a, b = plain[i], scaled[i]
+        assert torch.equal(a['K'], b['K']) and torch.equal(a['labels'], b['labels'])
+        if not bool(a['has_depth']):
+            continue
+        p = sample_params(np.random.default_rng([3, 0, i]), aug, (64, 48))
+        s = p.scaled_wh[1] / 48
+        da, db = a['depth'].numpy(), b['depth'].numpy()
+        ok = np.isfinite(da)
+        assert np.array_equal(ok, np.isfinite(db)) and ok.any()
+        np.testing.assert_allclose(db[ok], da[ok] / s, rtol=1e-6)
+        done += 1
+    assert done >= 2
+    with pytest.raises(ValueError, match=r"augment.scale_depth='yes' must be true or false"):
+        load_config(None, ["augment.scale_depth='yes'"])
 
 
 def test_split_records_deterministic(ds_dir):

@@ -53,6 +53,10 @@ DEFAULTS: dict[str, Any] = {
         'enabled': True,
         'hflip': 0.5,
         'scale': [1.0, 1.25],
+        # divide the depth by the zoom factor of `scale` (Eigen et al. 2014): the zoomed frame then
+        # shows the scene 1/s times smaller at 1/s the depth, so the image-to-depth relation of the
+        # frame's own focal length holds for the depth head (it sees no K); K is scaled as always
+        'scale_depth': False,
         'brightness': 0.2,
         'contrast': 0.2,
         'saturation': 0.2,
@@ -284,6 +288,8 @@ def validate(cfg: dict) -> dict:
     _num(cfg, 'data.num_workers', 0, 64, integer=True)
     a = cfg['augment']
     _num(cfg, 'augment.hflip', 0.0, 1.0)
+    if not isinstance(a['scale_depth'], bool):
+        raise ValueError(f"config augment.scale_depth={a['scale_depth']!r} must be true or false")
     for key in ('brightness', 'contrast', 'saturation'):
         _num(cfg, f'augment.{key}', 0.0, 1.0)
     resolve_camera(a.get('camera'))  # raises ValueError naming augment.camera.<op>.<field>

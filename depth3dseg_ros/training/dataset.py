@@ -320,6 +320,8 @@ class FrameDataset(Dataset):
             rgb, depth, labels, K = geometric_transform(
                 rgb, depth, labels, K, p.scaled_wh, (p.x0, p.y0), (w, h), p.flip
             )
+            if depth is not None and self.augment.get('scale_depth', False):
+                depth = depth * np.float32(h / p.scaled_wh[1])  # zoom s: the scene at 1/s (m)
             # drawn after the geometric params: those stay as without these ops
             if self.texture is not None:  # the scene's appearance first, then the camera
                 rgb = randomize_texture(rgb, labels, rng, self.texture, self.photo_pool)
