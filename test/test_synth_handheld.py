@@ -61,8 +61,8 @@ def test_handheld_errors_name_the_problem():
     full = [(0.0, 0.0, 4.0, 4.0)]  # one footprint covers the floor
     with pytest.raises(ValueError, match='no hand-held eye position.*1 footprints'):
         handheld_poses(rng, (4.0, 4.0, 2.5), full, 1, tries=50)
-    with pytest.raises(ValueError, match="layout='nyu'"):
-        make_scene(rng, 'nyu')
+    with pytest.raises(ValueError, match="layout='bogus'"):
+        make_scene(rng, 'bogus')
 
 
 def _digest(layout: str) -> str:
@@ -126,14 +126,15 @@ def test_dense_rooms_are_smaller_and_fuller():
     assert n_d > 1.3 * n_s and c_d > 1.2 * c_s
 
 
-def test_handheld_frames_backproject_onto_room_planes_and_cover_classes():
+@pytest.mark.parametrize('layout', ['dense', 'nyu'])
+def test_handheld_frames_backproject_onto_room_planes_and_cover_classes(layout):
     """M2 with the render's K: floor and wall pixels of hand-held frames land on their planes;
     the labels see the placed classes and no void (a closed room)."""
     with Renderer(160, 120) as renderer:
         placed_all, seen_all = set(), set()
         for seed in range(2):
             rng = np.random.default_rng([seed, 0, 0])
-            scene = make_scene(rng, 'dense')
+            scene = make_scene(rng, layout)
             renderer.load(scene)
             seen = set()
             for pose in handheld_poses(rng, scene.size, scene.footprints, 25):
@@ -167,7 +168,7 @@ def test_cli_refuses_unknown_layout_and_camera(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(base + ['--camera', 'drone'])
     assert "invalid choice: 'drone'" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="--layout 'nyu'"):
-        cli.generate(tmp_path / 'y', 1, 1, layout='nyu')
+    with pytest.raises(ValueError, match="--layout 'bogus'"):
+        cli.generate(tmp_path / 'y', 1, 1, layout='bogus')
     with pytest.raises(ValueError, match="--camera 'drone'"):
         cli.generate(tmp_path / 'y', 1, 1, camera='drone')

@@ -56,7 +56,8 @@ def render_frames(
     """Yield (scene index, exact frame, depth to record in m) for every frame, scene after scene.
 
     The recorded depth is the exact render, or the Kinect-like noisy one with ``noise``. ``layout``
-    is one of room.LAYOUTS ('sparse', 'dense', 'cluttered'), ``camera`` one of :data:`CAMERAS`.
+    is one of room.LAYOUTS ('sparse', 'dense', 'cluttered', 'nyu'), ``camera`` one of
+    :data:`CAMERAS`.
     One pybullet connection is reused; the world is reset per scene.
 
     Raises:
@@ -161,8 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
         '--layout',
         choices=sorted(LAYOUTS),
         default='sparse',
-        help='rooms: sparse (large, free middle; default), dense (NYU-like: smaller, fuller) or '
-        'cluttered (dense with more objects and wall cabinets)',
+        help='rooms: sparse (large, free middle; default), dense (NYU-like: smaller, fuller), '
+        'cluttered (dense with more objects and wall cabinets) or nyu (dense, furnished and '
+        'labelled by NYU\'s 13-class conventions: doors, curtains, whiteboards, lamps, pillows, '
+        'kitchens)',
     )
     ap.add_argument(
         '--camera',

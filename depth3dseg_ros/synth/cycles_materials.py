@@ -22,7 +22,6 @@ from typing import Optional, Sequence
 import bpy
 
 
-
 def _rgb(c: Sequence[float]) -> tuple:
     return (float(c[0]), float(c[1]), float(c[2]), 1.0)
 

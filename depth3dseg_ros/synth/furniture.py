@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import List
 
-from depth3dseg_ros.synth import wall_decor
+from depth3dseg_ros.synth import nyu_items, wall_decor
 from depth3dseg_ros.synth.scene import (
     CLS,
     PICTURE_TEXTURES,
@@ -262,6 +262,10 @@ def cabinet(pl: Placer, with_tv: bool) -> List[object]:
         out.append(tv(pl, x, y, yaw, min(w, 1.4), h))
     else:
         out += clutter_on(pl, x, y, yaw, w, d, h, n_max=3)
+        if pl.nyu and rng.random() < 0.3:
+            lamp = ObjectBuilder(x, y, yaw)
+            nyu_items.table_lamp(pl, lamp, float(rng.uniform(-w / 3, w / 3)), 0.0, h)
+            out.append(lamp.parts)
         if pl.upper_cabinet_p > 0 and rng.random() < pl.upper_cabinet_p:
             out.append(wall_decor.upper_cabinet(pl, x, y, yaw, w, d, h, col))
     return out
@@ -309,6 +313,8 @@ def sofa(pl: Placer) -> List[object]:
     ob.box((0, -d / 2 + 0.1, back / 2), (w / 2, 0.1, back / 2), col, CLS['sofa'], tex)
     for sx in (-1, 1):
         ob.box((sx * (w / 2 - arm / 2), 0, 0.3), (arm / 2, d / 2, 0.3), col, CLS['sofa'], tex)
+    if pl.nyu:  # throw pillows against the back (objects)
+        nyu_items.cushions(pl, ob, w - 2 * arm, -d / 2 + 0.27, seat, 3)
     return [ob.parts]
 
 
@@ -330,14 +336,18 @@ def bed(pl: Placer) -> List[object]:
         pl.texture(('stripes', 'carpet', 'noise', None)),
     )
     ob.box((0, -d / 2 + 0.03, 0.5), (w / 2, 0.03, rng.uniform(0.3, 0.6)), frame, CLS['bed'])
+    pillow = CLS['objects'] if pl.nyu else CLS['bed']  # NYU labels pillows objects
     for sx in (-1, 1) if w > 1.3 else (0,):
         ob.box(
             (sx * w / 4, -d / 2 + 0.25, 0.55),
             (w / 4 - 0.06, 0.15, 0.06),
             pl.colour((0.9, 0.9, 0.9)),
-            CLS['bed'],
+            pillow,
         )
-    return [ob.parts]
+    if not pl.nyu:
+        return [ob.parts]
+    nyu_items.bed_extras(pl, ob, w, d)
+    return [ob.parts] + nyu_items.night_stands(pl, x, y, yaw, w, d)
 
 
 def floor_clutter(pl: Placer) -> List[object]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from depth3dseg_ros.synth import furniture as fu
-from depth3dseg_ros.synth import wall_decor
+from depth3dseg_ros.synth import nyu_items, nyu_wall, wall_decor
 from depth3dseg_ros.synth.scene import CLS, ObjectBuilder, SceneSpec, Placer
 
 WALL_COLOURS = (
@@ -97,6 +97,19 @@ LAYOUTS = {
         upper_cabinet_p=0.0,
     ),
 }
+#: 'nyu': the dense rooms furnished and labelled by NYU's 13-class conventions (synth.nyu_items):
+#: doors (wall), curtains/blinds (window), whiteboards, mirrors, radiators, lamps, pillows,
+#: clothes, sinks (objects), kitchen runs and night stands (furniture), rugs (floor)
+LAYOUTS['nyu'] = dict(
+    LAYOUTS['dense'],
+    nyu=True,
+    doors=(0, 3),
+    p_whiteboard=0.3,
+    p_mirror=0.3,
+    p_kitchen=0.35,
+    clothes=(0, 3),
+    p_rug=0.4,
+)
 LAYOUTS['cluttered'] = dict(
     LAYOUTS['dense'],
     pictures=(3, 9),
@@ -137,11 +150,22 @@ def make_scene(rng: np.random.Generator, layout: str = 'sparse') -> SceneSpec:
     fw, fd = cfg['zone'] * lx, cfg['zone'] * ly
     cx, cy = lx / 2 + rng.uniform(-0.1, 0.1) * lx, ly / 2 + rng.uniform(-0.1, 0.1) * ly
     zone = (cx - fw / 2, cy - fd / 2, cx + fw / 2, cy + fd / 2)
+    nyu = cfg.get('nyu', False)
     pl = Placer(
-        rng, (lx, ly, hc), zone, cfg['clutter_scale'], cfg['clutter_size'], cfg['upper_cabinet_p']
+        rng,
+        (lx, ly, hc),
+        zone,
+        cfg['clutter_scale'],
+        cfg['clutter_size'],
+        cfg['upper_cabinet_p'],
+        nyu,
     )
     spec = SceneSpec(size=(lx, ly, hc), free_zone=zone)
     spec.objects += _shell(pl)
+    if nyu:  # doors first: their swing areas stay free of furniture
+        spec.objects += nyu_wall.wall_items(
+            pl, int(rng.integers(*cfg['doors'])), cfg['p_whiteboard'], cfg['p_mirror']
+        )
     spec.objects += wall_decor.wall_panels(
         pl, int(rng.integers(*cfg['windows'])), int(rng.integers(*cfg['pictures']))
     )
@@ -156,6 +180,13 @@ def make_scene(rng: np.random.Generator, layout: str = 'sparse') -> SceneSpec:
     recipes += [fu.loose_chair] * int(rng.integers(*cfg['chair']))
     recipes += [fu.floor_clutter] * int(rng.integers(*cfg['clutter']))
     recipes += [fu.big_object] * int(rng.integers(*cfg['big']))
+    if nyu:
+        recipes = (
+            recipes[:2] + [nyu_items.kitchen] * int(rng.random() < cfg['p_kitchen']) + recipes[2:]
+        )
+        recipes += [nyu_items.floor_clothes] * int(rng.integers(*cfg['clothes']))
+        if rng.random() < cfg['p_rug']:
+            spec.objects += nyu_items.rug(pl)
     for recipe in recipes:
         spec.objects += recipe(pl)
     spec.light = dict(

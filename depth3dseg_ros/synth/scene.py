@@ -109,8 +109,12 @@ class Placer:
         clutter_scale: float = 1.0,
         clutter_size: float = 1.0,
         upper_cabinet_p: float = 0.0,
+        nyu: bool = False,
     ):
         self.rng, self.size, self.free_zone = rng, size, free_zone
+        #: label and furnish by NYU Depth v2's 13-class conventions (synth.nyu_items): bed pillows
+        #: objects, night stands, throw pillows, curtains, table lamps
+        self.nyu = nyu
         #: factors on the maximum number and on the size of small objects per surface
         #: (furniture.clutter_on)
         self.clutter_scale, self.clutter_size = clutter_scale, clutter_size

@@ -12,11 +12,14 @@ from __future__ import annotations
 import math
 from typing import List
 
+from depth3dseg_ros.synth import nyu_wall
 from depth3dseg_ros.synth.scene import CLS, PICTURE_TEXTURES, ObjectBuilder, Part, Placer
 
 
 def wall_panels(pl: Placer, n_windows: int, n_pictures: int) -> List[object]:
-    """Windows (bright panes with frames) and pictures (textured thin boxes) on the walls."""
+    """Windows (bright panes with frames) and pictures (textured thin boxes) on the walls; with
+    ``pl.nyu`` the windows also get curtains or blinds (window) and sometimes a radiator below
+    (objects), synth.nyu_wall."""
     rng, (lx, ly, hc) = pl.rng, pl.size
     out: List[object] = []
     for i in range(n_windows + n_pictures):
@@ -54,6 +57,10 @@ def wall_panels(pl: Placer, n_windows: int, n_pictures: int) -> List[object]:
                 ob.box(
                     (dx * w / 2, 0.03, zc), (0.02 + 0.01 * abs(dx), 0.03, h / 2), fr, CLS['window']
                 )
+            if pl.nyu:
+                nyu_wall.window_dressing(pl, ob, w, h, zc)
+                if rng.random() < 0.25:
+                    nyu_wall.radiator(pl, ob, w, zc - h / 2)
         else:
             ob.box(
                 (0, 0.015, zc),
