@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from depth3dseg_ros.training import texture_rand as tr
 from depth3dseg_ros.training.config import DEFAULTS, load_config
@@ -37,7 +38,8 @@ def test_default_off_and_preset():
     assert DEFAULTS['augment']['texture'] is None
     assert tr.resolve_texture(None) is None and tr.resolve_texture('none') is None
     t = tr.resolve_texture('domain_rand')
-    assert t['p'] == 0.8 and set(t) == set(tr.FIELDS) | {'photo'} and t['photo'] == []
+    assert t['p'] == 0.8 and set(t) == set(tr.FIELDS) | {'photo', 'photo_labels'}
+    assert t['photo'] == [] and t['photo_labels'] is True
     assert tr.resolve_texture({'p': 0.0}) is None  # every field default, p 0: off
     assert (
         load_config(None, ['augment.texture=domain_rand'])['augment']['texture'] == 'domain_rand'
@@ -58,6 +60,7 @@ def test_default_off_and_preset():
         ({'photo': 'data/real'}, r"augment.texture.photo='data/real' must be a list"),
         ({'photo': [1]}, r'augment.texture.photo=\[1\] must be a list'),
         ({'p_photo': -1}, r'augment.texture.p_photo=-1 must be a number'),
+        ({'photo_labels': 0}, r'augment.texture.photo_labels=0 must be true or false'),
     ],
 )
 def test_bad_config_refused(spec, match):
@@ -195,3 +198,33 @@ def test_dataset_photo_pool_from_unlabelled_dirs(real_dir, tmp_path):
         FrameDataset(
             [d], input_size=(80, 60), augment=dict(base, texture=dict(spec, photo=['nowhere']))
         )
+
+
+def test_photo_painted_frames_train_depth_only_without_photo_labels(real_dir, tmp_path):
+    """photo_labels false: a frame repainted with photo textures on keeps its depth and K and
+    loses its labels (has_labels False: depth and consistency terms only, M5)."""
+    d = make_dataset_dir(real_dir, tmp_path / 'd', size=(80, 60))
+    photos = make_dataset_dir(real_dir, tmp_path / 'p', size=(80, 60), labels=False)
+    base = {k: v for k, v in DEFAULTS['augment'].items()}
+    spec = dict(ON, p=0.5, photo=[str(photos)], photo_labels=False)
+    plain = FrameDataset([d], input_size=(80, 60), augment=dict(base), seed=4)
+    rand = FrameDataset([d], input_size=(80, 60), augment=dict(base, texture=spec), seed=4)
+    dropped = kept = 0
+    for epoch in range(3):
+        plain.set_epoch(epoch)
+        rand.set_epoch(epoch)
+        for i in range(len(plain)):
+            a, b = plain[i], rand[i]
+            for key in ('depth', 'K', 'has_depth'):
+                assert np.array_equal(a[key].numpy(), b[key].numpy(), equal_nan=True), key
+            painted = not np.array_equal(a['rgb'].numpy(), b['rgb'].numpy())
+            if not bool(a['has_labels']):
+                continue
+            assert bool(b['has_labels']) == (not painted)
+            if painted:
+                assert (b['labels'] == 0).all()  # void everywhere
+                dropped += 1
+            else:
+                assert torch.equal(a['labels'], b['labels'])
+                kept += 1
+    assert dropped > 0 and kept > 0

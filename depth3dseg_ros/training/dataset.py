@@ -324,7 +324,11 @@ class FrameDataset(Dataset):
                 depth = depth * np.float32(h / p.scaled_wh[1])  # zoom s: the scene at 1/s (m)
             # drawn after the geometric params: those stay as without these ops
             if self.texture is not None:  # the scene's appearance first, then the camera
-                rgb = randomize_texture(rgb, labels, rng, self.texture, self.photo_pool)
+                painted = randomize_texture(rgb, labels, rng, self.texture, self.photo_pool)
+                if painted is not rgb and self.photo_pool is not None:
+                    if not self.texture['photo_labels']:
+                        labels = None  # photo-painted: depth and consistency terms only (M5)
+                rgb = painted
             if self.fda is not None and self.restyle[i]:
                 rgb = apply_fda(rgb, rng, self.fda, self.fda_pool)  # then the real camera's look
             if self.camera is not None:

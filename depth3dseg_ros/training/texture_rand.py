@@ -27,8 +27,14 @@ reliable cues. Here it is done in image space, after rendering, with the label i
    naming a class: the texture-versus-shape shortcut of Geirhos et al. 2019 ("ImageNet-trained
    CNNs are biased towards texture"), here against real textures.
 
+   With ``photo_labels: false`` a frame repainted while photo textures are on keeps its depth
+   and K but loses its labels: it trains the depth and consistency terms only (METHOD M5). Real
+   photographs take away the appearance that names many classes (a whiteboard and a wall, a
+   window and a picture differ by little else) but none of the geometry the depth head needs.
+
 It runs before the camera-true ops (training.camera_aug) and the colour jitter: appearance of the
-scene first, then the camera. Labels, depth and K are untouched. All randomness comes from the
+scene first, then the camera. Depth and K are untouched, and so are the labels but for
+``photo_labels: false``. All randomness comes from the
 dataset's per-sample generator (exact resume and DDP determinism hold); with ``p = 0`` nothing is
 drawn and the frame stays byte-identical.
 
@@ -78,13 +84,14 @@ def resolve_texture(spec: Any, where: str = 'augment.texture') -> dict[str, Any]
                 f'config {where}.preset={preset!r} is unknown (known: {sorted(PRESETS)})'
             )
         table.update(PRESETS[preset])
-    table['photo'] = []
+    table['photo'], table['photo_labels'] = [], True
     for k, v in spec.items():
         if k == 'preset':
             continue
-        if k not in FIELDS and k != 'photo':
+        if k not in FIELDS and k not in ('photo', 'photo_labels'):
             raise ValueError(
-                f"config {where}.{k} is unknown (known: {sorted([*FIELDS, 'photo'])})"
+                f"config {where}.{k} is unknown "
+                f"(known: {sorted([*FIELDS, 'photo', 'photo_labels'])})"
             )
         table[k] = v
     for k, (_, kind, lo, hi) in FIELDS.items():
@@ -99,6 +106,10 @@ def resolve_texture(spec: Any, where: str = 'augment.texture') -> dict[str, Any]
             '(unlabelled real frames)'
         )
     table['photo'] = list(photo)
+    if not isinstance(table['photo_labels'], bool):
+        raise ValueError(
+            f"config {where}.photo_labels={table['photo_labels']!r} must be true or false"
+        )
     return table if table['p'] > 0 else None
 
 
