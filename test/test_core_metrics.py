@@ -44,6 +44,20 @@ def test_miou_excludes_classes_in_neither_but_counts_pred_only():
     assert cm2.iou()[1:3].tolist() == [0.0, 0.0] and cm2.miou() == 0.0
 
 
+def test_miou_gt_counts_only_ground_truth_classes_and_summary_has_the_matrix():
+    cm = ConfusionMatrix(5, void_id=0)
+    cm.update(np.array([1, 2, 2, 4, 1]), np.array([1, 1, 2, 2, 0]))  # 4 only predicted
+    iou = cm.iou()
+    np.testing.assert_allclose(iou[1:3], [1 / 2, 1 / 3])
+    assert iou[4] == 0.0 and np.isnan(iou[3])
+    assert cm.miou() == pytest.approx((1 / 2 + 1 / 3 + 0.0) / 3)  # predicted-only class counts
+    assert cm.miou_gt() == pytest.approx((1 / 2 + 1 / 3) / 2)  # ... not here
+    s = json.loads(json.dumps(cm.summary()))
+    assert s['miou_gt'] == pytest.approx(cm.miou_gt())
+    assert s['confusion'] == cm.mat.tolist() and s['confusion'][2][4] == 1  # row gt, col pred
+    assert math.isnan(ConfusionMatrix(3).miou_gt())
+
+
 def test_torch_and_numpy_counts_agree_and_valid_mask():
     rng = np.random.default_rng(0)
     g = rng.integers(0, 5, (2, 7, 9))

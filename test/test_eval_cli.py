@@ -62,8 +62,12 @@ def test_report_keys_and_ground_truth_at_network_size(ds_dir, model_file, tmp_pa
     ):
         assert key in rep, key
     for part in ('seg2d', 'seg3d', 'fused'):
-        assert set(rep[part]) >= {'miou', 'pixel_acc', 'iou', 'pixels'}
+        assert set(rep[part]) >= {'miou', 'miou_gt', 'pixel_acc', 'iou', 'pixels', 'confusion'}
         assert set(rep[part]['iou']) == set(NYU13.names[1:])  # per-class IoU, void excluded
+        conf = np.asarray(rep[part]['confusion'])
+        assert conf.shape == (len(NYU13), len(NYU13)) and conf.sum() == rep[part]['pixels']
+    assert rep['miou_gt_fused'] == rep['fused']['miou_gt'] >= rep['miou_fused'] - 1e-12
+    assert 'fused labels: % of each class' in (tmp_path / 'e' / 'report.txt').read_text()
     assert rep['frames'] == 10 and rep['frames_per_s'] > 0 and rep['input_size'] == list(SIZE)
     # ground truth counted at the network size, resized with nearest neighbour (C22 / NaN-safe
     # depth)

@@ -8,8 +8,11 @@ one frame does not make that frame's IoU undefined (test_core_metrics shows the 
 mIoU convention: IoU_c = TP / (TP + FP + FN) from the summed confusion matrix; mIoU is the mean
 over classes c ≠ void whose union TP + FP + FN > 0, i.e. present in the ground truth or in the
 prediction (a class only predicted counts with IoU 0; a class in neither is undefined and left
-out). Pixels whose ground truth is void are not counted anywhere. Pixel accuracy = Σ TP / counted
-pixels. Inputs may be numpy arrays or torch tensors (any device); counting is bincount-based.
+out). ``miou_gt`` is the mean over the classes present in the ground truth only: a small labelled
+set (the real frames hold no books and no tv) does not charge a model a 0 for each absent class it
+predicts somewhere. Pixels whose ground truth is void are not counted anywhere. Pixel accuracy
+= Σ TP / counted pixels. Inputs may be numpy arrays or torch tensors (any device); counting is
+bincount-based.
 """
 
 from __future__ import annotations
@@ -123,13 +126,24 @@ class ConfusionMatrix:
         iou = self.iou()
         return float(np.nanmean(iou)) if np.any(np.isfinite(iou)) else float('nan')
 
+    def miou_gt(self) -> float:
+        """Mean IoU over the non-void classes with ground-truth pixels (a class the model predicts
+        but the labels never contain does not count); NaN if there are none."""
+        iou = self.iou()
+        present = self.mat.sum(1) > 0
+        if self.void_id is not None:
+            present[self.void_id] = False
+        return float(np.mean(iou[present])) if present.any() else float('nan')
+
     def pixel_accuracy(self) -> float:
         """Σ TP / counted pixels; NaN when nothing was counted."""
         n = self.total
         return float(np.trace(self.mat)) / n if n else float('nan')
 
     def summary(self, names: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-        """JSON-serialisable {'miou', 'pixel_acc', 'iou': {name: IoU | None}, 'pixels'}."""
+        """JSON-serialisable {'miou', 'miou_gt', 'pixel_acc', 'iou': {name: IoU | None}, 'pixels',
+        'confusion'}: ``confusion`` is the C×C matrix as nested lists of pixel counts, rows the
+        ground-truth id, columns the predicted id (void row and column included)."""
         names = list(names) if names is not None else [str(i) for i in range(self.num_classes)]
         if len(names) != self.num_classes:
             raise ValueError(f'names has {len(names)} entries, expected {self.num_classes}')
@@ -139,6 +153,8 @@ class ConfusionMatrix:
             'pixel_acc': _f(self.pixel_accuracy()),
             'iou': {n: _f(v) for i, (n, v) in enumerate(zip(names, iou)) if i != self.void_id},
             'pixels': self.total,
+            'miou_gt': _f(self.miou_gt()),
+            'confusion': self.mat.tolist(),
         }
 
 

@@ -44,6 +44,7 @@ FLAT_KEYS = (
     'miou_2d',
     'miou_3d',
     'miou_fused',
+    'miou_gt_fused',
     'pixel_acc_2d',
     'pixel_acc_3d',
     'pixel_acc_fused',
@@ -122,6 +123,7 @@ def evaluate_model(
     }
     for k, sec in (('2d', 'seg2d'), ('3d', 'seg3d'), ('fused', 'fused')):
         flat[f'pixel_acc_{k}'] = s[sec]['pixel_acc']
+    flat['miou_gt_fused'] = s['fused']['miou_gt']
     flat['delta2'], flat['delta3'] = s['depth']['delta2'], s['depth']['delta3']
     flat = {k: flat[k] for k in FLAT_KEYS}
     if loss_cfg is not None:
@@ -181,6 +183,26 @@ def sample_grid(
     return np.concatenate(rows, axis=0)
 
 
+def confusion_lines(confusion: list[list[int]], names: list[str]) -> list[str]:
+    """The fused confusion matrix as text: one row per class with ground-truth pixels, the
+    percentage of its pixels given each predicted class (rows sum to 100; void column left out),
+    and its pixel count. ``confusion``: C×C counts, rows = ground truth (core.metrics)."""
+    m = np.asarray(confusion, dtype=np.float64)
+    cols = [i for i in range(1, len(names))]
+    lines = ['fused labels: % of each class\'s pixels (rows) given each class (columns)']
+    lines.append(f"{'':<10}" + ''.join(f'{names[j][:5]:>6}' for j in cols) + '  pixels')
+    for i in cols:
+        n = m[i].sum()
+        if n == 0:
+            continue
+        lines.append(
+            f'{names[i][:10]:<10}'
+            + ''.join(f'{100 * m[i, j] / n:6.0f}' for j in cols)
+            + f'  {int(n)}'
+        )
+    return lines
+
+
 def format_table(report: dict[str, Any], names: list[str]) -> str:
     """Readable table: per-class IoU for 2D/3D/fused, then the summary metrics."""
 
@@ -199,10 +221,17 @@ def format_table(report: dict[str, Any], names: list[str]) -> str:
         f"{'mIoU':<14}  {f(report['miou_2d'])}  {f(report['miou_3d'])}  {f(report['miou_fused'])}"
     )
     lines.append(
+        f"{'mIoU GT cls':<14}"
+        + ''.join(f'  {f(report[s].get("miou_gt"))}' for s in ('seg2d', 'seg3d', 'fused'))
+    )
+    lines.append(
         f"{'pixel acc':<14}  {f(report['pixel_acc_2d'])}  {f(report['pixel_acc_3d'])}  "
         f"{f(report['pixel_acc_fused'])}"
     )
     lines.append('')
+    if report['fused'].get('confusion') is not None:
+        lines += confusion_lines(report['fused']['confusion'], names)
+        lines.append('')
     lines.append(
         'depth: '
         + '  '.join(
