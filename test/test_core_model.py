@@ -105,6 +105,33 @@ def test_arch_roundtrip_and_errors():
         Depth3DSeg(1)
 
 
+def test_depth_focal_scales_depth_to_the_camera_and_the_cloud_follows():
+    """arch depth_focal (model.focal_depth): the head's depth is that of a camera with fy / H =
+    depth_focal; through K it is scaled by (fy / H) / depth_focal (clamped to the depth range),
+    the cloud is built from the scaled depth, and 0 leaves the model as it was."""
+    torch.manual_seed(3)
+    plain = Depth3DSeg(14, **SMALL).eval()
+    with torch.no_grad():
+        plain.net.depth_head[-1].weight.normal_(0, 0.05)
+    focal = Depth3DSeg(14, **SMALL, depth_focal=1.0).eval()
+    focal.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 3, 48, 64)
+    with torch.no_grad():
+        base = plain.forward_2d(x)['depth']
+        for f in (48.0, 60.0):  # fy / H = 1.0 and 1.25
+            K = _K(64, 48, f, batch=2)
+            out = focal(x, K)
+            want = (base * f / 48.0).clamp(0.1, 10.0)
+            torch.testing.assert_close(out['depth'], want)
+            torch.testing.assert_close(focal.forward_2d(x, K)['depth'], want)
+            z = out['xyz'][:, 2:3]
+            torch.testing.assert_close(z[out['valid']], want[out['valid']])
+            assert torch.equal(plain(x, K)['depth'], base)  # depth_focal 0: K does not matter
+        assert torch.equal(focal.forward_2d(x)['depth'], base)  # no K: the calibration camera
+    with pytest.raises(ValueError, match=r"depth_focal'\]=-1"):
+        check_arch({'depth_focal': -1})
+
+
 def test_default_arch_is_mobilenet_sized():
     """The default is real-time sized: ~1 GFLOP class, a few M parameters, not a toy or a giant."""
     model = Depth3DSeg(14)

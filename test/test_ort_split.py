@@ -29,11 +29,13 @@ pytestmark = pytest.mark.slow  # ~13 s of ONNX export and sessions: full tier (t
 TINY = dict(width=0.25, depth_mult=0.5, dec_ch=16, head_ch=8, p_channels=[8, 16], p_head=16)
 
 
-@pytest.fixture(scope='module')
-def pt_onnx(tmp_path_factory):
+@pytest.fixture(scope='module', params=[0.0, 1.0], ids=['plain', 'depth_focal'])
+def pt_onnx(tmp_path_factory, request):
+    """A tiny model file and its export; also with arch depth_focal (depth scaled to K's camera,
+    model.focal_depth: the split must find the heads behind the scaling and redo it in torch)."""
     d = tmp_path_factory.mktemp('split')
     torch.manual_seed(1)
-    model = Depth3DSeg(len(NYU13), **TINY).eval()
+    model = Depth3DSeg(len(NYU13), **TINY, depth_focal=request.param).eval()
     with torch.no_grad():
         model.net.depth_head[-1].weight.normal_(0, 0.05)
     pt = d / 'm.pt'

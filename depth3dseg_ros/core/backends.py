@@ -373,7 +373,10 @@ class OrtGraph:
                 self.split_model(x, Kt) if measured is None else self.split_model(x, Kt, measured)
             )
         h, w = x.shape[-2:]
-        K = Kn if Kn is not None else np.array([[w, 0, w / 2], [0, w, h / 2], [0, 0, 1]])
+        # no K: a nominal camera, the depth head's own calibration camera when it has one (so
+        # its depth comes out unscaled, as Depth3DSeg.forward_2d gives it)
+        f = self.meta['arch'].get('depth_focal', 0.0) * h or w
+        K = Kn if Kn is not None else np.array([[f, 0, w / 2], [0, f, h / 2], [0, 0, 1]])
         md = (
             np.full((1, 1, h, w), np.nan, np.float32)
             if measured is None

@@ -65,6 +65,7 @@ DEFAULT_ARCH: Dict[str, Any] = {
     'p_channels': [32, 32],
     'p_head': 32,
     'p_normals': True,
+    'depth_focal': 0.0,
 }
 
 
@@ -217,6 +218,25 @@ class DepthSegNet(nn.Module):
         return {'depth': depth, 'seg2d': seg}
 
 
+def focal_depth(
+    depth: torch.Tensor, K: torch.Tensor, depth_focal: float, min_depth: float, max_depth: float
+) -> torch.Tensor:
+    """Metric depth of a depth head calibrated for a camera of normalised focal length
+    ``depth_focal`` (fy / image height), seen through camera K.
+
+    A network that sees no K reads depth from apparent size and perspective, both proportional to
+    the focal length: the same scene through a camera with k times the focal length looks k times
+    larger, and the network answers k times closer. So its depth is that of the camera it was
+    trained for and scales by (fy / H) / depth_focal for another one (the canonical-camera
+    transform of Metric3D, Yin et al. 2023). depth B×1×H×W m, K B×3×3 (or 3×3, B×3×4) at H×W
+    -> B×1×H×W m clamped to [min_depth, max_depth]; ``depth_focal`` <= 0: ``depth`` unchanged.
+    """
+    if depth_focal <= 0:
+        return depth
+    fy = K[..., 1, 1].to(depth.dtype).reshape(-1, 1, 1, 1)
+    return (depth * (fy / (depth.shape[-2] * float(depth_focal)))).clamp(min_depth, max_depth)
+
+
 def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
     """Return DEFAULT_ARCH updated with `arch`; ValueError naming an unknown key or bad value."""
     if not isinstance(arch, dict):
@@ -228,6 +248,13 @@ def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
     out['p_channels'] = [int(c) for c in out['p_channels']]
     if int(out['num_classes']) < 2:
         raise ValueError(f"arch['num_classes']={out['num_classes']} must be >= 2")
+    f = out['depth_focal']
+    if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f < 100:
+        raise ValueError(
+            f"arch['depth_focal']={f!r} must be 0 (off) or the normalised focal length fy / H "
+            'of the camera the depth head is calibrated for (NYU: 1.082)'
+        )
+    out['depth_focal'] = float(f)
     return out
 
 
@@ -241,7 +268,10 @@ class Depth3DSeg(nn.Module):
     (optical frame, 0 where invalid; back-projected in float32 even for an fp16 model), valid
     B×1×H×W bool). The 3D net sees the metric X, Y, Z of the predicted depth
     (core.geometry.backproject, M2) plus per-pixel colour, so losses on seg3d reach the depth head
-    (the coupling of M3). Raises ValueError for bad shapes (see DepthSegNet, backproject).
+    (the coupling of M3). With ``depth_focal`` > 0 the depth head's output is that of a camera of
+    normalised focal length fy / H = depth_focal and ``depth`` is scaled to K's camera
+    (`focal_depth`) before anything uses it. Raises ValueError for bad shapes (see DepthSegNet,
+    backproject).
     """
 
     def __init__(self, num_classes: int = 14, **kwargs: Any):
@@ -280,9 +310,19 @@ class Depth3DSeg(nn.Module):
         arch = check_arch(arch)
         return cls(**arch)
 
-    def forward_2d(self, rgb_norm: torch.Tensor) -> Dict[str, torch.Tensor]:
-        """M1 only (no K available): {'depth', 'seg2d'}."""
-        return self.net(rgb_norm)
+    def forward_2d(
+        self, rgb_norm: torch.Tensor, K: Optional[torch.Tensor] = None
+    ) -> Dict[str, torch.Tensor]:
+        """M1 only: {'depth', 'seg2d'}. With ``depth_focal`` set and K given the depth is that of
+        K's camera (`focal_depth`); without K, that of the calibration camera."""
+        out = self.net(rgb_norm)
+        a = self.arch
+        if K is not None and a['depth_focal'] > 0:
+            out = dict(out)
+            out['depth'] = focal_depth(
+                out['depth'], K, a['depth_focal'], a['min_depth'], a['max_depth']
+            )
+        return out
 
     def forward(
         self,
@@ -295,7 +335,7 @@ class Depth3DSeg(nn.Module):
         is valid the cloud (and so the 3D net) uses it instead of the prediction; the prediction
         fills its holes and is still returned as ``depth`` (and trained). Adds ``measured`` B×1×H×W
         bool when given."""
-        out = self.net(rgb_norm)
+        out = self.forward_2d(rgb_norm, K)
         depth = out['depth']
         if measured_depth is not None:
             if measured_depth.shape != depth.shape:

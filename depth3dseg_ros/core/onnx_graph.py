@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .model import Depth3DSeg
+from .model import Depth3DSeg, focal_depth
 from .pointnet import PointSegNet
 
 __all__ = ['InferenceGraph', 'INPUT_NAMES', 'OUTPUT_NAMES']
@@ -41,8 +41,9 @@ __all__ = ['InferenceGraph', 'INPUT_NAMES', 'OUTPUT_NAMES']
 #: Graph inputs: rgb 1×3×H×W float32 normalised ((rgb/255 - mean)/std), K 1×3×3 float32 (at H×W),
 #: measured_depth 1×1×H×W float32 metres (NaN, 0, negative = no data; all-NaN when there is none).
 INPUT_NAMES = ('rgb', 'K', 'measured_depth')
-#: Graph outputs: depth 1×1×H×W float32 m (the prediction), seg2d / seg3d 1×C×H×W float32 logits,
-#: xyz 1×3×H×W float32 m (0 where invalid), valid 1×1×H×W bool, measured 1×1×H×W bool.
+#: Graph outputs: depth 1×1×H×W float32 m (the prediction, for K's camera: model.focal_depth),
+#: seg2d / seg3d 1×C×H×W float32 logits, xyz 1×3×H×W float32 m (0 where invalid), valid 1×1×H×W
+#: bool, measured 1×1×H×W bool.
 OUTPUT_NAMES = ('depth', 'seg2d', 'seg3d', 'xyz', 'valid', 'measured')
 
 
@@ -261,6 +262,9 @@ class InferenceGraph(nn.Module):
         super().__init__()
         self.net = model.net
         self.pointnet = model.pointnet
+        a = model.arch
+        #: (depth_focal, min_depth, max_depth): the depth head's calibration camera (model.py)
+        self.focal = (a['depth_focal'], a['min_depth'], a['max_depth'])
 
     def forward(self, rgb: torch.Tensor, K: torch.Tensor, measured_depth: torch.Tensor):
         """M1 + M2 + M3 as in `Depth3DSeg.forward`, in exportable operators.
@@ -271,7 +275,7 @@ class InferenceGraph(nn.Module):
         float32 (0 where invalid), valid 1×1×H×W bool, measured 1×1×H×W bool.
         """
         out = self.net(rgb)
-        pred = out['depth']
+        pred = focal_depth(out['depth'], K, *self.focal)
         measured = torch.isfinite(measured_depth) & (measured_depth > 0)
         depth = torch.where(measured, measured_depth, pred)
         xyz, valid = backproject_graph(depth, K)

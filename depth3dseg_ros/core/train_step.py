@@ -171,7 +171,7 @@ def forward_model(
     ``measured`` (B×1×H×W metres, NaN = none) the cloud uses it where valid (Depth3DSeg.forward).
 
     With ``detach_depth_for_3d`` (ablation only) the same pipeline is run from its parts —
-    ``model.forward_2d(rgb)`` (M1), `backproject` of the *detached* depth (M2) and
+    ``model.forward_2d(rgb, K)`` (M1), `backproject` of the *detached* depth (M2) and
     ``model.pointnet(xyz, valid, rgb)`` (M3) — as in core.model.Depth3DSeg.forward; a test checks
     that both paths give the same outputs. Raises ValueError for the detached path on a
     (Distributed) DataParallel wrapper.
@@ -184,7 +184,7 @@ def forward_model(
             'the model in parts, which (Distributed)DataParallel cannot synchronise; '
             'train it in one process'
         )
-    out = dict(model.forward_2d(rgb))
+    out = dict(model.forward_2d(rgb, K))
     depth = out['depth'].detach()
     if measured is not None:
         m = measured.to(depth)
