@@ -68,16 +68,34 @@ def door(pl: Placer) -> List[object]:
     return [ob.parts]
 
 
+def _wall_panel(pl: Placer, w: float, h: float):
+    """(ObjectBuilder on a free stretch of wall, centre height zc in m: 1.3–1.6 m, below the
+    ceiling by 0.1 m + h / 2) for a flat panel of width w, height h (m); None when no wall fits."""
+    pose = wall_pose(pl, w)
+    if pose is None:
+        return None
+    zc = min(float(pl.rng.uniform(1.3, 1.6)), pl.size[2] - h / 2 - 0.1)
+    return ObjectBuilder(*pose), zc
+
+
+def _frame(ob: ObjectBuilder, w: float, h: float, zc: float, t: float, colour, cls: int) -> None:
+    """Four bars of thickness t (m), 3 cm deep, around a w × h panel centred at height zc."""
+    for dz in (-1, 1):
+        ob.box((0, 0.015, zc + dz * h / 2), (w / 2 + t, 0.015, t), colour, cls)
+    for dx in (-1, 1):
+        ob.box((dx * w / 2, 0.015, zc), (t, 0.015, h / 2), colour, cls)
+
+
 def whiteboard(pl: Placer) -> List[object]:
     """A whiteboard (objects): white board in an aluminium frame with a pen tray, 1.2–2.4 m wide,
     its centre 1.3–1.6 m high."""
     rng = pl.rng
     w, h = float(rng.uniform(1.2, 2.4)), float(rng.uniform(0.9, 1.2))
-    pose = wall_pose(pl, w)
-    if pose is None:
+    placed = _wall_panel(pl, w, h)
+    if placed is None:
         return []
-    zc = min(float(rng.uniform(1.3, 1.6)), pl.size[2] - h / 2 - 0.1)
-    ob, cls = ObjectBuilder(*pose), CLS['objects']
+    ob, zc = placed
+    cls = CLS['objects']
     ob.box(
         (0, 0.012, zc),
         (w / 2, 0.012, h / 2),
@@ -86,10 +104,7 @@ def whiteboard(pl: Placer) -> List[object]:
         'noise' if rng.random() < 0.3 else None,
     )
     fr = pl.colour(METAL, 0.08)
-    for dz in (-1, 1):
-        ob.box((0, 0.015, zc + dz * h / 2), (w / 2 + 0.02, 0.015, 0.02), fr, cls)
-    for dx in (-1, 1):
-        ob.box((dx * w / 2, 0.015, zc), (0.02, 0.015, h / 2), fr, cls)
+    _frame(ob, w, h, zc, 0.02, fr, cls)
     ob.box((0, 0.05, zc - h / 2 - 0.02), (w / 3, 0.04, 0.012), fr, cls)
     return [ob.parts]
 
@@ -99,11 +114,11 @@ def mirror(pl: Placer) -> List[object]:
     0.4–1.0 m wide, 0.6–1.2 m high."""
     rng = pl.rng
     w, h = float(rng.uniform(0.4, 1.0)), float(rng.uniform(0.6, 1.2))
-    pose = wall_pose(pl, w)
-    if pose is None:
+    placed = _wall_panel(pl, w, h)
+    if placed is None:
         return []
-    zc = min(float(rng.uniform(1.3, 1.6)), pl.size[2] - h / 2 - 0.1)
-    ob, cls = ObjectBuilder(*pose), CLS['objects']
+    ob, zc = placed
+    cls = CLS['objects']
     ob.box(
         (0, 0.01, zc),
         (w / 2, 0.01, h / 2),
@@ -112,10 +127,7 @@ def mirror(pl: Placer) -> List[object]:
         pl.texture(PICTURE_TEXTURES + ('sky', 'noise')),
     )
     fr = pl.colour() if rng.random() < 0.5 else pl.colour(METAL, 0.1)
-    for dz in (-1, 1):
-        ob.box((0, 0.015, zc + dz * h / 2), (w / 2 + 0.015, 0.015, 0.015), fr, cls)
-    for dx in (-1, 1):
-        ob.box((dx * w / 2, 0.015, zc), (0.015, 0.015, h / 2), fr, cls)
+    _frame(ob, w, h, zc, 0.015, fr, cls)
     return [ob.parts]
 
 
