@@ -68,7 +68,7 @@ def door(pl: Placer) -> List[object]:
     return [ob.parts]
 
 
-def _wall_panel(pl: Placer, w: float, h: float):
+def _wall_panel(pl: Placer, w: float, h: float) -> Tuple[ObjectBuilder, float] | None:
     """(ObjectBuilder on a free stretch of wall, centre height zc in m: 1.3–1.6 m, below the
     ceiling by 0.1 m + h / 2) for a flat panel of width w, height h (m); None when no wall fits."""
     pose = wall_pose(pl, w)
