@@ -130,6 +130,8 @@ def test_depth_focal_scales_depth_to_the_camera_and_the_cloud_follows():
         assert torch.equal(focal.forward_2d(x)['depth'], base)  # no K: the calibration camera
     with pytest.raises(ValueError, match=r"depth_focal'\]=-1"):
         check_arch({'depth_focal': -1})
+    with pytest.raises(ValueError, match=r"p_colour'\]='no'"):
+        check_arch({'p_colour': 'no'})
 
 
 def test_default_arch_is_mobilenet_sized():

@@ -171,6 +171,22 @@ def test_upsampling_keeps_depth_edges():
     assert (z[:, 8] < 2).all()
 
 
+def test_geometry_only_net_ignores_colour_and_loads_colour_weights():
+    """colour=False: the logits do not depend on ``feats`` (zeros in their place), they do on the
+    geometry, and a colour net's weights load into it unchanged (same shapes: model.init)."""
+    torch.manual_seed(0)
+    colour = PointSegNet(4, k=4, window=3, stride=2, channels=(8, 8), head=8)
+    geo = PointSegNet(4, k=4, window=3, stride=2, channels=(8, 8), head=8, colour=False)
+    geo.load_state_dict(colour.state_dict())
+    xyz, valid = _cloud(12, 16, seed=3, invalid_frac=0.1)
+    f1, f2 = torch.randn(1, 3, 12, 16), torch.randn(1, 3, 12, 16)
+    with torch.no_grad():
+        assert torch.equal(geo(xyz, valid, f1), geo(xyz, valid, f2))
+        assert torch.equal(geo(xyz, valid, f1), colour(xyz, valid, torch.zeros_like(f1)))
+        assert not torch.equal(colour(xyz, valid, f1), colour(xyz, valid, f2))
+        assert not torch.equal(geo(xyz * 1.5, valid, f1), geo(xyz, valid, f1))
+
+
 def test_bad_arguments_raise():
     with pytest.raises(ValueError, match='window'):
         PointSegNet(3, k=10, window=3)

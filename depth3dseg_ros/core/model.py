@@ -65,6 +65,7 @@ DEFAULT_ARCH: Dict[str, Any] = {
     'p_channels': [32, 32],
     'p_head': 32,
     'p_normals': True,
+    'p_colour': True,
     'depth_focal': 0.0,
 }
 
@@ -255,6 +256,11 @@ def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
             'of the camera the depth head is calibrated for (NYU: 1.082)'
         )
     out['depth_focal'] = float(f)
+    if not isinstance(out['p_colour'], bool):
+        raise ValueError(
+            f"arch['p_colour']={out['p_colour']!r} must be true (the 3D net sees colour) or false "
+            '(geometry only)'
+        )
     return out
 
 
@@ -297,6 +303,7 @@ class Depth3DSeg(nn.Module):
             channels=a['p_channels'],
             head=a['p_head'],
             normals=a['p_normals'],
+            colour=a['p_colour'],
         )
 
     @property

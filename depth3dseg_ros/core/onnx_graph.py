@@ -155,7 +155,7 @@ def pointnet_graph(
     else:
         v, p0, f0 = valid, xyz, feats
     p = torch.where(v, p0, torch.zeros_like(p0))
-    fc = torch.where(v, f0, torch.zeros_like(f0))
+    fc = torch.where(v, f0, torch.zeros_like(f0)) if pn.colour else torch.zeros_like(f0)
     inf = float('inf')
     idx, mask = knn_graph(p, v, pn.k, pn.window)  # k×N, masked -> N
     parts = [p, fc] + ([_normals(p, v)] if pn.normals else [])

@@ -9,9 +9,9 @@ at a reduced resolution (every ``stride``-th pixel, the centre pixel of each str
    (core.keys); invalid candidates (no depth, outside the image) get +inf distance and are masked
    out, so the cost is O(N·k) and pixel-adjacent points that are far apart in 3D (across a depth
    edge) are not neighbours;
-2. per-point input features: X, Y, Z (metres, optical frame), colour, and optionally the
-   organized-cloud normal (cross product of the 4-neighbour differences, zero where a neighbour is
-   invalid);
+2. per-point input features: X, Y, Z (metres, optical frame), colour (or zeros in its place for
+   a geometry-only net, ``colour=False``), and optionally the organized-cloud normal (cross
+   product of the 4-neighbour differences, zero where a neighbour is invalid);
 3. EdgeConv layers (``channels``; two by default) ``h_i = max_j ReLU(W_n f_j + W_c f_i + W_g
    g_ij)`` over the valid neighbours j, with edge geometry g_ij = [p_j − p_i (m), (p_j − p_i)/r_i,
    |p_j − p_i|]:
@@ -213,6 +213,10 @@ class PointSegNet(nn.Module):
         reduced resolution). stride: subsampling of the organized cloud (1 = full resolution).
         channels: output channels of the EdgeConv layers. head: hidden channels of the head.
         normals: add organized-cloud normals to the point features.
+        colour: False makes a geometry-only net: the F feature channels are zeros whatever
+        ``feats`` holds (the weights keep their shape, so a colour model's weights load into it
+        and fine-tune; Handa et al. 2016: geometry crosses the synthetic-to-real gap better than
+        colour).
     forward(xyz B×3×H×W metres, valid B×1×H×W bool, feats B×F×H×W) -> B×C×H×W logits (0 at invalid
     pixels and at valid pixels with no valid subsampled point within reach), in the weights' dtype;
     the geometry (neighbour search, offsets, distances) is computed in float32 whatever the input
@@ -229,8 +233,10 @@ class PointSegNet(nn.Module):
         channels: Sequence[int] = (32, 64),
         head: int = 64,
         normals: bool = True,
+        colour: bool = True,
     ):
         super().__init__()
+        self.colour = bool(colour)
         if window % 2 != 1 or not 1 <= k <= window * window:
             raise ValueError(
                 f'PointSegNet needs odd window and 1 <= k <= window², got window={window} k={k}'
@@ -286,7 +292,10 @@ class PointSegNet(nn.Module):
         p = torch.where(
             v, subsample(xyz, self.stride), zero
         )  # finite; invalid values never used below
-        fc = torch.where(v, subsample(feats, self.stride).to(xyz.dtype), zero)
+        if self.colour:
+            fc = torch.where(v, subsample(feats, self.stride).to(xyz.dtype), zero)
+        else:  # geometry only: zeros in the colour channels (same weight shapes)
+            fc = p.new_zeros((p.shape[0], self.in_feats) + p.shape[2:])
         b, _, h, w = p.shape
         n = h * w
         idx, mask = knn_window(p, v, self.k, self.window)  # B×k×N
