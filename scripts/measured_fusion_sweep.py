@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Should the fused labels lean on the 3D branch where the depth is measured? (models/README.md)
+
+With an RGB-D camera's depth given to the model (``Depth3DSeg.forward(rgb, K, measured_depth)``),
+the cloud and so S3D come from measured geometry on the pixels where the sensor has depth. The
+shipped fusion (core.fusion, METHOD M7) is the mean of the S2D and S3D distributions everywhere.
+This script scores, on the labelled frames of a dataset directory that have depth, the fused labels
+p = (1 − w)·p2D + w·p3D on measured pixels (the shipped mean elsewhere: S2D alone where there is
+no 3D point) for several weights w; w = 0.5 is the shipped rule, w = 1 the 3D labels alone there.
+It prints mIoU (over the classes in the labels or the predictions, as depth3dseg-eval) and pixel
+accuracy per weight: a weight other than 0.5 is worth adding to the fusion rule only if it wins.
+
+Usage: python scripts/measured_fusion_sweep.py --model M [--data data/ds_real_labelled]
+       [--weights 0 0.25 0.5 0.75 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from depth3dseg_ros.core.classes import ClassSet
+from depth3dseg_ros.core.fusion import class_probs, labels_confidence
+from depth3dseg_ros.core.metrics import ConfusionMatrix
+from depth3dseg_ros.core.modelfile import load_model
+from depth3dseg_ros.training.dataset import FrameDataset, load_records
+
+
+def sweep(model_path: str, data: str, weights: list[float]) -> dict[float, dict]:
+    """{w: ConfusionMatrix summary} over the labelled frames with depth of ``data``.
+
+    Raises ValueError when no frame there has both labels and depth, or a weight is outside
+    [0, 1]."""
+    bad = [w for w in weights if not 0.0 <= w <= 1.0]
+    if bad:
+        raise ValueError(f'--weights {bad} must lie in [0, 1]')
+    model, meta = load_model(model_path, map_location='cpu')
+    model.eval()
+    classes = ClassSet.from_dict(meta['classes'])
+    records = [r for r in load_records([data], classes) if r.get('depth') and r.get('labels')]
+    if not records:
+        raise ValueError(f'{data}: no frame has both labels and depth')
+    ds = FrameDataset(
+        records=records,
+        input_size=meta['input_size'],
+        classes=classes,
+        mean=meta['mean'],
+        std=meta['std'],
+    )
+    cms = {w: ConfusionMatrix(len(classes), classes.void_id) for w in weights}
+    with torch.no_grad():
+        for i in range(len(ds)):
+            b = ds[i]
+            out = model(b['rgb'][None], b['K'][None], b['depth'][None])
+            p2 = class_probs(out['seg2d'], classes.void_id)
+            p3 = class_probs(out['seg3d'], classes.void_id)
+            mean = torch.where(out['valid'], 0.5 * (p2 + p3), p2)
+            measured = out['measured'] & out['valid']
+            for w in weights:
+                p = torch.where(measured, (1 - w) * p2 + w * p3, mean)
+                cms[w].update(labels_confidence(p)[0], b['labels'][None])
+    return {w: cm.summary(classes.names) for w, cm in cms.items()}
+
+
+def main() -> int:
+    """Command line: print the sweep as a Markdown table; exit 0 (a bad argument exits with its
+    message)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--model', default='models/depth3dseg_nyu13.pt')
+    ap.add_argument('--data', default='data/ds_real_labelled')
+    ap.add_argument('--weights', type=float, nargs='+', default=[0.0, 0.25, 0.5, 0.75, 1.0])
+    args = ap.parse_args()
+    try:
+        res = sweep(args.model, args.data, args.weights)
+    except ValueError as e:
+        raise SystemExit(f'measured_fusion_sweep: {e}') from None
+    print('| w (S3D on measured pixels) | fused mIoU | pixel acc |\n|---|---|---|')
+    for w, s in res.items():
+        tag = ' (shipped)' if w == 0.5 else ''
+        print(f"| {w:g}{tag} | {s['miou']:.3f} | {s['pixel_acc']:.3f} |")
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
