@@ -21,10 +21,11 @@ import argparse
 import torch
 
 from depth3dseg_ros.core.classes import ClassSet
-from depth3dseg_ros.core.fusion import class_probs, labels_confidence
+from depth3dseg_ros.core.fusion import class_probs, labels_confidence, source_probs
 from depth3dseg_ros.core.metrics import ConfusionMatrix
 from depth3dseg_ros.core.modelfile import load_model
-from depth3dseg_ros.training.dataset import FrameDataset, load_records
+from depth3dseg_ros.training.dataset import load_records
+from depth3dseg_ros.training.evaluate import model_dataset
 
 
 def sweep(model_path: str, data: str, weights: list[float]) -> dict[float, dict]:
@@ -41,13 +42,7 @@ def sweep(model_path: str, data: str, weights: list[float]) -> dict[float, dict]
     records = [r for r in load_records([data], classes) if r.get('depth') and r.get('labels')]
     if not records:
         raise ValueError(f'{data}: no frame has both labels and depth')
-    ds = FrameDataset(
-        records=records,
-        input_size=meta['input_size'],
-        classes=classes,
-        mean=meta['mean'],
-        std=meta['std'],
-    )
+    ds = model_dataset(records, meta, classes)
     cms = {w: ConfusionMatrix(len(classes), classes.void_id) for w in weights}
     with torch.no_grad():
         for i in range(len(ds)):
@@ -55,7 +50,7 @@ def sweep(model_path: str, data: str, weights: list[float]) -> dict[float, dict]
             out = model(b['rgb'][None], b['K'][None], b['depth'][None])
             p2 = class_probs(out['seg2d'], classes.void_id)
             p3 = class_probs(out['seg3d'], classes.void_id)
-            mean = torch.where(out['valid'], 0.5 * (p2 + p3), p2)
+            mean = source_probs(out['seg2d'], out['seg3d'], out['valid'], 'fused', classes.void_id)
             measured = out['measured'] & out['valid']
             for w in weights:
                 p = torch.where(measured, (1 - w) * p2 + w * p3, mean)

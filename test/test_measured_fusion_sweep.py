@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from depth3dseg_ros.core.classes import NYU13
 from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import load_model, save_model
-from depth3dseg_ros.training.dataset import FrameDataset
-from depth3dseg_ros.training.evaluate import evaluate_model
-from trainutil import make_dataset_dir
+from depth3dseg_ros.training.dataset import load_records
+from depth3dseg_ros.training.evaluate import evaluate_model, model_dataset
+from trainutil import TINY_ARCH, make_dataset_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / 'scripts' / 'measured_fusion_sweep.py'
-TINY = dict(width=0.25, depth_mult=0.5, dec_ch=16, head_ch=8, p_channels=[8, 16], p_head=16)
 
 
 @pytest.fixture(scope='module')
@@ -27,7 +27,7 @@ def setup(real_dir, tmp_path_factory):
     data = make_dataset_dir(real_dir, tmp / 'ds', size=(96, 72))
     torch.manual_seed(0)
     path = tmp / 'tiny.pt'
-    model = Depth3DSeg(len(NYU13), **TINY).eval()
+    model = Depth3DSeg(len(NYU13), **yaml.safe_load(TINY_ARCH)).eval()
     save_model(path, model, {'classes': NYU13, 'input_size': [96, 72]})
     return runpy.run_path(str(SCRIPT)), path, data
 
@@ -36,9 +36,9 @@ def test_half_weight_is_the_shipped_fusion_of_depth3dseg_eval(setup):
     script, path, data = setup
     res = script['sweep'](str(path), str(data), [0.0, 0.5, 1.0])
     model, meta = load_model(path, map_location='cpu')
-    ds = FrameDataset([data], input_size=meta['input_size'], mean=meta['mean'], std=meta['std'])
-    ds.records = [r for r in ds.records if r.get('depth') and r.get('labels')]
-    assert len(ds.records) == 2  # NYU 0001 and 1407
+    records = [r for r in load_records([data], NYU13) if r.get('depth') and r.get('labels')]
+    assert len(records) == 2  # NYU 0001 and 1407
+    ds = model_dataset(records, meta, NYU13)
     ref = evaluate_model(model, ds, NYU13, measured_depth=True, full=True)
     assert res[0.5]['miou'] == pytest.approx(ref['miou_fused'], abs=1e-9)
     assert res[0.5]['pixel_acc'] == pytest.approx(ref['pixel_acc_fused'], abs=1e-9)

@@ -56,6 +56,20 @@ FLAT_KEYS = (
 )
 
 
+def model_dataset(records: list[dict], meta: dict, classes: ClassSet) -> FrameDataset:
+    """The un-augmented FrameDataset of ``records`` (training.dataset.load_records) at a model
+    file's input size and normalisation (``meta`` of core.modelfile: input_size [W, H], mean, std),
+    as depth3dseg-eval feeds the model."""
+    return FrameDataset(
+        records=records,
+        input_size=meta['input_size'],
+        classes=classes,
+        mean=meta['mean'],
+        std=meta['std'],
+        augment=None,
+    )
+
+
 @torch.no_grad()
 def evaluate_model(
     model: torch.nn.Module,
@@ -356,14 +370,7 @@ def _run(args: argparse.Namespace) -> int:
                     f'{what} metrics (check the topics: --preset / --extract-config)',
                     file=sys.stderr,
                 )
-        ds = FrameDataset(
-            records=records,
-            input_size=meta['input_size'],
-            classes=classes,
-            mean=meta['mean'],
-            std=meta['std'],
-            augment=None,
-        )
+        ds = model_dataset(records, meta, classes)
         t0 = time.perf_counter()
         report = evaluate_model(
             model,
