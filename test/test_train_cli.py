@@ -420,3 +420,29 @@ def test_early_stop_fallback_rules():
         None,
     )
     assert es['metric'] == 'absrel' and es['bad_epochs'] == 1 and es['best'] == 0.3
+
+
+def test_freeze_bn_keeps_the_running_statistics(ds_dir, tmp_path):
+    """train.freeze_bn: a fine-tune moves the weights but leaves every BatchNorm layer's running
+    mean/var as the start file had them (small-batch fine-tuning, models/README.md "Few-shot");
+    without it the same run updates them. A non-bool value is refused naming the key."""
+    base = tmp_path / 'base'
+    assert train.main(tiny_train_args(ds_dir, base, epochs=1)) == 0
+    init_model, _ = load_model(base / 'model.pt')
+    init = init_model.state_dict()
+    bn_buffers = [k for k in init if k.endswith(('running_mean', 'running_var'))]
+    assert bn_buffers
+    moved = {}
+    for freeze in (True, False):
+        out = tmp_path / f'ft_{freeze}'
+        args = ['--set', f'model.init={base / "model.pt"}', '--set', f'train.freeze_bn={freeze}']
+        assert train.main(tiny_train_args(ds_dir, out, *args, epochs=1)) == 0
+        sd = load_model(out / 'model.pt')[0].state_dict()
+        moved[freeze] = [k for k in bn_buffers if not torch.equal(sd[k], init[k])]
+        assert any(
+            not torch.equal(sd[k], init[k]) for k in init if k.endswith('weight')
+        ), 'the weights should train'
+    assert moved[True] == []
+    assert len(moved[False]) == len(bn_buffers)
+    with pytest.raises(ValueError, match=r"config train.freeze_bn=2 must be true or false"):
+        load_config(None, ['train.freeze_bn=2'])

@@ -111,6 +111,10 @@ def train_epoch(run: Run, epoch: int, limit_s: float | None) -> bool:
     done_before = steps_before(start, len(run.train_ds), bs, run.world)
     run.epoch, run.samples_in_epoch, run.step_in_epoch = epoch, start, done_before
     run.ddp_model.train()
+    if tc['freeze_bn']:  # small-batch fine-tuning: keep the running statistics (and use them)
+        for m in run.ddp_model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                m.eval()
     bar = tqdm(
         total=done_before + len(batches),
         initial=done_before,
