@@ -10,6 +10,10 @@ on the other; then the folds swap. Writes ``OUT/few_shot.json`` (per fold: befor
 mean of both) and prints a table.
 
     python scripts/few_shot.py --out runs/few_shot [--epochs 40] [--lr 2e-4]
+    python scripts/few_shot.py --out runs/fs_fbn --epochs 10 --set train.freeze_bn=true
+
+``--repeat N --replay DIR --steps S --batch B`` mix the fold (listed N times) with other training
+data (e.g. synthetic rooms, so that the fine-tune keeps what it learnt) for S steps per epoch.
 """
 
 from __future__ import annotations
@@ -59,13 +63,77 @@ def evaluate_on(model: Path, data: Path, out: Path) -> dict:
     return {k: rep[k] for k in KEYS}
 
 
-def main() -> int:
-    """Run the two-fold few-shot fine-tuning and evaluation (CLI); returns the exit status."""
+def fine_tune_args(a: argparse.Namespace, train_fold: Path, run: Path) -> list[str]:
+    """depth3dseg-train arguments that fine-tune ``a.model`` on ``train_fold`` into ``run``:
+    the shipped config, the fold listed ``a.repeat`` times in data.train followed by the
+    ``a.replay`` directories, weights chosen on the training fold (data.val), no early stop, then
+    ``a.set`` (KEY=VALUE, last wins)."""
+    train_dirs = ','.join([str(train_fold)] * a.repeat + [str(d) for d in a.replay])
+    sets = [
+        f'model.init={a.model}',
+        f'data.train=[{train_dirs}]',
+        f'data.val=[{train_fold}]',
+        f'train.epochs={a.epochs}',
+        f'train.batch_size={a.batch}',
+        f'optim.lr={a.lr}',
+        'optim.warmup_steps=5',
+        f'early_stop.patience={a.epochs}',
+        'log.tensorboard=false',
+        'log.progress=false',
+    ]
+    if a.steps is not None:
+        sets.append(f'train.max_steps_per_epoch={a.steps}')
+    args = ['--config', str(REPO / 'config' / 'train_shipped.yaml'), '--out', str(run)]
+    for kv in sets + list(a.set):
+        args += ['--set', kv]
+    return args
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser (its defaults are the recipe of the model card's first rows)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--out', type=Path, default=REPO / 'runs' / 'few_shot')
+    ap.add_argument(
+        '--model', type=Path, default=MODEL, help='model file to adapt (default: shipped)'
+    )
     ap.add_argument('--epochs', type=int, default=40)
     ap.add_argument('--lr', type=float, default=2e-4)
-    a = ap.parse_args()
+    ap.add_argument('--batch', type=int, default=4, help='batch size')
+    ap.add_argument(
+        '--steps', type=int, default=None, help='optimiser steps per epoch (default: one pass)'
+    )
+    ap.add_argument(
+        '--repeat',
+        type=int,
+        default=1,
+        help='list the fold N times in data.train',
+    )
+    ap.add_argument(
+        '--replay',
+        action='append',
+        default=[],
+        metavar='DIR',
+        help='dataset directory mixed into every fold\'s training data (e.g. synthetic rooms); '
+        'repeatable',
+    )
+    ap.add_argument(
+        '--set',
+        action='append',
+        default=[],
+        metavar='KEY=VALUE',
+        help='extra depth3dseg-train --set',
+    )
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the two-fold few-shot fine-tuning and evaluation (CLI); returns the exit status."""
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    for name in ('epochs', 'batch', 'repeat', 'steps'):
+        v = getattr(a, name)
+        if v is not None and v < 1:
+            ap.error(f'--{name} {v} must be at least 1')
     a.out.mkdir(parents=True, exist_ok=True)
     ds = a.out / 'ds_all'
     if not (ds / 'index.jsonl').is_file():
@@ -74,41 +142,22 @@ def main() -> int:
     folds = [set(labelled[0::2]), set(labelled[1::2])]
     dirs = [subset(ds, a.out / f'fold{k}', f) for k, f in enumerate(folds)]
     result = {
+        'model': str(a.model),
         'frames_per_fold': [len(f) for f in folds],
         'epochs': a.epochs,
         'lr': a.lr,
+        'batch': a.batch,
+        'steps': a.steps,
+        'repeat': a.repeat,
+        'replay': [str(d) for d in a.replay],
+        'set': a.set,
         'folds': [],
     }
     for k in (0, 1):
         tr, te = dirs[k], dirs[1 - k]
         run = a.out / f'ft_on_fold{k}'
         if not (run / 'model.pt').is_file():
-            args = [
-                '--config',
-                str(REPO / 'config' / 'train_shipped.yaml'),
-                '--out',
-                str(run),
-                '--set',
-                f'model.init={MODEL}',
-                '--set',
-                f'data.train=[{tr}]',
-                '--set',
-                f'data.val=[{tr}]',
-                '--set',
-                f'train.epochs={a.epochs}',
-                '--set',
-                'train.batch_size=4',
-                '--set',
-                f'optim.lr={a.lr}',
-                '--set',
-                'optim.warmup_steps=5',
-                '--set',
-                f'early_stop.patience={a.epochs}',
-                '--set',
-                'log.tensorboard=false',
-                '--set',
-                'log.progress=false',
-            ]
+            args = fine_tune_args(a, tr, run)
             if (run / 'last.pt').is_file():
                 args = ['--out', str(run), '--resume']
             assert train.main(args) == 0
@@ -116,7 +165,7 @@ def main() -> int:
             {
                 'train_fold': k,
                 'test_fold': 1 - k,
-                'before': evaluate_on(MODEL, te, a.out / f'eval_before_{1 - k}'),
+                'before': evaluate_on(a.model, te, a.out / f'eval_before_{1 - k}'),
                 'after': evaluate_on(run / 'model.pt', te, a.out / f'eval_after_{1 - k}'),
             }
         )
