@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Test-time augmentation of the 2D+depth net: do averaged mirrored or rescaled views help?
+
+On real frames (models/README.md, "Test-time augmentation").
+
+Each view runs the 2D+depth net (METHOD M1) on the input image horizontally flipped and/or resized
+by a scale factor (K is not needed: the net sees no K unless ``depth_focal`` is set, and fy / H is
+unchanged by resizing and flipping); its outputs are mapped back to the input grid (flipped back,
+resized bilinearly). The S2D logits are averaged and the depth is the geometric mean; the cloud
+(M2) and the 3D net (M3) then run once on that depth, and the fused labels (M7) are scored as
+depth3dseg-eval scores them. The view ``1`` alone is the model as shipped (a test checks it gives
+depth3dseg-eval's figures).
+
+Usage: python scripts/tta_eval.py --model M --data data/ds_real_labelled [--measured-depth]
+       [--views 1 1f 0.75 0.75+1]     (a view list: scales joined by '+', 'f' adds the mirror)
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+
+import torch
+import torch.nn.functional as F
+
+from depth3dseg_ros.core.classes import ClassSet
+from depth3dseg_ros.core.modelfile import load_model
+from depth3dseg_ros.training.dataset import load_records
+from depth3dseg_ros.training.evaluate import evaluate_model, model_dataset
+
+KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_fused', 'absrel', 'delta1')
+
+
+def parse_views(spec: str) -> list[tuple[float, bool]]:
+    """'0.75+1f' -> [(0.75, False), (1.0, False), (1.0, True)]: each '+'-joined scale is a view,
+    a trailing 'f' adds its mirror image. Raises ValueError naming the spec for a scale that is not
+    a number in (0, 4]."""
+    views = []
+    for part in spec.split('+'):
+        flip = part.endswith('f')
+        try:
+            s = float(part[:-1] if flip else part)
+        except ValueError:
+            raise ValueError(f'view {spec!r}: {part!r} is not a scale (e.g. 0.75 or 1f)') from None
+        if not 0.0 < s <= 4.0:
+            raise ValueError(f'view {spec!r}: scale {s} must lie in (0, 4]')
+        views.append((s, False))
+        if flip:
+            views.append((s, True))
+    return views
+
+
+def tta_forward_2d(model: torch.nn.Module, views: list[tuple[float, bool]]):
+    """A replacement for ``model.forward_2d`` (bind with types.MethodType) that averages ``views``
+    ((scale, mirrored) pairs): S2D logits B×C×H×W by their mean, depth B×1×H×W m by its geometric
+    mean, both on the input's H×W grid."""
+    base = model.forward_2d
+
+    def forward_2d(self, rgb_norm: torch.Tensor, K: torch.Tensor | None = None) -> dict:
+        H, W = rgb_norm.shape[-2:]
+        segs, logd = [], []
+        for s, flip in views:
+            x = rgb_norm
+            if s != 1.0:
+                size = (max(2, round(H * s)), max(2, round(W * s)))
+                x = F.interpolate(x, size=size, mode='bilinear', align_corners=False)
+            if flip:
+                x = torch.flip(x, [-1])
+            o = base(x, K)
+            seg, d = o['seg2d'], o['depth']
+            if flip:
+                seg, d = torch.flip(seg, [-1]), torch.flip(d, [-1])
+            if s != 1.0:
+                seg = F.interpolate(seg, size=(H, W), mode='bilinear', align_corners=False)
+                d = F.interpolate(d, size=(H, W), mode='bilinear', align_corners=False)
+            segs.append(seg)
+            logd.append(torch.log(d))
+        return {'seg2d': torch.stack(segs).mean(0), 'depth': torch.exp(torch.stack(logd).mean(0))}
+
+    return forward_2d
+
+
+def evaluate_views(
+    model_path: str, data: list[str], specs: list[str], measured_depth: bool = False
+) -> dict[str, dict]:
+    """{spec: depth3dseg-eval figures (KEYS)} of the model file with each view list of ``specs``
+    on the dataset directories ``data`` (with ``measured_depth``: only the labelled frames with
+    depth, their depth given as an RGB-D camera's). Raises ValueError for a bad spec or data with
+    no labelled frame to score."""
+    parsed = {spec: parse_views(spec) for spec in specs}
+    model, meta = load_model(model_path, map_location='cpu')
+    model.eval()
+    classes = ClassSet.from_dict(meta['classes'])
+    records = [r for r in load_records(data, classes) if r.get('labels')]
+    if measured_depth:
+        records = [r for r in records if r.get('depth')]
+    if not records:
+        raise ValueError(f'{data}: no labelled frame{" with depth" if measured_depth else ""}')
+    ds = model_dataset(records, meta, classes)
+    base = model.forward_2d
+    out = {}
+    for spec, views in parsed.items():
+        model.forward_2d = types.MethodType(tta_forward_2d(model, views), model)
+        try:
+            r = evaluate_model(model, ds, classes, measured_depth=measured_depth)
+        finally:
+            model.forward_2d = base
+        out[spec] = {k: r[k] for k in KEYS} | {'frames': r['frames']}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: print a Markdown table, one row per view list; exit 0 (2 on bad input)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--model', default='models/depth3dseg_nyu13.pt')
+    ap.add_argument('--data', nargs='+', default=['data/ds_real_labelled'])
+    ap.add_argument('--views', nargs='+', default=['1', '1f', '0.75', '0.75+1', '1.25'])
+    ap.add_argument('--measured-depth', action='store_true')
+    a = ap.parse_args(argv)
+    try:
+        res = evaluate_views(a.model, a.data, a.views, a.measured_depth)
+    except ValueError as e:
+        ap.error(str(e))
+    print('| views | frames | ' + ' | '.join(KEYS) + ' |')
+    print('|---|---|' + '---|' * len(KEYS))
+    for spec, r in res.items():
+        cells = ['-' if r[k] is None else f'{r[k]:.3f}' for k in KEYS]
+        print(f'| {spec} | {r["frames"]} | ' + ' | '.join(cells) + ' |')
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
