@@ -6,8 +6,9 @@
 # Usage: scripts/ablation_camera.sh OUT_DIR [SEED] [EPOCHS] [RUN ...]
 #   RUN: camera (default; --set augment.camera=real_camera), texture (--set augment.texture=domain_rand:
 #   label-guided texture/colour randomisation, training.texture_rand), texture_camera (both), balance
-#   (--set loss.class_weights=median_freq: median-frequency class balancing, training.class_weights) and/or base (the same
-#   run without any, which reproduces scripts/ablation.sh's plus_consistency run)
+#   (--set loss.class_weights=median_freq: median-frequency class balancing, training.class_weights), wide
+#   (--set model.arch.width=1.0: the encoder at MobileNetV2's full width instead of 0.75; capacity lever) and/or base
+#   (the same run without any, which reproduces scripts/ablation.sh's plus_consistency run)
 # Env: BAG (default: the real-camera sample bag, python -m depth3dseg_ros.samples bag), PRESET (default real_camera).
 # Table: python scripts/ablation_camera_table.py OUT_DIR_seed0 OUT_DIR_seed1 ... [--base ABL_DIR_seed0 ...]
 set -euo pipefail
@@ -29,8 +30,9 @@ for r in "${runs[@]}"; do
     texture) extra=(--set augment.texture=domain_rand); dir=texture ;;
     texture_camera) extra=(--set augment.texture=domain_rand --set "augment.camera=$preset"); dir=texture_camera ;;
     balance) extra=(--set loss.class_weights=median_freq); dir=balance ;;
+    wide) extra=(--set model.arch.width=1.0); dir=wide ;;
     base) extra=(); dir=plus_consistency ;;
-    *) echo "unknown run $r (camera | texture | texture_camera | balance | base)" >&2; exit 2 ;;
+    *) echo "unknown run $r (camera | texture | texture_camera | balance | wide | base)" >&2; exit 2 ;;
   esac
   depth3dseg-train "${common[@]}" "${extra[@]}" --out "$out/$dir"
   depth3dseg-eval --model "$out/$dir/model.pt" --bag "$bag" --out "$out/$dir/eval_real" --device cpu >/dev/null

@@ -2,7 +2,8 @@
 """Markdown table of the augmentation levers (scripts/ablation_camera.sh, one OUT_DIR per seed):
 per seed and run (``plus_consistency`` = the shipped configuration; ``camera`` = the same with
 ``augment.camera=real_camera``; ``texture`` with ``augment.texture=domain_rand``;
-``texture_camera`` with both; ``balance`` with ``loss.class_weights=median_freq``) the last
+``texture_camera`` with both; ``balance`` with ``loss.class_weights=median_freq``; ``wide`` with
+``model.arch.width=1.0``) the last
 validation epoch on the held-out synthetic rooms and
 ``eval_real/report.json`` (depth3dseg-eval on the real-camera bag); then the mean ± sd per run and
 the paired (same seed) difference run − plus_consistency where a seed has both. Runs missing are
@@ -31,6 +32,7 @@ RUNS = (
     ('texture', '+ texture randomisation (domain_rand)'),
     ('texture_camera', '+ texture randomisation + camera aug'),
     ('balance', '+ median-frequency class weights'),
+    ('wide', 'encoder width 1.0 (capacity)'),
 )
 VAL_KEYS = ('miou_fused', 'miou_2d', 'miou_3d', 'absrel')
 REAL_KEYS = ('miou_fused', 'miou_2d', 'miou_3d', 'absrel', 'delta1')
