@@ -10,6 +10,8 @@ then measures with the default architecture (core.model.DEFAULT_ARCH) at the net
     batch;
   * train loop images/s: the same with the DataLoader (PNG decode + augmentation, num_workers=0);
   * eval frames/s: training.evaluate.evaluate_model (batched forward + metrics);
+  * with --channels-last, also the train step of a copy of the model in NHWC layout
+    (``train.channels_last``), interleaved with the default one, and their ratio;
 and prints ratios against the forward-only images/s of the same model measured in the same run
 (the reference). Rounds are interleaved and the minimum time of each operation is used (the machine
 is shared; medians are printed too). Figures go to docs/training.md with this command.
@@ -18,6 +20,7 @@ is shared; medians are printed too). Figures go to docs/training.md with this co
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import sys
 import tempfile
@@ -56,6 +59,7 @@ def main() -> None:
     p.add_argument('--arch', default='{}', help='Depth3DSeg arguments as YAML (default arch)')
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     p.add_argument('--real', default=str(REPO.parent / 'shared' / 'data' / 'real'))
+    p.add_argument('--channels-last', action='store_true', help='also time train.channels_last')
     a = p.parse_args()
     device = torch.device(a.device)
     torch.manual_seed(0)
@@ -76,11 +80,16 @@ def main() -> None:
             f'batch {a.batch}, params {count_params(model) / 1e6:.2f} M'
         )
 
-        def step(b):
-            losses = compute_losses(model, b, loss_cfg)
-            opt.zero_grad(set_to_none=True)
+        def step(b, m=model, o=opt):
+            losses = compute_losses(m, b, loss_cfg)
+            o.zero_grad(set_to_none=True)
             losses['total'].backward()
-            opt.step()
+            o.step()
+
+        if a.channels_last:  # the same weights in NHWC layout, its own optimiser
+            model_cl = copy.deepcopy(model).to(memory_format=torch.channels_last)
+            opt_cl = torch.optim.AdamW(model_cl.parameters(), lr=1e-4)
+            step(batch, model_cl, opt_cl)  # warm-up
 
         def timed(fn) -> float:
             _sync(device)
@@ -114,10 +123,14 @@ def main() -> None:
         # interleaved repetitions: the machine is shared, so each op's minimum (least disturbed)
         # and median are reported, and the ratios use the minima of the same rounds
         times = {'forward': [], 'step': [], 'loop': []}
+        if a.channels_last:
+            times['step_cl'] = []
         for _ in range(a.steps):
             times['forward'].append(timed(forward))
             times['step'].append(timed(lambda: step(batch)))
             times['loop'].append(timed(loop_step))
+            if a.channels_last:
+                times['step_cl'].append(timed(lambda: step(batch, model_cl, opt_cl)))
         load = [timed(lambda i=i: ds[i]) for i in range(len(ds))]
         val = FrameDataset([data], a.size, NYU13, augment=None)
         t = time.perf_counter()
@@ -135,6 +148,12 @@ def main() -> None:
         print(
             f'{name:<27} {ips[key][0]:8.2f} images/s (median {ips[key][1]:.2f})  '
             f'{ips[key][0] / ref:.2f} x forward'
+        )
+    if a.channels_last:
+        print(
+            f"train step, channels_last:  {ips['step_cl'][0]:8.2f} images/s (median "
+            f"{ips['step_cl'][1]:.2f})  {ips['step_cl'][0] / ips['step'][0]:.2f} x the default "
+            'layout'
         )
     print(
         f"eval forward (batched):     {rep['frames_per_s']:8.2f} frames/s  (one pass over 10 "

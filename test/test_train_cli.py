@@ -446,3 +446,25 @@ def test_freeze_bn_keeps_the_running_statistics(ds_dir, tmp_path):
     assert len(moved[False]) == len(bn_buffers)
     with pytest.raises(ValueError, match=r"config train.freeze_bn=2 must be true or false"):
         load_config(None, ['train.freeze_bn=2'])
+
+
+def test_channels_last_trains_the_same_model(ds_dir, tmp_path):
+    """train.channels_last: NHWC convolutions change only the memory layout, so a run gives the
+    validation figures of the default layout to float tolerance, and its model file loads and
+    runs like any other. A non-bool value is refused naming the key."""
+    summaries, outputs = {}, {}
+    x = torch.rand(1, 3, 48, 64)
+    K = torch.tensor([[[50.0, 0, 32], [0, 50, 24], [0, 0, 1]]])
+    for cl in (False, True):
+        out = tmp_path / f'cl_{cl}'
+        assert train.main(tiny_train_args(ds_dir, out, '--set', f'train.channels_last={cl}')) == 0
+        summaries[cl] = json.loads((out / 'summary.json').read_text())
+        model, _ = load_model(out / 'model.pt')
+        assert all(p.is_contiguous() for p in model.parameters())
+        with torch.no_grad():
+            outputs[cl] = model.eval()(x, K)['seg2d']
+    assert summaries[True]['best_epoch'] == summaries[False]['best_epoch']
+    assert summaries[True]['best_value'] == pytest.approx(summaries[False]['best_value'], abs=0.02)
+    assert torch.allclose(outputs[True], outputs[False], atol=5e-2)
+    with pytest.raises(ValueError, match=r"config train.channels_last=1 must be true or false"):
+        load_config(None, ['train.channels_last=1'])

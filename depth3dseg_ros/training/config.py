@@ -19,7 +19,7 @@ Sections (METHOD M1–M6):
   loss      kwargs of core.train_step.LossConfig (weights and variants, M4/M5).
   optim     AdamW lr/betas/weight_decay, cosine schedule with linear warmup, grad clipping.
   train     batch_size, epochs, seed, device, amp, deterministic, max_steps_per_epoch,
-  time_limit_min, freeze_bn. early_stop  patience rule on a validation metric (M6 convergence).
+  time_limit_min, freeze_bn, channels_last. early_stop  patience rule on a validation metric (M6 convergence).
   log       tensorboard, progress bar, number of sample images.
   export    model file name (relative to the run dir).
 """
@@ -95,6 +95,7 @@ DEFAULTS: dict[str, Any] = {
         'max_steps_per_epoch': None,
         'time_limit_min': None,
         'freeze_bn': False,
+        'channels_last': False,
     },
     'early_stop': {
         'metric': 'miou_fused',
@@ -347,8 +348,9 @@ def validate(cfg: dict) -> dict:
     _num(cfg, 'train.seed', 0, 2**31 - 1, integer=True)
     _num(cfg, 'train.max_steps_per_epoch', 1, None, integer=True, allow_none=True)
     _num(cfg, 'train.time_limit_min', 0.0, None, allow_none=True)
-    if not isinstance(t['freeze_bn'], bool):
-        raise ValueError(f"config train.freeze_bn={t['freeze_bn']!r} must be true or false")
+    for key in ('freeze_bn', 'channels_last'):
+        if not isinstance(t[key], bool):
+            raise ValueError(f"config train.{key}={t[key]!r} must be true or false")
     if t['amp'] not in AMP_MODES:
         raise ValueError(f"config train.amp={t['amp']!r} must be one of {AMP_MODES}")
     if not isinstance(t['device'], str):
