@@ -19,7 +19,8 @@ Sections (METHOD M1–M6):
   loss      kwargs of core.train_step.LossConfig (weights and variants, M4/M5).
   optim     AdamW lr/betas/weight_decay, cosine schedule with linear warmup, grad clipping.
   train     batch_size, epochs, seed, device, amp, deterministic, max_steps_per_epoch,
-  time_limit_min, freeze_bn, channels_last. early_stop  patience rule on a validation metric (M6 convergence).
+  time_limit_min, freeze_bn, channels_last.
+  early_stop  patience rule on a validation metric (M6 convergence).
   log       tensorboard, progress bar, number of sample images.
   export    model file name (relative to the run dir).
 """
