@@ -40,7 +40,7 @@ import cv2
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from depth3dseg_ros.core.depth import meters_to_16uc1  # noqa: E402
+from depth3dseg_ros.core.depth import depth_to_meters, meters_to_16uc1  # noqa: E402
 from depth3dseg_ros.dataset_format import INDEX, MANIFEST, read_index  # noqa: E402
 from depth3dseg_ros.synth.noise import kinect_noise  # noqa: E402
 
@@ -70,7 +70,7 @@ def dx_to_depth(dx: np.ndarray) -> np.ndarray:
 def renoise(depth_mm: np.ndarray, K: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """The renderer's Kinect-like noise (synth.noise.kinect_noise) on a clean H×W uint16 mm depth
     (0 = no surface) -> H×W uint16 mm, as ``depth3dseg-synth --noise`` records it."""
-    m = np.where(depth_mm > 0, depth_mm.astype(np.float32) / 1000.0, np.nan).astype(np.float32)
+    m = depth_to_meters(depth_mm, '16UC1')
     return meters_to_16uc1(kinect_noise(m, np.asarray(K, dtype=np.float64).reshape(3, 3), rng))
 
 
@@ -138,7 +138,7 @@ def unpack(src: Path, out: Path, workers: int) -> None:
 
     with ThreadPoolExecutor(len(ARRAYS)) as ex:
         list(ex.map(decompress, ARRAYS))
-    recs = [json.loads(line) for line in (src / INDEX).read_text().splitlines() if line.strip()]
+    recs = read_index(src)
     for sub in ('rgb', 'depth', 'labels'):
         (out / sub).mkdir(exist_ok=True)
     n_scenes = -(-len(recs) // meta['frames_per_scene'])

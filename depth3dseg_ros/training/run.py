@@ -179,7 +179,7 @@ def setup_run(args: argparse.Namespace) -> Run:
         if rank == 0:
             print(f"initialised from {cfg['model']['init']} (model.init)")
     model = model.to(device)
-    if tc['channels_last']:  # NHWC convolutions: 1.15x faster training steps on the 2-core CPU
+    if tc['channels_last']:  # NHWC convolutions (bench/bench_train.py --channels-last)
         model = model.to(memory_format=torch.channels_last)
     loss_cfg = LossConfig.from_dict(cfg['loss'])
     if loss_cfg.void_id != classes.void_id:
