@@ -11,6 +11,7 @@ SIGTERM)`` makes the kernel send the child SIGTERM when its parent dies, however
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import os
 import signal
 import subprocess
@@ -75,9 +76,21 @@ class StopSignals:
 
     The window before ``main`` runs (interpreter start, about 50 ms) keeps Python's default
     handling.
+
+    Raising StopRequested is an asynchronous exception: it lands at whatever bytecode the main
+    thread is running, possibly inside a library between a lock's acquire and the ``try`` that
+    would release it (the hazard of KeyboardInterrupt, CPython bpo-29988). The clean-up that
+    follows can then block on that lock for ever, with no watchdog running yet in this phase.
+    So each time StopRequested is raised, a deadline starts: a daemon thread that ends the process
+    (one line on stderr, :data:`EXIT_CODE`) if it is still alive :attr:`deadline_s` s later,
+    and a GIL-free ``faulthandler`` backstop after :attr:`backstop_s` s (every thread's stack on
+    stderr, exit status 1) for a clean-up stuck in a C call that holds the GIL, where no Python
+    thread can run.
     """
 
     EXIT_CODE = 0
+    deadline_s = 1.5  # the rule is 2 s from the signal (C40); a normal clean-up takes < 0.5 s
+    backstop_s = 5.0
 
     def __init__(self, prog: str, raise_running: bool = False) -> None:
         import threading
@@ -86,6 +99,8 @@ class StopSignals:
         self.phase = IMPORTING
         self.signum: int | None = None
         self.event = threading.Event()
+        self._done = threading.Event()  # set by finished()/restore(): no deadline needed
+        self._deadline: threading.Thread | None = None
         self._previous = {
             s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)
         }
@@ -110,7 +125,30 @@ class StopSignals:
             self.exit_now()
         self.event.set()
         if self.phase == STARTING or (self.phase == RUNNING and self.raise_running):
+            self._start_deadline()
             raise StopRequested(signum)
+
+    def _start_deadline(self) -> None:
+        """Bound the clean-up that StopRequested starts (see the class text)."""
+        import threading
+
+        if self._deadline is not None:
+            return
+        faulthandler.dump_traceback_later(self.backstop_s, exit=True)
+        self._deadline = threading.Thread(
+            target=self._end_after_deadline, name=f'{self.prog}-stop-deadline', daemon=True
+        )
+        self._deadline.start()
+
+    def _end_after_deadline(self) -> None:
+        if self._done.wait(self.deadline_s):
+            return
+        print(
+            f'{self.prog}: clean-up after the signal did not end within {self.deadline_s:g} s; '
+            'exiting anyway',
+            file=sys.stderr,
+        )
+        self.exit_now()
 
     def exit_now(self, code: int | None = None) -> None:
         """Flush stdout/stderr and end the process with ``code`` (default EXIT_CODE) at once,
@@ -125,16 +163,24 @@ class StopSignals:
                 pass
         os._exit(self.EXIT_CODE if code is None else int(code))
 
+    def _disarm(self) -> None:
+        """The clean-up has ended: stop the deadline and the backstop, if a signal started them."""
+        self._done.set()
+        if self._deadline is not None:
+            faulthandler.cancel_dump_traceback_later()
+
     def finished(self) -> None:
         """Call when clean-up is done and the process is about to exit: SIGINT/SIGTERM are ignored
         from here on. Python's finalisation puts SIG_DFL back for Python-level handlers (a signal
         then kills the process, exit -15) but leaves SIG_IGN alone; there is nothing left to
         hurry."""
         self.phase = STOPPING
+        self._disarm()
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, signal.SIG_IGN)
 
     def restore(self) -> None:
         """Put back the handlers found at construction (tests that call ``main`` in-process)."""
+        self._disarm()
         for s, h in self._previous.items():
             signal.signal(s, h)
