@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
 """Write a copy of a dataset directory of unlabelled real RGB-D frames whose label images hold
 floor and ceiling found from the measured depth alone (training/geometric_labels.py; every
-other pixel void). No model and no human label is involved. Frames without depth, or where gravity
-cannot be found, stay all void. Never point it at frames of an evaluation set.
+other pixel void). No human label is involved. Frames without depth, or where gravity cannot be
+found, stay all void. Never point it at frames of an evaluation set.
+
+Labels of one kind alone teach the network that real images are floor (models/README.md, "Floor
+labels from measured depth"). With ``--pseudo-model`` the other pixels get that model's confident
+fused labels (class-balanced, ``--portion`` per class; training/pseudo_labels.py, with the frame's
+measured depth for the cloud) as the counter-examples, except where it says floor and the geometry
+does not (void there).
 
 Usage: python scripts/geometric_labels.py --data data/ds_real_depth_train --out data/ds_real_geo
-           [--classes-from models/depth3dseg_nyu13.pt]
+           [--classes-from models/depth3dseg_nyu13.pt] [--pseudo-model M [--portion 0.2]]
 """
 
 from __future__ import annotations
@@ -14,12 +20,22 @@ import argparse
 import json
 import sys
 
+import cv2
 import numpy as np
 
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.modelfile import read_model_file
 from depth3dseg_ros.training.geometric_labels import geometric_labels
 from depth3dseg_ros.training.pseudo_labels import write_pseudo_labelled
+
+
+def fit(labels: np.ndarray, conf: np.ndarray, shape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Labels and confidence resized (nearest) to ``shape`` (H, W) when they differ."""
+    if labels.shape == shape:
+        return labels, conf
+    h, w = shape
+    lab = cv2.resize(labels.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST)
+    return lab, cv2.resize(conf.astype(np.float32), (w, h), interpolation=cv2.INTER_NEAREST)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         '--classes-from', default='models/depth3dseg_nyu13.pt', help='model file: class ids'
     )
+    ap.add_argument('--pseudo-model', help='model file whose confident labels fill the rest')
+    ap.add_argument('--portion', type=float, default=0.2, help='with --pseudo-model')
     a = ap.parse_args(argv)
     try:
         classes = ClassSet.from_dict(read_model_file(a.classes_from)['meta']['classes'])
@@ -39,22 +57,43 @@ def main(argv: list[str] | None = None) -> int:
         print(f'geometric_labels: {a.classes_from}: {err}', file=sys.stderr)
         return 2
 
+    seg = None
+    if a.pseudo_model:
+        from depth3dseg_ros.core.inference import Segmenter
+
+        seg = Segmenter(a.pseudo_model, device='cpu', num_threads=0)
+        if seg.classes.names != classes.names:
+            ap.error(f'--pseudo-model {a.pseudo_model}: its classes differ from {a.classes_from}')
+    void = classes.void_id
+
     def predict(rgb: np.ndarray, K: np.ndarray, depth: np.ndarray | None):
         if depth is None:
-            lab = np.full(rgb.shape[:2], classes.void_id, np.uint8)
+            geo = np.full(rgb.shape[:2], void, np.uint8)
         else:
-            lab = geometric_labels(depth, K, ids, classes.void_id)
-        return lab, (lab != classes.void_id).astype(np.float32)
+            geo = geometric_labels(depth, K, ids, void)
+        known = geo != void
+        if seg is None:
+            return geo, known.astype(np.float32)
+        r = seg.infer(rgb, K, 'fused', depth)
+        lab, conf = fit(r.labels, r.confidence, geo.shape)
+        wrong_floor = (lab == ids['floor']) & ~known
+        lab = np.where(known, geo, np.where(wrong_floor, void, lab))
+        conf = np.where(known, 1.0, np.where(wrong_floor, 0.0, conf)).astype(np.float32)
+        return lab, conf
 
-    try:  # confidence 1 on every labelled pixel: portion 1 keeps them all
+    try:  # geometric pixels have confidence 1: every one is kept (ties are kept)
         entry = write_pseudo_labelled(
             a.data,
             a.out,
             predict,
-            portion=1.0,
-            min_confidence=0.5,
-            void_id=classes.void_id,
-            provenance={'geometric_labels': ids, 'source': a.data},
+            portion=a.portion if seg is not None else 1.0,
+            min_confidence=0.0 if seg is not None else 0.5,
+            void_id=void,
+            provenance={
+                'geometric_labels': ids,
+                'source': a.data,
+                'pseudo_model': a.pseudo_model,
+            },
         )
     except (ValueError, FileNotFoundError) as err:
         print(f'geometric_labels: {err}', file=sys.stderr)

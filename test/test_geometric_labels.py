@@ -106,15 +106,64 @@ def test_normals_face_the_camera():
     assert (np.sum(n * cloud, axis=2)[ok] < 0).all()
 
 
-def test_script_labels_a_dataset_copy(real_dir, tmp_path):
-    """scripts/geometric_labels.py writes a copy whose frames with depth carry the labels."""
-    from depth3dseg_ros.dataset_format import read_index
-    from trainutil import make_dataset_dir
+@pytest.fixture(scope='module')
+def unlabelled(tmp_path_factory):
+    """A dataset directory of ray-cast RGB-D frames (noisy RGB), no labels; one without depth."""
+    import json
 
-    src = make_dataset_dir(real_dir, tmp_path / 'ds', size=(96, 72))
-    script = runpy.run_path(
-        str(Path(__file__).resolve().parents[1] / 'scripts' / 'geometric_labels.py')
+    import cv2
+
+    from depth3dseg_ros.core.classes import NYU13
+    from depth3dseg_ros.core.depth import meters_to_16uc1
+
+    out = tmp_path_factory.mktemp('geo') / 'ds'
+    (out / 'rgb').mkdir(parents=True)
+    (out / 'depth').mkdir()
+    rng, lines = np.random.default_rng(0), []
+    for k, (pitch, roll) in enumerate([(15.0, 0.0), (25.0, 5.0), (10.0, -3.0)]):
+        depth, _ = raycast(pitch, roll)
+        cv2.imwrite(str(out / 'rgb' / f'{k}.png'), rng.integers(0, 255, (240, 320, 3), np.uint8))
+        rec = {'id': str(k), 'rgb': f'rgb/{k}.png', 'depth': None, 'depth_scale': 0.001}
+        if k < 2:
+            cv2.imwrite(str(out / 'depth' / f'{k}.png'), meters_to_16uc1(depth))
+            rec['depth'] = f'depth/{k}.png'
+        rec |= {'labels': None, 'K': K.ravel().tolist(), 'width': 320, 'height': 240}
+        lines.append(json.dumps(rec | {'stamp_ns': k, 'bag': 'raycast', 'topics': {}}))
+    manifest = {'version': 1, 'classes': NYU13.to_dict(), 'counts': {'frames': 3}}
+    (out / 'manifest.json').write_text(json.dumps(manifest | {'sources': ['raycast']}))
+    (out / 'index.jsonl').write_text(''.join(line + '\n' for line in lines))
+    return out
+
+
+def _script():
+    path = Path(__file__).resolve().parents[1] / 'scripts' / 'geometric_labels.py'
+    return runpy.run_path(str(path))
+
+
+@pytest.mark.parametrize('pseudo', [False, True], ids=['geometry', 'geometry+pseudo'])
+def test_script_labels_a_dataset_copy(unlabelled, tmp_path, pseudo):
+    """scripts/geometric_labels.py writes a labelled copy: floor exactly where the geometry finds
+    it; with --pseudo-model the model's other confident labels too, never floor elsewhere."""
+    import cv2
+
+    from depth3dseg_ros.dataset_format import read_index
+    from depth3dseg_ros.training.dataset import FrameDataset
+    from nodeutil import make_tiny_model
+
+    extra = ['--pseudo-model', str(make_tiny_model(tmp_path / 'm.pt'))] if pseudo else []
+    assert (
+        _script()['main'](['--data', str(unlabelled), '--out', str(tmp_path / 'o')] + extra) == 0
     )
-    assert script['main'](['--data', str(src), '--out', str(tmp_path / 'geo')]) == 0
-    out = read_index(tmp_path / 'geo')
-    assert len(out) == len(read_index(src)) and all(r.get('labels') for r in out)
+    src, out = read_index(unlabelled), read_index(tmp_path / 'o')
+    assert len(out) == len(src) and all(r.get('labels') for r in out)
+    frames = FrameDataset(records=src)
+    floors = others = 0
+    for i, r in enumerate(out):
+        _, depth, _, K = frames.load_raw(i)
+        lab = cv2.imread(str(tmp_path / 'o' / r['labels']), cv2.IMREAD_UNCHANGED)
+        geo = np.zeros_like(lab) if depth is None else geometric_labels(depth, K, IDS)
+        assert ((lab == 5) == (geo == 5)).all(), r['id']
+        floors += int((geo == 5).sum())
+        others += int(((lab != 0) & (geo == 0)).sum())
+    assert floors > 0  # the ray-cast frames with depth have floor in view
+    assert (others > 0) == pseudo
