@@ -73,7 +73,8 @@ def smooth_depth(depth: np.ndarray, k: int) -> np.ndarray:
 def camera_normals(cloud: np.ndarray, step: int = 3, max_jump: float = 0.05) -> np.ndarray:
     """Unit normals H×W×3 float32 of an organized cloud (H×W×3 m, NaN invalid), facing the camera
     (n · P < 0); NaN where the pixel or a neighbour ``step`` px away is missing, or a neighbour
-    differs in depth by more than ``max_jump`` × its depth. Raises ValueError for a cloud that is not H×W×3 or a step < 1."""
+    differs in depth by more than ``max_jump`` × its depth. Raises ValueError for a cloud that is
+    not H×W×3 or a step < 1."""
     if cloud.ndim != 3 or cloud.shape[2] != 3:
         raise ValueError(f'cloud must be H×W×3, got shape {cloud.shape}')
     if step < 1:
