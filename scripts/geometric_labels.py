@@ -20,22 +20,12 @@ import argparse
 import json
 import sys
 
-import cv2
 import numpy as np
 
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.modelfile import read_model_file
 from depth3dseg_ros.training.geometric_labels import geometric_labels
-from depth3dseg_ros.training.pseudo_labels import write_pseudo_labelled
-
-
-def fit(labels: np.ndarray, conf: np.ndarray, shape: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """Labels and confidence resized (nearest) to ``shape`` (H, W) when they differ."""
-    if labels.shape == shape:
-        return labels, conf
-    h, w = shape
-    lab = cv2.resize(labels.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST)
-    return lab, cv2.resize(conf.astype(np.float32), (w, h), interpolation=cv2.INTER_NEAREST)
+from depth3dseg_ros.training.pseudo_labels import fit_to_frame, write_pseudo_labelled
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         if seg is None:
             return geo, known.astype(np.float32)
         r = seg.infer(rgb, K, 'fused', depth)
-        lab, conf = fit(r.labels, r.confidence, geo.shape)
+        lab, conf = fit_to_frame(r.labels, r.confidence, geo.shape)
         wrong_floor = (lab == ids['floor']) & ~known
         lab = np.where(known, geo, np.where(wrong_floor, void, lab))
         conf = np.where(known, 1.0, np.where(wrong_floor, 0.0, conf)).astype(np.float32)

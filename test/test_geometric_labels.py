@@ -56,7 +56,7 @@ def _recall_precision(lab, surf, cls, sid):
 
 
 @pytest.mark.parametrize(('pitch', 'roll'), [(15.0, 0.0), (30.0, 8.0), (5.0, -5.0)])
-def test_floor_ceiling_walls_of_a_ray_cast_room(pitch, roll):
+def test_floor_and_ceiling_of_a_ray_cast_room(pitch, roll):
     depth, surf = raycast(pitch, roll)
     lab = geometric_labels(depth, K, IDS)
     r, p = _recall_precision(lab, surf, 5, FLOOR)

@@ -75,6 +75,18 @@ def class_balanced_keep(
     return out
 
 
+def fit_to_frame(
+    labels: np.ndarray, confidence: np.ndarray, shape: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Labels and confidence (e.g. at the network input size) resized with nearest neighbour to
+    the frame's ``shape`` = (H, W); returned unchanged when they already have it."""
+    if labels.shape == tuple(shape):
+        return labels, confidence
+    h, w = shape
+    conf = cv2.resize(np.asarray(confidence, np.float32), (w, h), interpolation=cv2.INTER_NEAREST)
+    return resize_labels(labels, (w, h)), conf
+
+
 def write_pseudo_labelled(
     src: str | Path,
     out: str | Path,
@@ -103,11 +115,7 @@ def write_pseudo_labelled(
     frames = FrameDataset(records=todo) if todo else None  # the one reader of a frame's files
     for i in range(len(todo)):
         rgb, depth, _, K = frames.load_raw(i)
-        lab, conf = predict(rgb, K, depth)
-        h, w = rgb.shape[:2]
-        if lab.shape != (h, w):
-            lab = resize_labels(lab, (w, h))
-            conf = cv2.resize(conf.astype(np.float32), (w, h), interpolation=cv2.INTER_NEAREST)
+        lab, conf = fit_to_frame(*predict(rgb, K, depth), rgb.shape[:2])
         labs.append(lab.astype(np.int64))
         confs.append(conf)
     keep = class_balanced_keep(labs, confs, portion, min_confidence)
