@@ -26,6 +26,10 @@ from test_ros_compressed_size import jpeg, with_jpeg_size
 
 NAME = 'd3s_in'
 IMAGES = ('labels', 'overlay', 'mask', 'depth')
+# Every frame keeps the stream's period: an image stamped further ahead of the newest CameraInfo
+# than two periods is released at once with that CameraInfo ('far', ros/sync.py), so a 1 s step
+# would pair a frame whose image beat its changed CameraInfo over DDS with the previous one.
+STEP = 100_000_000
 
 
 def diag_value(h, key):
@@ -86,13 +90,13 @@ def test_inputs_without_usable_geometry_still_publish_2d_outputs(ros, tmp_path):
         )
         t = 2_100_000_000_000_000_000
         for _ in range(300):  # stream until the first cloud is back
-            t += 100_000_000
+            t += STEP
             send(t, camera_info_msg(K_CAM, W, H, t))
             if h.wait(proc, lambda: t in h.got['points'], 0.2):
                 break
         assert t in h.got['points'], proc.log()
 
-        t += 10**9  # (a) fx = 5e-324
+        t += STEP  # (a) fx = 5e-324
         bad = K_CAM.copy()
         bad[0, 0] = 5e-324
         frame(t, camera_info_msg(bad, W, H, t))
@@ -102,7 +106,7 @@ def test_inputs_without_usable_geometry_still_publish_2d_outputs(ros, tmp_path):
             in proc.log()
         )
 
-        t += 10**9  # (b) absurd binning
+        t += STEP  # (b) absurd binning
         info = camera_info_msg(K_CAM, W, H, t)
         info.binning_x = 2**32 - 1
         frame(t, info)
@@ -113,7 +117,7 @@ def test_inputs_without_usable_geometry_still_publish_2d_outputs(ros, tmp_path):
 
         start = time.monotonic()  # (c) CameraInfo for 40x30, 6 s long
         while time.monotonic() - start < 6.5:
-            t += 500_000_000
+            t += STEP
             frame(t, camera_info_msg(K_CAM * [[0.5], [0.5], [1]], W // 2, H // 2, t))
             assert t not in h.got['points'] and t not in h.got['labels/camera_info']
         text = (
@@ -122,7 +126,7 @@ def test_inputs_without_usable_geometry_still_publish_2d_outputs(ros, tmp_path):
         )
         assert proc.log().count(text) >= 2, proc.log()  # throttled (5 s), repeated while it lasts
 
-        t += 10**9  # (d) plumb_bob distortion: rectified
+        t += STEP  # (d) plumb_bob distortion: rectified
         info = camera_info_msg(K_CAM, W, H, t)
         info.d = [-0.28, 0.07, 0.001, -0.002, 0.0]
         frame(t, info, IMAGES + ('points', 'depth/camera_info'))
@@ -130,7 +134,7 @@ def test_inputs_without_usable_geometry_still_publish_2d_outputs(ros, tmp_path):
         assert list(ci.d) == [0.0] * 5 and ci.distortion_model == 'plumb_bob'
         assert np.allclose(np.reshape(ci.k, (3, 3)), K_CAM * [[NW / W], [NH / H], [1]])
 
-        t += 10**9  # (e) 30000x30000 JPEG header: refused
+        t += STEP  # (e) 30000x30000 JPEG header: refused
         bomb = CompressedImage(
             header=Header(stamp=stamp_msg(t), frame_id='cam_optical'),
             format='jpeg',
@@ -147,7 +151,7 @@ def test_inputs_without_usable_geometry_still_publish_2d_outputs(ros, tmp_path):
         ) in proc.log()
         assert all(t not in h.got[k] for k in IMAGES)
 
-        t += 10**9  # (f) and a good frame again
+        t += STEP  # (f) and a good frame again
         frame(t, camera_info_msg(K_CAM, W, H, t), IMAGES + ('points',))
         assert proc.alive() and 'Traceback' not in proc.log() and 'frame failed' not in proc.log()
     finally:
