@@ -21,7 +21,7 @@ import json
 import tarfile
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Optional
+from typing import Optional
 
 import cv2
 import numpy as np
@@ -173,25 +173,33 @@ def read_depth_m(name: str, scale: float) -> np.ndarray:
 
 
 @lru_cache(maxsize=1)
-def _label_members() -> Callable[[int], np.ndarray]:
+def _label_archive() -> tuple[tarfile.TarFile, dict]:
     data = fetch(LABEL_TGZ).read_bytes()
     tar = tarfile.open(fileobj=io.BytesIO(data), mode='r:gz')
-    members = {m.name.rsplit('/', 1)[-1]: m for m in tar.getmembers() if m.isfile()}
-
-    def get(idx: int) -> np.ndarray:
-        name = f'new_nyu_class13_{idx:04d}.png'
-        if name not in members:
-            raise ValueError(f'label {name} not in {LABEL_TGZ}')
-        buf = np.frombuffer(tar.extractfile(members[name]).read(), np.uint8)
-        return cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
-
-    return get
+    return tar, {m.name.rsplit('/', 1)[-1]: m for m in tar.getmembers() if m.isfile()}
 
 
 def nyu_label(idx: int) -> np.ndarray:
     """The 640×480 uint8 13-class label image ``new_nyu_class13_<idx>.png``. Raises ValueError if
     absent."""
-    return _label_members()(idx)
+    tar, members = _label_archive()
+    name = f'new_nyu_class13_{idx:04d}.png'
+    if name not in members:
+        raise ValueError(f'label {name} not in {LABEL_TGZ}')
+    buf = np.frombuffer(tar.extractfile(members[name]).read(), np.uint8)
+    return cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
+
+
+def nyu_label_indices() -> list[int]:
+    """The sorted 1-based labelled-set indices of every label image in the archive (NYU's 654
+    test frames)."""
+    _, members = _label_archive()
+    pre, post = 'new_nyu_class13_', '.png'
+    return sorted(
+        int(n[len(pre) : -len(post)])
+        for n in members
+        if n.startswith(pre) and n.endswith(post) and n[len(pre) : -len(post)].isdigit()
+    )
 
 
 def load(
