@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Write a dataset directory of training frames painted over NYU's real label layouts
-(training/layout_paint.py): labels and K, no depth (METHOD M5).
+(training/layout_paint.py): labels and K, no depth, ``"geometry": false`` (the painted image
+shows no 3D scene, so the frames train the 2D segmentation term only; METHOD M5).
 
 The label images are NYU Depth v2's 13-class test labels (the sample file registry's archive,
 docs/sample_data.md; no RGB comes with them). Every label image within ``--exclude-margin``
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                     bag='nyu_test_labels_13',
                     topics={'rgb': None, 'depth': None, 'labels': None},
                     labels=labels,
+                    geometry=False,
                 )
         report = {
             'layout_frames': {

@@ -131,6 +131,29 @@ def test_mixed_batch_masks_per_sample():
     assert half['consistency'].item() == pytest.approx(full['consistency'].item())
 
 
+def test_frames_without_geometry_train_only_the_2d_term():
+    """``has_geometry`` False (an image painted over a label layout): the sample keeps its 2D
+    term and gives the 3D term and the consistency term nothing; the other sample is untouched."""
+    model = small_model().eval()  # running BatchNorm statistics: samples independent
+    b = make_batch()
+    b['has_depth'] = torch.tensor([True, False])
+    ref = compute_losses(model, b, LossConfig())
+    b['has_geometry'] = torch.tensor([True, False])
+    out = compute_losses(model, b, LossConfig())
+    assert out['n_seg2d'].item() == ref['n_seg2d'].item()
+    assert out['seg2d'].item() == pytest.approx(ref['seg2d'].item())
+    alone = {k: v[:1] for k, v in b.items()}
+    first = compute_losses(model, alone, LossConfig())
+    for term in ('seg3d', 'consistency'):
+        assert 0 < out[f'n_{term}'].item() == first[f'n_{term}'].item() < ref[f'n_{term}'].item()
+    b['has_geometry'] = torch.tensor([False, False])
+    none = compute_losses(model, b, LossConfig())
+    assert none['n_seg3d'].item() == none['n_consistency'].item() == 0
+    assert none['total'].item() == pytest.approx(none['seg2d'].item() + none['depth'].item())
+    none['total'].backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
 def test_separate_3d_labels_change_only_seg3d():
     model = small_model(3)
     b = make_batch()

@@ -1,4 +1,5 @@
 """training/layout_paint.py and scripts/layout_frames.py: images painted over real label layouts.
+Their frames are marked ``"geometry": false`` and reach the loss as ``has_geometry`` False.
 
 The painting must follow the labels (edges where the label changes, not inside a segment), say
 nothing about the class through colour (one class's colour varies over seeds), be reproducible from
@@ -119,6 +120,7 @@ def test_script_writes_labelled_frames_without_the_evaluation_rooms(real_dir, tm
     from depth3dseg_ros.core.imageops import resize_labels
     from depth3dseg_ros.dataset_format import read_index
     from depth3dseg_ros.samples.frames import labelled_frames, nyu_label, nyu_label_indices
+    from depth3dseg_ros.training.dataset import FrameDataset
 
     out = tmp_path / 'lay'
     assert _script()['main'](['--out', str(out), '--variants', '1', '--size', '80', '60']) == 0
@@ -132,6 +134,9 @@ def test_script_writes_labelled_frames_without_the_evaluation_rooms(real_dir, tm
     ) == set(nyu_label_indices())
     r = recs[0]
     assert r['depth'] is None and (r['width'], r['height']) == (80, 60)
+    assert all(rec['geometry'] is False for rec in recs)  # the 2D term only (core.train_step)
+    item = FrameDataset([out], input_size=(80, 60))[0]
+    assert item['has_labels'] and not item['has_depth'] and not item['has_geometry']
     assert np.allclose(np.reshape(r['K'], (3, 3))[0, 0], 518.8579 / 8, atol=1e-3)
     lab = cv2.imread(str(out / r['labels']), cv2.IMREAD_UNCHANGED)
     assert np.array_equal(lab, resize_labels(nyu_label(idx[0]), (80, 60)))

@@ -215,6 +215,7 @@ class DatasetWriter:
         topics: Mapping[str, Optional[str]],
         depth_mm: Optional[np.ndarray] = None,
         labels: Optional[np.ndarray] = None,
+        geometry: bool = True,
     ) -> Dict[str, Any]:
         """Write one frame's PNGs, then append its index line (fsync'ed). Returns the index entry.
 
@@ -228,12 +229,17 @@ class DatasetWriter:
                 entry's ``label_max``). K: 3×3 intrinsics of this H×W image.
             stamp_ns: header stamp of the RGB message. bag: source bag name/path.
             topics: role -> topic actually used (None for a missing role).
+            geometry: False for an image that shows no real 3D scene (e.g. painted over a label
+                layout): the entry gets ``"geometry": false`` and trains the 2D segmentation term
+                only (core.train_step ``has_geometry``, METHOD M5).
         Raises:
             ValueError: bad id, dtype or shape (field and value named); a duplicate id; a label id
                 outside the class set (naming the frame, the ids and the range; C43).
             OSError: a file could not be written (the frame is then not indexed).
         """
         entry, images = self._prepare(frame_id, rgb, K, stamp_ns, bag, topics, depth_mm, labels)
+        if not geometry:
+            entry['geometry'] = False
         self._submitted.add(frame_id)
         if self._pool is None:
             self._write_files(images)

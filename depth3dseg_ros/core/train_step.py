@@ -10,7 +10,10 @@ and the test that shows the coupling (test/test_core_train_step.py).
 Batch (docs/ARCHITECTURE.md): ``rgb`` B×3×H×W float normalised, ``K`` B×3×3 at H×W; optional
 ``depth`` B×1×H×W metres (NaN/0 = no data), ``labels`` B×H×W long (void = ignore), ``labels3d``
 B×H×W long (3D labels; default: each point takes its pixel's label), ``has_labels`` / ``has_depth``
-B bool (default: True for every sample when the key is present, False when absent).
+B bool (default: True for every sample when the key is present, False when absent),
+``has_geometry`` B bool (default True; False for an image that shows no real 3D scene, e.g. one
+painted over a label layout, whose cloud from predicted depth means nothing: it trains neither the
+3D term nor the consistency term, M5).
 """
 
 from __future__ import annotations
@@ -217,8 +220,9 @@ def losses_from_outputs(
     0) and {'n_seg2d', 'n_seg3d', 'n_depth', 'n_consistency'}: 0-d int64 element counts (0 =
     absent: no labels / no valid depth / no valid point in this batch). Unlabelled frames
     (has_labels False) give only depth + consistency; frames without depth only the segmentation
-    and consistency terms. Raises ValueError when uncertainty weighting is on but ``weighting`` is
-    None, or on bad shapes.
+    and consistency terms; frames with ``has_geometry`` False only the 2D segmentation term.
+    Raises ValueError when uncertainty weighting is on but ``weighting`` is None, or on bad
+    shapes.
     """
     # Losses in float32 even when the forward pass ran under autocast (fp16/bf16 outputs).
     seg2d, seg3d, valid = out['seg2d'].float(), out['seg3d'].float(), out['valid']
@@ -232,6 +236,8 @@ def losses_from_outputs(
         if 'labels3d' in batch
         else has_labels
     )
+    has_geometry = _mask(batch, 'has_geometry', True, b, device)
+    has_labels3d = has_labels3d & has_geometry
     if isinstance(cfg.class_weights, str):
         raise ValueError(
             f'LossConfig.class_weights={cfg.class_weights!r} is resolved from the training labels '
@@ -270,7 +276,9 @@ def losses_from_outputs(
         )
     else:
         terms['depth'] = Term(depth.sum() * 0, 0)
-    terms['consistency'] = consistency(seg2d, seg3d, valid, cfg.consistency)
+    terms['consistency'] = consistency(
+        seg2d, seg3d, valid, cfg.consistency, None if 'has_geometry' not in batch else has_geometry
+    )
     weights = cfg.weights()
     if cfg.uncertainty_weighting:
         if weighting is None:

@@ -198,7 +198,9 @@ class FrameDataset(Dataset):
     Item (dict of tensors, collated by the default collate): ``rgb`` 3×H×W float32 normalised
     ((x/255 − mean)/std), ``K`` 3×3 float32 at input size, ``depth`` 1×H×W float32 m (NaN = no
     data, all NaN when the frame has none), ``labels`` H×W int64 (void id where unlabelled / no
-    labels), ``has_depth``, ``has_labels`` bool scalars, ``index`` int64.
+    labels), ``has_depth``, ``has_labels``, ``has_geometry`` bool scalars (the last False for a
+    record with ``"geometry": false``: 2D segmentation term only, core.train_step), ``index``
+    int64.
 
     Args:
         dirs: dataset directories (or a list of frame records from `read_index`, via ``records``).
@@ -348,6 +350,7 @@ class FrameDataset(Dataset):
             ),
             'has_depth': torch.tensor(depth is not None),
             'has_labels': torch.tensor(labels is not None),
+            'has_geometry': torch.tensor(self.records[i].get('geometry', True) is not False),
             'index': torch.tensor(i, dtype=torch.int64),
         }
 
