@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     w, h = a.size
     try:
         eval_idx = sorted(f.label_idx for f in labelled_frames())
-        keep = kept_indices(nyu_label_indices(), eval_idx, a.exclude_margin)
+        all_idx = nyu_label_indices()
+        keep = kept_indices(all_idx, eval_idx, a.exclude_margin)
         photos = load_rgb_pool(a.photo, (w, h), '--photo') if a.photo else None
     except (ValueError, FileNotFoundError) as err:
         print(f'layout_frames: {err}', file=sys.stderr)
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             'layout_frames': {
                 'label_images': len(keep),
                 'variants': a.variants,
-                'excluded': sorted(set(nyu_label_indices()) - set(keep)),
+                'excluded': sorted(set(all_idx) - set(keep)),
                 'evaluation_indices': eval_idx,
                 'exclude_margin': a.exclude_margin,
                 'photo': list(a.photo),

@@ -276,9 +276,7 @@ def losses_from_outputs(
         )
     else:
         terms['depth'] = Term(depth.sum() * 0, 0)
-    terms['consistency'] = consistency(
-        seg2d, seg3d, valid, cfg.consistency, None if 'has_geometry' not in batch else has_geometry
-    )
+    terms['consistency'] = consistency(seg2d, seg3d, valid, cfg.consistency, has_geometry)
     weights = cfg.weights()
     if cfg.uncertainty_weighting:
         if weighting is None:

@@ -35,6 +35,7 @@ from depth3dseg_ros.training.texture_rand import randomize_texture, resolve_text
 
 #: texture_rand fields for painting: every segment repainted, nothing of the grey image kept.
 PAINT = {'p': 1.0, 'p_segment': 1.0, 'blend': [1.0, 1.0]}
+_PAINT_CFG = resolve_texture(dict(PAINT), 'layout_paint')  # checked once; never mutated
 BLUR_SIGMA = (0.3, 1.0)
 
 
@@ -95,7 +96,6 @@ def paint_layout(
     """
     lum = layout_shading(labels, rng)
     grey = cv2.convertScaleAbs(np.repeat(lum[..., None], 3, axis=2), alpha=255.0)
-    cfg = resolve_texture(dict(PAINT), 'layout_paint')
-    rgb = randomize_texture(grey, labels, rng, cfg, photos)
+    rgb = randomize_texture(grey, labels, rng, _PAINT_CFG, photos)
     sigma = float(rng.uniform(*BLUR_SIGMA))
     return cv2.GaussianBlur(rgb, (0, 0), sigma)
