@@ -1,0 +1,87 @@
+"""scripts/logit_adjust_eval.py: post-hoc logit adjustment by the training label prior
+(models/README.md, "Logit adjustment by the training prior"). τ = 0 must be the model as
+depth3dseg-eval scores it; the prior must count the label images' pixels, void excluded; a
+larger τ must move predictions towards the rarer classes."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from depth3dseg_ros.core.classes import NYU13
+from depth3dseg_ros.core.model import Depth3DSeg
+from depth3dseg_ros.core.modelfile import load_model, save_model
+from depth3dseg_ros.dataset_format import read_index
+from depth3dseg_ros.training.dataset import load_records
+from depth3dseg_ros.training.evaluate import evaluate_model, model_dataset
+from trainutil import TINY_ARCH, make_dataset_dir
+
+SCRIPT = Path(__file__).resolve().parents[1] / 'scripts' / 'logit_adjust_eval.py'
+
+
+@pytest.fixture(scope='module')
+def setup(real_dir, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('logit_adjust')
+    data = make_dataset_dir(real_dir, tmp / 'ds', size=(96, 72))
+    torch.manual_seed(0)
+    path = tmp / 'tiny.pt'
+    model = Depth3DSeg(len(NYU13), **yaml.safe_load(TINY_ARCH)).eval()
+    with torch.no_grad():  # an untrained net answers nearly the same everywhere: perturb it
+        for prm in model.parameters():
+            prm.add_(0.3 * torch.randn_like(prm))
+    save_model(path, model, {'classes': NYU13, 'input_size': [96, 72]})
+    return runpy.run_path(str(SCRIPT)), path, data
+
+
+def test_prior_counts_label_pixels_without_void(setup):
+    script, _, data = setup
+    import cv2
+
+    counts = np.zeros(len(NYU13))
+    for rec in read_index(data):
+        if rec.get('labels'):
+            lab = cv2.imread(str(Path(rec['dir']) / rec['labels']), cv2.IMREAD_UNCHANGED)
+            counts += np.bincount(lab.ravel(), minlength=len(NYU13))
+    counts[NYU13.void_id] = 0
+    prior = script['label_prior']([str(data)], NYU13)
+    np.testing.assert_allclose(prior, counts / counts.sum())
+    assert prior[NYU13.void_id] == 0 and prior.sum() == pytest.approx(1.0)
+
+
+def test_tau_zero_is_depth3dseg_eval_and_tau_moves_towards_rare_classes(setup):
+    script, path, data = setup
+    prior = np.full(len(NYU13), 0.5 / (len(NYU13) - 2))
+    prior[NYU13.void_id], prior[12] = 0.0, 0.5  # wall common, every other class rare
+    res = script['evaluate_taus'](str(path), [str(data)], prior, [0.0, 5.0])
+    model, meta = load_model(path, map_location='cpu')
+    records = [r for r in load_records([data], NYU13) if r.get('labels')]
+    ref = evaluate_model(model, model_dataset(records, meta, NYU13), NYU13)
+    for k in script['KEYS']:
+        assert res[0.0][k] == pytest.approx(ref[k], abs=1e-9), k
+    assert res[5.0]['absrel'] == pytest.approx(ref['absrel'], abs=1e-9)  # depth is untouched
+    # the shifted logits: wall loses τ·log(0.5 / p_rare) against every other class
+    model.eval()
+    x, K = torch.randn(1, 3, 72, 96), torch.tensor([[[80.0, 0, 48], [0, 80, 36], [0, 0, 1]]])
+    with torch.no_grad():
+        a = model(x, K)
+        model.forward = script['adjusted_forward'](model, script['logit_shift'](prior, 5.0, 0))
+        b = model(x, K)
+    gap = (a['seg2d'] - b['seg2d'])[:, 12] - (a['seg2d'] - b['seg2d'])[:, 1]
+    torch.testing.assert_close(gap, torch.full_like(gap, 5.0 * np.log(0.5 / prior[1])))
+    assert torch.equal(a['depth'], b['depth'])
+
+
+def test_bad_inputs_are_refused(setup, real_dir, tmp_path):
+    script, path, data = setup
+    unlabelled = make_dataset_dir(real_dir, tmp_path / 'u', size=(96, 72), labels=False)
+    with pytest.raises(ValueError, match='no labelled frame to count a prior'):
+        script['label_prior']([str(unlabelled)], NYU13)
+    with pytest.raises(ValueError, match='prior has 3 classes, the model 14'):
+        script['evaluate_taus'](str(path), [str(data)], np.ones(3) / 3, [0.0])
+    with pytest.raises(ValueError, match='no labelled frame'):
+        script['evaluate_taus'](str(path), [str(unlabelled)], np.ones(14) / 14, [0.0])
