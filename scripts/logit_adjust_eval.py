@@ -29,11 +29,16 @@ import numpy as np
 import torch
 
 from depth3dseg_ros.core.classes import ClassSet
-from depth3dseg_ros.core.modelfile import load_model
+from depth3dseg_ros.core.modelfile import read_model_file
 from depth3dseg_ros.training.dataset import load_records
-from depth3dseg_ros.training.evaluate import evaluate_model, model_dataset
+from depth3dseg_ros.training.forward_variants import (
+    KEYS,
+    evaluate_variants,
+    load_labelled,
+    markdown_table,
+)
 
-KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_fused', 'absrel', 'delta1')
+__all__ = ['KEYS', 'label_prior', 'logit_shift', 'adjusted_forward', 'evaluate_taus', 'main']
 
 
 def label_prior(dirs: list[str], classes: ClassSet, every: int = 1) -> np.ndarray:
@@ -70,11 +75,11 @@ def logit_shift(prior: np.ndarray, tau: float, void_id: int) -> torch.Tensor:
 
 
 def adjusted_forward(model: torch.nn.Module, shift: torch.Tensor):
-    """A replacement for ``model.forward`` (assign to the instance) whose ``seg2d`` and ``seg3d``
-    logits have ``shift`` subtracted; every other output is the model's own."""
+    """A replacement for ``model.forward`` (bind with types.MethodType) whose ``seg2d`` and
+    ``seg3d`` logits have ``shift`` subtracted; every other output is the model's own."""
     base = model.forward
 
-    def forward(*args, **kwargs) -> dict:
+    def forward(self, *args, **kwargs) -> dict:
         out = dict(base(*args, **kwargs))
         for key in ('seg2d', 'seg3d'):
             if out.get(key) is not None:
@@ -95,26 +100,14 @@ def evaluate_taus(
     ``data`` with both heads' logits shifted by τ·log ``prior``. Raises ValueError when
     ``data`` has no labelled frame (with depth, for ``measured_depth``) or ``prior`` has the wrong
     length."""
-    model, meta = load_model(model_path, map_location='cpu')
-    model.eval()
-    classes = ClassSet.from_dict(meta['classes'])
+    model, classes, ds = load_labelled(model_path, data, measured_depth)
     if len(prior) != len(classes):
         raise ValueError(f'prior has {len(prior)} classes, the model {len(classes)}')
-    records = [r for r in load_records(data, classes) if r.get('labels')]
-    if measured_depth:
-        records = [r for r in records if r.get('depth')]
-    if not records:
-        raise ValueError(f'{data}: no labelled frame{" with depth" if measured_depth else ""}')
-    ds = model_dataset(records, meta, classes)
-    out = {}
-    for tau in taus:
-        model.forward = adjusted_forward(model, logit_shift(prior, tau, classes.void_id))
-        try:
-            r = evaluate_model(model, ds, classes, measured_depth=measured_depth)
-        finally:
-            del model.forward
-        out[tau] = {k: r[k] for k in KEYS} | {'frames': r['frames']}
-    return out
+    variants = {
+        tau: (lambda m, t=tau: adjusted_forward(m, logit_shift(prior, t, classes.void_id)))
+        for tau in taus
+    }
+    return evaluate_variants(model, classes, ds, variants, 'forward', measured_depth)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,18 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('--measured-depth', action='store_true')
     a = ap.parse_args(argv)
     try:
-        _, meta = load_model(a.model, map_location='cpu')
-        classes = ClassSet.from_dict(meta['classes'])
+        classes = ClassSet.from_dict(read_model_file(a.model)['meta']['classes'])
         prior = label_prior(a.prior_data, classes, a.every)
         res = evaluate_taus(a.model, a.data, prior, a.taus, a.measured_depth)
     except ValueError as e:
         ap.error(str(e))
     print('prior: ' + ', '.join(f'{n} {p:.3f}' for n, p in zip(classes.names, prior) if p > 0))
-    print('| τ | frames | ' + ' | '.join(KEYS) + ' |')
-    print('|---|---|' + '---|' * len(KEYS))
-    for tau, r in res.items():
-        cells = ['-' if r[k] is None else f'{r[k]:.3f}' for k in KEYS]
-        print(f'| {tau:g} | {r["frames"]} | ' + ' | '.join(cells) + ' |')
+    print(markdown_table('τ', res))
     return 0
 
 

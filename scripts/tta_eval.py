@@ -18,17 +18,18 @@ Usage: python scripts/tta_eval.py --model M --data data/ds_real_labelled [--meas
 from __future__ import annotations
 
 import argparse
-import types
 
 import torch
 import torch.nn.functional as F
 
-from depth3dseg_ros.core.classes import ClassSet
-from depth3dseg_ros.core.modelfile import load_model
-from depth3dseg_ros.training.dataset import load_records
-from depth3dseg_ros.training.evaluate import evaluate_model, model_dataset
+from depth3dseg_ros.training.forward_variants import (
+    KEYS,
+    evaluate_variants,
+    load_labelled,
+    markdown_table,
+)
 
-KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_fused', 'absrel', 'delta1')
+__all__ = ['KEYS', 'parse_views', 'tta_forward_2d', 'evaluate_views', 'main']
 
 
 def parse_views(spec: str) -> list[tuple[float, bool]]:
@@ -88,25 +89,9 @@ def evaluate_views(
     depth, their depth given as an RGB-D camera's). Raises ValueError for a bad spec or data with
     no labelled frame to score."""
     parsed = {spec: parse_views(spec) for spec in specs}
-    model, meta = load_model(model_path, map_location='cpu')
-    model.eval()
-    classes = ClassSet.from_dict(meta['classes'])
-    records = [r for r in load_records(data, classes) if r.get('labels')]
-    if measured_depth:
-        records = [r for r in records if r.get('depth')]
-    if not records:
-        raise ValueError(f'{data}: no labelled frame{" with depth" if measured_depth else ""}')
-    ds = model_dataset(records, meta, classes)
-    base = model.forward_2d
-    out = {}
-    for spec, views in parsed.items():
-        model.forward_2d = types.MethodType(tta_forward_2d(model, views), model)
-        try:
-            r = evaluate_model(model, ds, classes, measured_depth=measured_depth)
-        finally:
-            model.forward_2d = base
-        out[spec] = {k: r[k] for k in KEYS} | {'frames': r['frames']}
-    return out
+    model, classes, ds = load_labelled(model_path, data, measured_depth)
+    variants = {spec: (lambda m, v=views: tta_forward_2d(m, v)) for spec, views in parsed.items()}
+    return evaluate_variants(model, classes, ds, variants, 'forward_2d', measured_depth)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,11 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         res = evaluate_views(a.model, a.data, a.views, a.measured_depth)
     except ValueError as e:
         ap.error(str(e))
-    print('| views | frames | ' + ' | '.join(KEYS) + ' |')
-    print('|---|---|' + '---|' * len(KEYS))
-    for spec, r in res.items():
-        cells = ['-' if r[k] is None else f'{r[k]:.3f}' for k in KEYS]
-        print(f'| {spec} | {r["frames"]} | ' + ' | '.join(cells) + ' |')
+    print(markdown_table('views', res))
     return 0
 
 

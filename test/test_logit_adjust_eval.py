@@ -5,43 +5,30 @@ larger τ must move predictions towards the rarer classes."""
 
 from __future__ import annotations
 
-import runpy
+import types
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from depth3dseg_ros.core.classes import NYU13
-from depth3dseg_ros.core.model import Depth3DSeg
-from depth3dseg_ros.core.modelfile import load_model, save_model
+from depth3dseg_ros.core.modelfile import load_model
 from depth3dseg_ros.dataset_format import read_index
 from depth3dseg_ros.training.dataset import load_records
 from depth3dseg_ros.training.evaluate import evaluate_model, model_dataset
-from trainutil import TINY_ARCH, make_dataset_dir
-
-SCRIPT = Path(__file__).resolve().parents[1] / 'scripts' / 'logit_adjust_eval.py'
+from trainutil import make_dataset_dir, script_with_tiny_model
 
 
 @pytest.fixture(scope='module')
 def setup(real_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp('logit_adjust')
-    data = make_dataset_dir(real_dir, tmp / 'ds', size=(96, 72))
-    torch.manual_seed(0)
-    path = tmp / 'tiny.pt'
-    model = Depth3DSeg(len(NYU13), **yaml.safe_load(TINY_ARCH)).eval()
-    with torch.no_grad():  # an untrained net answers nearly the same everywhere: perturb it
-        for prm in model.parameters():
-            prm.add_(0.3 * torch.randn_like(prm))
-    save_model(path, model, {'classes': NYU13, 'input_size': [96, 72]})
-    return runpy.run_path(str(SCRIPT)), path, data
+    return script_with_tiny_model('logit_adjust_eval.py', real_dir, tmp)
 
 
 def test_prior_counts_label_pixels_without_void(setup):
     script, _, data = setup
-    import cv2
-
     counts = np.zeros(len(NYU13))
     for rec in read_index(data):
         if rec.get('labels'):
@@ -69,7 +56,8 @@ def test_tau_zero_is_depth3dseg_eval_and_tau_moves_towards_rare_classes(setup):
     x, K = torch.randn(1, 3, 72, 96), torch.tensor([[[80.0, 0, 48], [0, 80, 36], [0, 0, 1]]])
     with torch.no_grad():
         a = model(x, K)
-        model.forward = script['adjusted_forward'](model, script['logit_shift'](prior, 5.0, 0))
+        shift = script["logit_shift"](prior, 5.0, 0)
+        model.forward = types.MethodType(script["adjusted_forward"](model, shift), model)
         b = model(x, K)
     gap = (a['seg2d'] - b['seg2d'])[:, 12] - (a['seg2d'] - b['seg2d'])[:, 1]
     torch.testing.assert_close(gap, torch.full_like(gap, 5.0 * np.log(0.5 / prior[1])))

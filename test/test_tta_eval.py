@@ -4,36 +4,21 @@ view must undo its mirror (a mirrored image under '1f' gives the mirrored output
 
 from __future__ import annotations
 
-import runpy
 import types
-from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from depth3dseg_ros.core.classes import NYU13
-from depth3dseg_ros.core.model import Depth3DSeg
-from depth3dseg_ros.core.modelfile import load_model, save_model
+from depth3dseg_ros.core.modelfile import load_model
 from depth3dseg_ros.training.dataset import load_records
 from depth3dseg_ros.training.evaluate import evaluate_model, model_dataset
-from trainutil import TINY_ARCH, make_dataset_dir
-
-SCRIPT = Path(__file__).resolve().parents[1] / 'scripts' / 'tta_eval.py'
+from trainutil import make_dataset_dir, script_with_tiny_model
 
 
 @pytest.fixture(scope='module')
 def setup(real_dir, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp('tta')
-    data = make_dataset_dir(real_dir, tmp / 'ds', size=(96, 72))
-    torch.manual_seed(0)
-    path = tmp / 'tiny.pt'
-    model = Depth3DSeg(len(NYU13), **yaml.safe_load(TINY_ARCH)).eval()
-    with torch.no_grad():  # an untrained net answers nearly the same everywhere: perturb it
-        for prm in model.parameters():
-            prm.add_(0.3 * torch.randn_like(prm))
-    save_model(path, model, {'classes': NYU13, 'input_size': [96, 72]})
-    return runpy.run_path(str(SCRIPT)), path, data
+    return script_with_tiny_model('tta_eval.py', real_dir, tmp_path_factory.mktemp('tta'))
 
 
 def test_single_view_is_depth3dseg_eval(setup):

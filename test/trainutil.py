@@ -127,3 +127,33 @@ def tiny_train_args(data: Path, out: Path, *extra: str, epochs: int = 2) -> list
         'log.sample_images=2',
         *extra,
     ]
+
+
+def perturbed_tiny_model_file(path: Path, input_size=(96, 72), seed: int = 0) -> Path:
+    """Save a TINY_ARCH Depth3DSeg (NYU13 classes) with every weight perturbed by 0.3·N(0, 1) to
+    ``path`` (a model file, core.modelfile): an untrained net answers nearly the same everywhere,
+    so tests of inference-time variants would see no difference between them."""
+    import torch
+    import yaml
+
+    from depth3dseg_ros.core.model import Depth3DSeg
+    from depth3dseg_ros.core.modelfile import save_model
+
+    torch.manual_seed(seed)
+    model = Depth3DSeg(len(NYU13), **yaml.safe_load(TINY_ARCH)).eval()
+    with torch.no_grad():
+        for prm in model.parameters():
+            prm.add_(0.3 * torch.randn_like(prm))
+    save_model(path, model, {'classes': NYU13, 'input_size': list(input_size)})
+    return Path(path)
+
+
+def script_with_tiny_model(script: str, real_dir: Path, tmp: Path):
+    """(the globals of ``scripts/<script>`` run as a module, a perturbed_tiny_model_file, a
+    96×72 make_dataset_dir of the real frames) under ``tmp``: the setup of the tests of the
+    model card's inference-time lever scripts."""
+    import runpy
+
+    path = Path(__file__).resolve().parents[1] / 'scripts' / script
+    data = make_dataset_dir(real_dir, tmp / 'ds', size=(96, 72))
+    return runpy.run_path(str(path)), perturbed_tiny_model_file(tmp / 'tiny.pt'), data
