@@ -32,10 +32,13 @@ from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.modelfile import read_model_file
 from depth3dseg_ros.training.dataset import load_records
 from depth3dseg_ros.training.forward_variants import (
+    INPUT_ERRORS,
     KEYS,
+    add_data_args,
     evaluate_variants,
     load_labelled,
     markdown_table,
+    model_arg,
 )
 
 __all__ = ['KEYS', 'label_prior', 'logit_shift', 'adjusted_forward', 'evaluate_taus', 'main']
@@ -45,12 +48,15 @@ def label_prior(dirs: list[str], classes: ClassSet, every: int = 1) -> np.ndarra
     """The class prior π (C float64, sums to 1, 0 at the void id) of the label images of the
     dataset directories ``dirs``: pixel counts of every ``every``-th labelled frame. Raises
     ValueError naming the directory or file when no labelled frame is found, a label image cannot
-    be read or holds an id >= len(classes)."""
+    be read or holds an id >= len(classes), or ``every`` < 1; FileNotFoundError for a directory
+    without a dataset index."""
+    if every < 1:
+        raise ValueError(f'every={every} must be >= 1')
     counts = np.zeros(len(classes), dtype=np.float64)
     records = [r for r in load_records(dirs, classes) if r.get('labels')]
     if not records:
         raise ValueError(f'{dirs}: no labelled frame to count a prior from')
-    for rec in records[:: max(1, int(every))]:
+    for rec in records[::every]:
         path = Path(rec['dir']) / rec['labels']
         lab = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
         if lab is None or lab.ndim != 2:
@@ -66,11 +72,22 @@ def label_prior(dirs: list[str], classes: ClassSet, every: int = 1) -> np.ndarra
     return counts / counts.sum()
 
 
-def logit_shift(prior: np.ndarray, tau: float, void_id: int) -> torch.Tensor:
-    """τ·log π as a 1×C×1×1 float32 tensor to subtract from B×C×H×W logits; 0 at ``void_id``,
-    classes never seen (π = 0) get log 1e-6 (a large, finite boost)."""
-    shift = tau * np.log(np.maximum(prior, 1e-6))
-    shift[void_id] = 0.0
+def logit_shift(prior: np.ndarray, tau: float, classes: ClassSet) -> torch.Tensor:
+    """τ·log π as a 1×C×1×1 float32 tensor to subtract from B×C×H×W logits; 0 at the void id.
+
+    Raises ValueError when τ is not finite, or when τ ≠ 0 and a class other than void has π = 0:
+    log 0 would hand that class every pixel, so the prior must come from data that holds every
+    class the model predicts (the model's own training data)."""
+    if not np.isfinite(tau):
+        raise ValueError(f'tau={tau} must be a finite number')
+    missing = [n for i, n in enumerate(classes.names) if i != classes.void_id and prior[i] <= 0]
+    if tau != 0 and missing:
+        raise ValueError(
+            f'the prior data has no pixels of {", ".join(missing)}: log 0 would give '
+            'that class every pixel; count the prior over the data the model trained on'
+        )
+    shift = tau * np.log(np.where(prior > 0, prior, 1.0))
+    shift[classes.void_id] = 0.0
     return torch.tensor(shift, dtype=torch.float32).view(1, -1, 1, 1)
 
 
@@ -98,15 +115,13 @@ def evaluate_taus(
 ) -> dict[float, dict]:
     """{τ: depth3dseg-eval figures (KEYS) + frames} of the model file on the dataset directories
     ``data`` with both heads' logits shifted by τ·log ``prior``. Raises ValueError when
-    ``data`` has no labelled frame (with depth, for ``measured_depth``) or ``prior`` has the wrong
-    length."""
+    ``data`` has no labelled frame (with depth, for ``measured_depth``), ``prior`` has the wrong
+    length, or a τ is refused by logit_shift (all checked before any frame runs)."""
     model, classes, ds = load_labelled(model_path, data, measured_depth)
     if len(prior) != len(classes):
         raise ValueError(f'prior has {len(prior)} classes, the model {len(classes)}')
-    variants = {
-        tau: (lambda m, t=tau: adjusted_forward(m, logit_shift(prior, t, classes.void_id)))
-        for tau in taus
-    }
+    shifts = {tau: logit_shift(prior, tau, classes) for tau in taus}
+    variants = {tau: (lambda m, sh=sh: adjusted_forward(m, sh)) for tau, sh in shifts.items()}
     return evaluate_variants(model, classes, ds, variants, 'forward', measured_depth)
 
 
@@ -114,20 +129,29 @@ def main(argv: list[str] | None = None) -> int:
     """Command line: print the prior and a Markdown table, one row per τ; exit 0 (2 on bad
     input)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--model', default='models/depth3dseg_nyu13.pt')
-    ap.add_argument('--data', nargs='+', default=['data/ds_real_labelled'])
-    ap.add_argument('--prior-data', nargs='+', required=True)
-    ap.add_argument('--every', type=int, default=7, help='count every N-th labelled frame')
-    ap.add_argument('--taus', nargs='+', type=float, default=[0.0, 0.3, 1.0])
-    ap.add_argument('--measured-depth', action='store_true')
+    add_data_args(ap)
+    ap.add_argument(
+        '--prior-data',
+        nargs='+',
+        required=True,
+        help='the training set\'s labelled dataset directories, e.g. data/ds_synth_train '
+        'data/ds_synth_nyu (made by the commands of models/README.md, "How it was trained")',
+    )
+    ap.add_argument('--every', type=int, default=7, help='count every N-th labelled frame (>= 1)')
+    ap.add_argument('--taus', nargs='+', type=float, default=[0.0, 0.3, 1.0], help='values of τ')
     a = ap.parse_args(argv)
     try:
-        classes = ClassSet.from_dict(read_model_file(a.model)['meta']['classes'])
+        model = model_arg(a.model)
+        classes = ClassSet.from_dict(read_model_file(model)['meta']['classes'])
         prior = label_prior(a.prior_data, classes, a.every)
-        res = evaluate_taus(a.model, a.data, prior, a.taus, a.measured_depth)
-    except ValueError as e:
+        res = evaluate_taus(model, a.data, prior, a.taus, a.measured_depth)
+    except INPUT_ERRORS as e:
         ap.error(str(e))
-    print('prior: ' + ', '.join(f'{n} {p:.3f}' for n, p in zip(classes.names, prior) if p > 0))
+    names = [n for i, n in enumerate(classes.names) if i != classes.void_id]
+    print(
+        'prior: '
+        + ', '.join(f'{n} {p:.3f}' for n, p in zip(names, np.delete(prior, classes.void_id)))
+    )
     print(markdown_table('τ', res))
     return 0
 

@@ -23,10 +23,13 @@ import torch
 import torch.nn.functional as F
 
 from depth3dseg_ros.training.forward_variants import (
+    INPUT_ERRORS,
     KEYS,
+    add_data_args,
     evaluate_variants,
     load_labelled,
     markdown_table,
+    model_arg,
 )
 
 __all__ = ['KEYS', 'parse_views', 'tta_forward_2d', 'evaluate_views', 'main']
@@ -97,14 +100,17 @@ def evaluate_views(
 def main(argv: list[str] | None = None) -> int:
     """Command line: print a Markdown table, one row per view list; exit 0 (2 on bad input)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--model', default='models/depth3dseg_nyu13.pt')
-    ap.add_argument('--data', nargs='+', default=['data/ds_real_labelled'])
-    ap.add_argument('--views', nargs='+', default=['1', '1f', '0.75', '0.75+1', '1.25'])
-    ap.add_argument('--measured-depth', action='store_true')
+    add_data_args(ap)
+    ap.add_argument(
+        '--views',
+        nargs='+',
+        default=['1', '1f', '0.75', '0.75+1', '1.25'],
+        help="view lists: scales joined by '+', a trailing 'f' adds the mirror image",
+    )
     a = ap.parse_args(argv)
     try:
-        res = evaluate_views(a.model, a.data, a.views, a.measured_depth)
-    except ValueError as e:
+        res = evaluate_views(model_arg(a.model), a.data, a.views, a.measured_depth)
+    except INPUT_ERRORS as e:
         ap.error(str(e))
     print(markdown_table('views', res))
     return 0

@@ -65,3 +65,11 @@ def test_no_labelled_frame_is_refused(setup, real_dir, tmp_path):
     unlabelled = make_dataset_dir(real_dir, tmp_path / 'u', size=(96, 72), labels=False)
     with pytest.raises(ValueError, match='no labelled frame'):
         load_labelled(str(path), [str(unlabelled)])
+
+
+def test_model_arg_defaults_to_the_shipped_model():
+    from depth3dseg_ros.paths import share_file
+    from depth3dseg_ros.training.forward_variants import model_arg
+
+    assert model_arg(None) == str(share_file('models', 'depth3dseg_nyu13.pt'))
+    assert model_arg('x.pt') == 'x.pt'

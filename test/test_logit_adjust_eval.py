@@ -56,7 +56,7 @@ def test_tau_zero_is_depth3dseg_eval_and_tau_moves_towards_rare_classes(setup):
     x, K = torch.randn(1, 3, 72, 96), torch.tensor([[[80.0, 0, 48], [0, 80, 36], [0, 0, 1]]])
     with torch.no_grad():
         a = model(x, K)
-        shift = script["logit_shift"](prior, 5.0, 0)
+        shift = script["logit_shift"](prior, 5.0, NYU13)
         model.forward = types.MethodType(script["adjusted_forward"](model, shift), model)
         b = model(x, K)
     gap = (a['seg2d'] - b['seg2d'])[:, 12] - (a['seg2d'] - b['seg2d'])[:, 1]
@@ -73,3 +73,41 @@ def test_bad_inputs_are_refused(setup, real_dir, tmp_path):
         script['evaluate_taus'](str(path), [str(data)], np.ones(3) / 3, [0.0])
     with pytest.raises(ValueError, match='no labelled frame'):
         script['evaluate_taus'](str(path), [str(unlabelled)], np.ones(14) / 14, [0.0])
+
+
+def test_a_class_missing_from_the_prior_or_a_bad_tau_is_refused(setup):
+    script, path, data = setup
+    prior = np.full(len(NYU13), 1.0 / 12)
+    prior[NYU13.void_id], prior[NYU13.names.index('tv')] = 0.0, 0.0
+    with pytest.raises(ValueError, match='the prior data has no pixels of tv: log 0'):
+        script['logit_shift'](prior, 1.0, NYU13)
+    assert not script['logit_shift'](prior, 0.0, NYU13).any()  # τ = 0 shifts nothing
+    with pytest.raises(ValueError, match='the prior data has no pixels of tv'):  # before any frame
+        script['evaluate_taus'](str(path), [str(data)], prior, [0.0, 1.0])
+    with pytest.raises(ValueError, match='tau=nan must be a finite number'):
+        script['logit_shift'](np.full(len(NYU13), 1 / 13), float('nan'), NYU13)
+    with pytest.raises(ValueError, match='every=0 must be >= 1'):
+        script['label_prior']([str(data)], NYU13, every=0)
+
+
+def test_command_line_reports_bad_paths_as_usage_errors(setup, tmp_path, capsys):
+    script, path, data = setup
+    cases = [
+        ['--model', str(tmp_path / 'none.pt'), '--prior-data', str(data)],
+        ['--model', str(path), '--prior-data', str(tmp_path / 'no_dir')],
+        ['--model', str(path), '--prior-data', str(data), '--data', str(tmp_path)],
+        ['--model', str(path), '--prior-data', str(data), '--every', '0'],
+    ]
+    for argv in cases:
+        with pytest.raises(SystemExit) as e:
+            script['main'](argv)
+        assert e.value.code == 2, argv
+        err = capsys.readouterr().err
+        assert 'error:' in err and 'Traceback' not in err, err
+    assert (
+        script['main'](
+            ['--model', str(path), '--prior-data', str(data), '--data', str(data), '--taus', '0']
+        )
+        == 0
+    )
+    assert '| 0 | ' in capsys.readouterr().out

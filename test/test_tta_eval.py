@@ -60,3 +60,18 @@ def test_views_parse_and_bad_specs_are_refused(setup, real_dir, tmp_path):
     unlabelled = make_dataset_dir(real_dir, tmp_path / 'u', size=(96, 72), labels=False)
     with pytest.raises(ValueError, match='no labelled frame'):
         script['evaluate_views'](str(path), [str(unlabelled)], ['1'])
+
+
+def test_command_line_reports_bad_paths_as_usage_errors(setup, tmp_path, capsys):
+    script, path, data = setup
+    for argv in (
+        ['--model', str(tmp_path / 'none.pt'), '--data', str(data)],
+        ['--model', str(path), '--data', str(tmp_path / 'no_dir')],
+    ):
+        with pytest.raises(SystemExit) as e:
+            script['main'](argv)
+        assert e.value.code == 2, argv
+        err = capsys.readouterr().err
+        assert 'error:' in err and 'Traceback' not in err, err
+    assert script['main'](['--model', str(path), '--data', str(data), '--views', '1']) == 0
+    assert '| 1 | ' in capsys.readouterr().out

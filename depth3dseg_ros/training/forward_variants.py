@@ -10,6 +10,7 @@ figures (METHOD M7/M8 metrics, training.evaluate).
 
 from __future__ import annotations
 
+import argparse
 import types
 from typing import Any, Callable
 
@@ -20,11 +21,45 @@ from depth3dseg_ros.core.modelfile import load_model
 from depth3dseg_ros.training.dataset import load_records
 from depth3dseg_ros.training.evaluate import evaluate_model, model_dataset
 
+#: what the command lines catch and turn into a usage error (exit 2): a bad value or file
+#: (ValueError, core.modelfile.ModelFileError) or a missing / wrong kind of path (OSError)
+INPUT_ERRORS = (ValueError, OSError)
+
 #: the figures each variant reports (keys of evaluate_model's result)
 KEYS = ('miou_2d', 'miou_3d', 'miou_fused', 'pixel_acc_fused', 'absrel', 'delta1')
 
 #: a variant: model -> the function to bind as ``model.<method>`` (self first)
 Variant = Callable[[torch.nn.Module], Callable[..., Any]]
+
+
+def add_data_args(ap: argparse.ArgumentParser) -> None:
+    """The command-line options every lever script shares: --model (default: the shipped model,
+    found as the node finds it), --data (default: the real evaluation set), --measured-depth."""
+    ap.add_argument(
+        '--model',
+        default=None,
+        help='model file (default: the shipped models/depth3dseg_nyu13.pt)',
+    )
+    ap.add_argument(
+        '--data',
+        nargs='+',
+        default=['data/ds_real_labelled'],
+        help='dataset directories (depth3dseg-extract format; default data/ds_real_labelled, the '
+        '11 labelled real frames: make it with python scripts/real_depth_split.py)',
+    )
+    ap.add_argument(
+        '--measured-depth',
+        action='store_true',
+        help="only the labelled frames with depth, their depth given as an RGB-D camera's",
+    )
+
+
+def model_arg(value: str | None) -> str:
+    """The --model value, or the shipped model's path (depth3dseg_ros.paths.share_file) when it
+    is None; FileNotFoundError naming the places looked in when that is missing."""
+    from depth3dseg_ros.paths import share_file
+
+    return value if value is not None else str(share_file('models', 'depth3dseg_nyu13.pt'))
 
 
 def load_labelled(
