@@ -22,14 +22,12 @@ Usage: python scripts/logit_adjust_eval.py --model M --data data/ds_real_labelle
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
-import cv2
 import numpy as np
 import torch
 
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.modelfile import read_model_file
+from depth3dseg_ros.training.class_weights import label_statistics
 from depth3dseg_ros.training.dataset import load_records
 from depth3dseg_ros.training.forward_variants import (
     INPUT_ERRORS,
@@ -48,24 +46,14 @@ def label_prior(dirs: list[str], classes: ClassSet, every: int = 1) -> np.ndarra
     """The class prior π (C float64, sums to 1, 0 at the void id) of the label images of the
     dataset directories ``dirs``: pixel counts of every ``every``-th labelled frame. Raises
     ValueError naming the directory or file when no labelled frame is found, a label image cannot
-    be read or holds an id >= len(classes), or ``every`` < 1; FileNotFoundError for a directory
-    without a dataset index."""
+    be read or holds an id >= len(classes) (training.class_weights.label_statistics), or ``every``
+    < 1; FileNotFoundError for a directory without a dataset index."""
     if every < 1:
         raise ValueError(f'every={every} must be >= 1')
-    counts = np.zeros(len(classes), dtype=np.float64)
     records = [r for r in load_records(dirs, classes) if r.get('labels')]
     if not records:
         raise ValueError(f'{dirs}: no labelled frame to count a prior from')
-    for rec in records[::every]:
-        path = Path(rec['dir']) / rec['labels']
-        lab = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-        if lab is None or lab.ndim != 2:
-            raise ValueError(f'label image {path} is not a single-channel PNG')
-        if int(lab.max()) >= len(classes):
-            raise ValueError(
-                f'label image {path} has id {int(lab.max())} >= {len(classes)} classes'
-            )
-        counts += np.bincount(lab.ravel(), minlength=len(classes))
+    counts = label_statistics(records[::every], len(classes))[0].astype(np.float64)
     counts[classes.void_id] = 0.0
     if counts.sum() == 0:
         raise ValueError(f'{dirs}: every counted pixel is void')
@@ -147,11 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         res = evaluate_taus(model, a.data, prior, a.taus, a.measured_depth)
     except INPUT_ERRORS as e:
         ap.error(str(e))
-    names = [n for i, n in enumerate(classes.names) if i != classes.void_id]
-    print(
-        'prior: '
-        + ', '.join(f'{n} {p:.3f}' for n, p in zip(names, np.delete(prior, classes.void_id)))
+    shown = (
+        f'{n} {p:.3f}'
+        for i, (n, p) in enumerate(zip(classes.names, prior))
+        if i != classes.void_id
     )
+    print('prior: ' + ', '.join(shown))
     print(markdown_table('τ', res))
     return 0
 

@@ -18,6 +18,7 @@ import torch
 
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.modelfile import load_model
+from depth3dseg_ros.paths import share_file
 from depth3dseg_ros.training.dataset import load_records
 from depth3dseg_ros.training.evaluate import evaluate_model, model_dataset
 
@@ -57,8 +58,6 @@ def add_data_args(ap: argparse.ArgumentParser) -> None:
 def model_arg(value: str | None) -> str:
     """The --model value, or the shipped model's path (depth3dseg_ros.paths.share_file) when it
     is None; FileNotFoundError naming the places looked in when that is missing."""
-    from depth3dseg_ros.paths import share_file
-
     return value if value is not None else str(share_file('models', 'depth3dseg_nyu13.pt'))
 
 
