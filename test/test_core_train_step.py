@@ -241,3 +241,33 @@ def test_measured_depth_for_3d_probability_switches_the_cloud_and_is_checked():
     assert a['seg3d'].item() == b['seg3d'].item()  # drawn from torch's RNG
     with pytest.raises(ValueError, match='measured_depth_for_3d=1.5'):
         LossConfig(measured_depth_for_3d=1.5)
+
+
+def test_unlabelled_consistency_weight_splits_the_term_by_frame():
+    """``w_consistency_unlabelled`` (xMUDA's target weight): the total holds one consistency mean
+    over the labelled frames × w_consistency and one over the unlabelled frames × its own weight;
+    the reported term stays the mean over every frame."""
+    model = small_model(3).eval()  # running BN statistics: a frame's outputs are batch-independent
+    b = make_batch(b=3)
+    b['has_labels'] = torch.tensor([True, False, True])
+    cons_only = {'w_seg2d': 0.0, 'w_seg3d': 0.0, 'w_depth': 0.0, 'w_consistency': 0.2}
+    base = compute_losses(model, b, LossConfig(**cons_only))
+    each = [
+        compute_losses(model, {k: v[i : i + 1] for k, v in b.items()}, LossConfig(**cons_only))
+        for i in range(3)
+    ]
+    out = compute_losses(model, b, LossConfig(**cons_only, w_consistency_unlabelled=1.5))
+    assert out['consistency'].item() == pytest.approx(base['consistency'].item())
+    n = [e['n_consistency'].item() for e in each]
+    c = [e['consistency'].item() for e in each]
+    labelled = (c[0] * n[0] + c[2] * n[2]) / (n[0] + n[2])
+    assert out['total'].item() == pytest.approx(0.2 * labelled + 1.5 * c[1], rel=1e-5)
+    # weight 0 on the unlabelled frames leaves them no consistency gradient
+    model.zero_grad(set_to_none=True)
+    b2 = {k: v[1:2] for k, v in b.items()}
+    out = compute_losses(model, b2, LossConfig(**cons_only, w_consistency_unlabelled=0.0))
+    assert out['total'].item() == 0 and out['consistency'].item() > 0
+    with pytest.raises(ValueError, match='w_consistency_unlabelled'):
+        LossConfig(w_consistency_unlabelled=-1)
+    with pytest.raises(ValueError, match='uncertainty_weighting'):
+        LossConfig(w_consistency_unlabelled=1.0, uncertainty_weighting=True)

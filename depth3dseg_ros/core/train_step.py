@@ -80,6 +80,12 @@ class LossConfig:
         its holes (Depth3DSeg.forward measured_depth): the 3D net then also learns on sensor
         clouds, as it sees them behind an RGB-D camera (issue 12). 0 (default) = always the
         predicted depth (M2, M3).
+    w_consistency_unlabelled: weight of the consistency term on frames without labels
+        (has_labels False: the real RGB-D frames), which then forms its own pixel mean beside
+        the labelled frames' one (weighted by w_consistency), as xMUDA weights its cross-modal
+        loss separately on the source and target domains (Jaritz et al., CVPR 2020, λ_s and
+        λ_t). None (default) = one term over every frame, weighted by w_consistency. Not with
+        uncertainty_weighting.
     Raises ValueError naming the field for a bad value.
     """
 
@@ -96,6 +102,7 @@ class LossConfig:
     detach_depth_for_3d: bool = False
     measured_depth_for_3d: float = 0.0
     class_weights: Optional[Union[str, List[float]]] = None
+    w_consistency_unlabelled: Optional[float] = None
 
     def __post_init__(self) -> None:
         for t in TERMS:
@@ -135,6 +142,18 @@ class LossConfig:
             raise ValueError(
                 f'LossConfig.measured_depth_for_3d={p!r} must be a probability in [0, 1]'
             )
+        wu = self.w_consistency_unlabelled
+        if wu is not None:
+            number = not isinstance(wu, bool) and isinstance(wu, (int, float))
+            if not number or not 0 <= wu < float('inf'):
+                raise ValueError(
+                    f'LossConfig.w_consistency_unlabelled={wu!r} must be null or a number >= 0'
+                )
+            if self.uncertainty_weighting:
+                raise ValueError(
+                    'LossConfig.w_consistency_unlabelled is a fixed weight: set it to null when '
+                    'uncertainty_weighting is true'
+                )
 
     def weights(self) -> Dict[str, float]:
         """{'seg2d': w, 'seg3d': w, 'depth': w, 'consistency': w}."""
@@ -221,6 +240,8 @@ def losses_from_outputs(
     absent: no labels / no valid depth / no valid point in this batch). Unlabelled frames
     (has_labels False) give only depth + consistency; frames without depth only the segmentation
     and consistency terms; frames with ``has_geometry`` False only the 2D segmentation term.
+    The reported 'consistency' is the mean over every frame's valid pixels also when
+    ``cfg.w_consistency_unlabelled`` splits it by labelled / unlabelled frames for the total.
     Raises ValueError when uncertainty weighting is on but ``weighting`` is None, or on bad
     shapes.
     """
@@ -285,8 +306,22 @@ def losses_from_outputs(
                 'pass weighting=make_weighting(cfg)'
             )
         total = weighting({k: t for k, t in terms.items() if weights[k] > 0}, weights)
-    else:
+    elif cfg.w_consistency_unlabelled is None:
         total = weighted_total(terms, weights)
+    else:  # xMUDA's λ_s / λ_t: one consistency mean per domain, each with its own weight
+        split = {k: t for k, t in terms.items() if k != 'consistency'}
+        split['cons_labelled'] = consistency(
+            seg2d, seg3d, valid, cfg.consistency, has_geometry & has_labels
+        )
+        split['cons_unlabelled'] = consistency(
+            seg2d, seg3d, valid, cfg.consistency, has_geometry & ~has_labels
+        )
+        weights = dict(
+            weights,
+            cons_labelled=weights['consistency'],
+            cons_unlabelled=float(cfg.w_consistency_unlabelled),
+        )
+        total = weighted_total(split, weights)
     result: Dict[str, torch.Tensor] = {k: terms[k].value for k in TERMS}
     result['total'] = total
     for k in TERMS:
