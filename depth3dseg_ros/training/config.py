@@ -19,7 +19,7 @@ Sections (METHOD M1–M6):
   loss      kwargs of core.train_step.LossConfig (weights and variants, M4/M5).
   optim     AdamW lr/betas/weight_decay, cosine schedule with linear warmup, grad clipping.
   train     batch_size, epochs, seed, device, amp, deterministic, max_steps_per_epoch,
-  time_limit_min, freeze_bn, channels_last.
+  time_limit_min, freeze_bn, channels_last, trainable.
   early_stop  patience rule on a validation metric (M6 convergence).
   log       tensorboard, progress bar, number of sample images.
   export    model file name (relative to the run dir).
@@ -97,6 +97,7 @@ DEFAULTS: dict[str, Any] = {
         'time_limit_min': None,
         'freeze_bn': False,
         'channels_last': False,
+        'trainable': None,
     },
     'early_stop': {
         'metric': 'miou_fused',
@@ -352,6 +353,14 @@ def validate(cfg: dict) -> dict:
     for key in ('freeze_bn', 'channels_last'):
         if not isinstance(t[key], bool):
             raise ValueError(f"config train.{key}={t[key]!r} must be true or false")
+    tr = t['trainable']
+    if tr is not None and (
+        not isinstance(tr, list) or not tr or not all(isinstance(x, str) and x for x in tr)
+    ):
+        raise ValueError(
+            f'config train.trainable={tr!r} must be null (every parameter) or a non-empty list '
+            'of parameter-name prefixes, e.g. [net.depth_head]'
+        )
     if t['amp'] not in AMP_MODES:
         raise ValueError(f"config train.amp={t['amp']!r} must be one of {AMP_MODES}")
     if not isinstance(t['device'], str):

@@ -20,6 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 from depth3dseg_ros.bags.dataset_writer import check_label_range
 from depth3dseg_ros.core.model import Depth3DSeg, check_arch
 from depth3dseg_ros.core.train_step import LossConfig, make_weighting
+from depth3dseg_ros.training.trainable import select_trainable
 from depth3dseg_ros.training.class_weights import resolve_class_weights
 from depth3dseg_ros.training.checkpoint import (
     load_init_model,
@@ -188,7 +189,7 @@ def setup_run(args: argparse.Namespace) -> Run:
             f'void_id={classes.void_id}'
         )
     weighting = make_weighting(loss_cfg)  # learned (Kendall) weights, or None
-    groups = [{'params': list(model.parameters())}]
+    groups = [{'params': select_trainable(model, tc['trainable'])}]
     if weighting is not None:
         weighting.to(device)
         groups.append({'params': list(weighting.parameters()), 'weight_decay': 0.0})

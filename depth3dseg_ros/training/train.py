@@ -50,6 +50,7 @@ from depth3dseg_ros.training.distributed import (
 from depth3dseg_ros.training.evaluate import evaluate_model, sample_grid
 from depth3dseg_ros.training.run import Run, setup_run
 from depth3dseg_ros.training.sampling import EpochBatchSampler, steps_before
+from depth3dseg_ros.training.trainable import freeze_frozen_batchnorm
 
 LOSS_KEYS = ('total', 'seg2d', 'seg3d', 'depth', 'consistency')
 
@@ -115,6 +116,8 @@ def train_epoch(run: Run, epoch: int, limit_s: float | None) -> bool:
         for m in run.ddp_model.modules():
             if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
                 m.eval()
+    if tc['trainable'] is not None:  # frozen layers keep the statistics their outputs rely on
+        freeze_frozen_batchnorm(run.ddp_model)
     bar = tqdm(
         total=done_before + len(batches),
         initial=done_before,
