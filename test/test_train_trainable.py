@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -53,3 +55,31 @@ def test_select_trainable_names_and_errors():
         select_trainable(model, [])
     with pytest.raises(ValueError, match=r'config train.trainable=.*prefixes'):
         load_config(None, ['train.trainable=net.depth_head'])
+
+
+def test_resume_refuses_a_changed_trainable_and_the_run_says_what_trains(ds_dir, tmp_path, capsys):
+    """The optimiser state of a ``train.trainable`` run belongs to its trainable parameters, so
+    ``--resume`` with another list (or null) is refused naming the key (found by a fresh-clone
+    check: torch's own error, a traceback, or silently the wrong Adam moments); the run prints how
+    many parameters train and warns when no model.init gives the frozen part trained weights."""
+    out = tmp_path / 'run'
+    args = ['--set', 'train.trainable=[net.depth_head]']
+    assert train.main(tiny_train_args(ds_dir, out, *args, epochs=1)) == 0
+    err = capsys.readouterr()
+    assert re.search(r"train.trainable \['net.depth_head'\]: [\d,]+ of [\d,]+ parameters", err.out)
+    assert 'without model.init' in err.err
+    for new in ('null', '[net.seg_head]'):
+        rc = train.main(
+            [
+                '--out',
+                str(out),
+                '--resume',
+                '--set',
+                'train.epochs=2',
+                '--set',
+                f'train.trainable={new}',
+            ]
+        )
+        assert rc == 2
+        assert 'train.trainable' in capsys.readouterr().err
+    assert train.main(['--out', str(out), '--resume', '--set', 'train.epochs=2']) == 0

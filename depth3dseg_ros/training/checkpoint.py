@@ -11,6 +11,8 @@ file (METHOD M6: resumable training).
 
 from __future__ import annotations
 
+import json
+
 import os
 import random
 import sys
@@ -126,6 +128,14 @@ def load_resume(
     cfg = complete_config(ckpt['config'], f'config stored in {path}')
     for s in sets:
         set_key(cfg, s)
+    stored, now = cfg_trainable(complete_config(ckpt['config'], str(path))), cfg_trainable(cfg)
+    if stored != now:  # the optimiser state holds one entry per trainable parameter, in order
+        raise ValueError(
+            f'--resume: train.trainable={json.dumps(now)} differs from the run\'s own '
+            f'{json.dumps(stored)} (its optimiser '
+            'state belongs to those parameters); resume without changing it, or start a new run '
+            'from this run\'s exported model.pt (--set model.init=...) with the new one'
+        )
     missing = arch_keys_not_stored(ckpt['config'], cfg)
     if missing:
         from depth3dseg_ros.core.model import DEFAULT_ARCH
@@ -142,6 +152,11 @@ def load_resume(
             flush=True,
         )
     return ckpt, validate(cfg)
+
+
+def cfg_trainable(cfg: dict) -> Any:
+    """``train.trainable`` of a completed config (None = every parameter)."""
+    return cfg.get('train', {}).get('trainable')
 
 
 #: Arch keys whose default changed (core.model.DEFAULT_ARCH), with the value runs started before

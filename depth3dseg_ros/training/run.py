@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import functools
 import math
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -189,7 +190,19 @@ def setup_run(args: argparse.Namespace) -> Run:
             f'void_id={classes.void_id}'
         )
     weighting = make_weighting(loss_cfg)  # learned (Kendall) weights, or None
-    groups = [{'params': select_trainable(model, tc['trainable'])}]
+    trainable = select_trainable(model, tc['trainable'])
+    if tc['trainable'] is not None and rank == 0:
+        n = sum(p.numel() for p in trainable)
+        total = sum(p.numel() for p in model.parameters())
+        print(f"train.trainable {tc['trainable']}: {n:,} of {total:,} parameters train")
+        if not cfg['model']['init'] and ckpt is None:
+            print(
+                'depth3dseg-train: warning: train.trainable without model.init trains part of '
+                'a randomly initialised network; fine-tuning starts from --set model.init=FILE',
+                file=sys.stderr,
+                flush=True,
+            )
+    groups = [{'params': trainable}]
     if weighting is not None:
         weighting.to(device)
         groups.append({'params': list(weighting.parameters()), 'weight_decay': 0.0})
