@@ -12,7 +12,6 @@ file (METHOD M6: resumable training).
 from __future__ import annotations
 
 import json
-
 import os
 import random
 import sys
