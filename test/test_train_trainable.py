@@ -68,18 +68,8 @@ def test_resume_refuses_a_changed_trainable_and_the_run_says_what_trains(ds_dir,
     err = capsys.readouterr()
     assert re.search(r"train.trainable \['net.depth_head'\]: [\d,]+ of [\d,]+ parameters", err.out)
     assert 'without model.init' in err.err
+    resume = ['--out', str(out), '--resume', '--set', 'train.epochs=2']
     for new in ('null', '[net.seg_head]'):
-        rc = train.main(
-            [
-                '--out',
-                str(out),
-                '--resume',
-                '--set',
-                'train.epochs=2',
-                '--set',
-                f'train.trainable={new}',
-            ]
-        )
-        assert rc == 2
+        assert train.main([*resume, '--set', f'train.trainable={new}']) == 2
         assert 'train.trainable' in capsys.readouterr().err
-    assert train.main(['--out', str(out), '--resume', '--set', 'train.epochs=2']) == 0
+    assert train.main(resume) == 0
