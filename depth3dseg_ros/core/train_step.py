@@ -297,7 +297,16 @@ def losses_from_outputs(
         )
     else:
         terms['depth'] = Term(depth.sum() * 0, 0)
-    terms['consistency'] = consistency(seg2d, seg3d, valid, cfg.consistency, has_geometry)
+    split: Dict[str, Term] = {}
+    if cfg.w_consistency_unlabelled is None:
+        terms['consistency'] = consistency(seg2d, seg3d, valid, cfg.consistency, has_geometry)
+    else:  # xMUDA's λ_s / λ_t: one consistency mean per domain, each with its own weight
+        for key, frames in (('cons_labelled', has_labels), ('cons_unlabelled', ~has_labels)):
+            split[key] = consistency(seg2d, seg3d, valid, cfg.consistency, has_geometry & frames)
+        lab, unl = split['cons_labelled'], split['cons_unlabelled']
+        n = lab.count + unl.count  # the two masks partition has_geometry: the all-frame mean
+        both = (lab.value * lab.count + unl.value * unl.count) / n if n else lab.value
+        terms['consistency'] = Term(both, n)
     weights = cfg.weights()
     if cfg.uncertainty_weighting:
         if weighting is None:
@@ -306,16 +315,10 @@ def losses_from_outputs(
                 'pass weighting=make_weighting(cfg)'
             )
         total = weighting({k: t for k, t in terms.items() if weights[k] > 0}, weights)
-    elif cfg.w_consistency_unlabelled is None:
+    elif not split:
         total = weighted_total(terms, weights)
-    else:  # xMUDA's λ_s / λ_t: one consistency mean per domain, each with its own weight
-        split = {k: t for k, t in terms.items() if k != 'consistency'}
-        split['cons_labelled'] = consistency(
-            seg2d, seg3d, valid, cfg.consistency, has_geometry & has_labels
-        )
-        split['cons_unlabelled'] = consistency(
-            seg2d, seg3d, valid, cfg.consistency, has_geometry & ~has_labels
-        )
+    else:
+        split.update((k, t) for k, t in terms.items() if k != 'consistency')
         weights = dict(
             weights,
             cons_labelled=weights['consistency'],

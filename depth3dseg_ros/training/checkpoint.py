@@ -125,9 +125,10 @@ def load_resume(
     if not isinstance(ckpt.get('config'), dict):
         raise ValueError(f'{path} is not a depth3dseg training checkpoint: it stores no config')
     cfg = complete_config(ckpt['config'], f'config stored in {path}')
+    stored = cfg['train']['trainable']
     for s in sets:
         set_key(cfg, s)
-    stored, now = cfg_trainable(complete_config(ckpt['config'], str(path))), cfg_trainable(cfg)
+    now = cfg['train']['trainable']
     if stored != now:  # the optimiser state holds one entry per trainable parameter, in order
         raise ValueError(
             f'--resume: train.trainable={json.dumps(now)} differs from the run\'s own '
@@ -151,11 +152,6 @@ def load_resume(
             flush=True,
         )
     return ckpt, validate(cfg)
-
-
-def cfg_trainable(cfg: dict) -> Any:
-    """``train.trainable`` of a completed config (None = every parameter)."""
-    return cfg.get('train', {}).get('trainable')
 
 
 #: Arch keys whose default changed (core.model.DEFAULT_ARCH), with the value runs started before
