@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 import torch
 from torch import nn
 
+from .distill import distillation, normalises_with_batch_statistics, teacher_outputs
 from .geometry import backproject
 from .losses import (
     CONSISTENCY_KINDS,
@@ -86,6 +87,11 @@ class LossConfig:
         loss separately on the source and target domains (Jaritz et al., CVPR 2020, λ_s and
         λ_t). None (default) = one term over every frame, weighted by w_consistency. Not with
         uncertainty_weighting.
+    w_distill: weight of the distillation term (core.distill: a frozen teacher's 2D and 3D
+        segmentation on every frame, Li & Hoiem's "learning without forgetting"), added to the
+        total of the four terms; > 0 needs a teacher (`compute_losses` ``teacher``; the training
+        config's ``model.teacher``). 0 (default) = off.
+    distill_temperature: its softmax temperature T (> 0; Hinton et al. 2015 use 2–20; 2 here).
     Raises ValueError naming the field for a bad value.
     """
 
@@ -103,6 +109,8 @@ class LossConfig:
     measured_depth_for_3d: float = 0.0
     class_weights: Optional[Union[str, List[float]]] = None
     w_consistency_unlabelled: Optional[float] = None
+    w_distill: float = 0.0
+    distill_temperature: float = 2.0
 
     def __post_init__(self) -> None:
         for t in TERMS:
@@ -154,6 +162,12 @@ class LossConfig:
                     'LossConfig.w_consistency_unlabelled is a fixed weight: set it to null when '
                     'uncertainty_weighting is true'
                 )
+        for key in ('w_distill', 'distill_temperature'):
+            v = getattr(self, key)
+            number = not isinstance(v, bool) and isinstance(v, (int, float))
+            if not number or not 0 <= v < float('inf') or (key != 'w_distill' and v == 0):
+                bound = '>= 0' if key == 'w_distill' else '> 0'
+                raise ValueError(f'LossConfig.{key}={v!r} must be a finite number {bound}')
 
     def weights(self) -> Dict[str, float]:
         """{'seg2d': w, 'seg3d': w, 'depth': w, 'consistency': w}."""
@@ -232,6 +246,7 @@ def losses_from_outputs(
     batch: Mapping[str, Any],
     cfg: LossConfig,
     weighting: Optional[UncertaintyWeighting] = None,
+    teacher_out: Optional[Mapping[str, torch.Tensor]] = None,
 ) -> Dict[str, torch.Tensor]:
     """Loss terms from model outputs ``out`` and a batch (keys in the module docstring).
 
@@ -242,6 +257,9 @@ def losses_from_outputs(
     and consistency terms; frames with ``has_geometry`` False only the 2D segmentation term.
     The reported 'consistency' is the mean over every frame's valid pixels also when
     ``cfg.w_consistency_unlabelled`` splits it by labelled / unlabelled frames for the total.
+    With ``teacher_out`` (a frozen teacher's outputs on the same input) and ``cfg.w_distill`` > 0
+    the distillation term (core.distill) is added to the total and reported as 'distill' /
+    'n_distill'; without ``teacher_out`` it is absent (the validation loss scores the task).
     Raises ValueError when uncertainty weighting is on but ``weighting`` is None, or on bad
     shapes.
     """
@@ -326,9 +344,13 @@ def losses_from_outputs(
         )
         total = weighted_total(split, weights)
     result: Dict[str, torch.Tensor] = {k: terms[k].value for k in TERMS}
-    result['total'] = total
     for k in TERMS:
         result[f'n_{k}'] = torch.tensor(terms[k].count, dtype=torch.int64)
+    if cfg.w_distill > 0 and teacher_out is not None:
+        kd = distillation(out, teacher_out, cfg.distill_temperature)
+        total = total + cfg.w_distill * kd.value
+        result['distill'], result['n_distill'] = kd.value, torch.tensor(kd.count)
+    result['total'] = total
     return result
 
 
@@ -337,13 +359,21 @@ def compute_losses(
     batch: Mapping[str, Any],
     cfg: LossConfig,
     weighting: Optional[UncertaintyWeighting] = None,
+    teacher: Optional[nn.Module] = None,
 ) -> Dict[str, torch.Tensor]:
     """M6: forward ``batch['rgb'], batch['K']`` through ``model`` and return `losses_from_outputs`.
 
     ``batch['K']`` is cast to the RGB tensor's device and dtype. Keys: seg2d, seg3d, depth,
     consistency, total (+ n_* counts). Call ``result['total'].backward()`` to train all three
-    networks.
+    networks. ``teacher``: the frozen model that ``cfg.w_distill`` > 0 distils from (run on the
+    same input, with the same measured depth and BatchNorm mode as ``model``; core.distill);
+    ValueError when that weight is set without one.
     """
+    if cfg.w_distill > 0 and teacher is None:
+        raise ValueError(
+            f'LossConfig.w_distill={cfg.w_distill} needs a teacher model (training config '
+            'model.teacher: a model file)'
+        )
     rgb = batch['rgb']
     if rgb.dim() != 4 or rgb.shape[1] != 3:
         raise ValueError(f"batch['rgb'] must be B×3×H×W, got {tuple(rgb.shape)}")
@@ -356,4 +386,8 @@ def compute_losses(
     ):
         measured = torch.as_tensor(batch['depth']).to(device=rgb.device, dtype=torch.float32)
     out = forward_model(model, rgb, K, cfg.detach_depth_for_3d, measured)
-    return losses_from_outputs(out, batch, cfg, weighting)
+    t_out = None
+    if cfg.w_distill > 0:
+        batch_stats = normalises_with_batch_statistics(model)
+        t_out = teacher_outputs(teacher, rgb, K, measured, batch_stats)
+    return losses_from_outputs(out, batch, cfg, weighting, t_out)

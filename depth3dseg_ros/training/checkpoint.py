@@ -224,6 +224,38 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
     return model
 
 
+def load_teacher(cfg: dict[str, Any], classes: Any) -> Any:
+    """Distillation's frozen teacher (core.distill): the model file ``cfg['model']['teacher']``
+    as a Depth3DSeg on the CPU in eval mode with ``requires_grad`` off. Its arch may differ from
+    the run's (a larger teacher); it sees the run's normalised input, so its classes and its
+    mean/std must be the run's.
+    Raises FileNotFoundError / ModelFileError for a bad file; ValueError naming the key and both
+    values when the class names, void id, mean or std differ."""
+    from depth3dseg_ros.core.classes import ClassSet
+    from depth3dseg_ros.core.modelfile import load_model
+
+    path = cfg['model']['teacher']
+    model, meta = load_model(path, map_location='cpu')
+    have = ClassSet.from_dict(meta['classes'])
+    if have.names != classes.names or have.void_id != classes.void_id:
+        raise ValueError(
+            f'config model.teacher={str(path)!r} was trained for classes {have.names} '
+            f'(void {have.void_id}) but data.classes gives {classes.names} (void '
+            f'{classes.void_id})'
+        )
+    for key in ('mean', 'std'):
+        if [float(v) for v in meta[key]] != [float(v) for v in cfg['model'][key]]:
+            raise ValueError(
+                f'config model.teacher={str(path)!r} normalises with {key} {list(meta[key])} '
+                f'but the run with model.{key} {list(cfg["model"][key])}: the teacher must see '
+                'the input as it was trained'
+            )
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
 def resume_position(ckpt: dict[str, Any], path: Path, n: int) -> int:
     """``samples_in_epoch`` of a checkpoint (C34). A checkpoint written before positions were
     recorded is accepted at an epoch boundary; mid-epoch it is refused, naming what it stores.

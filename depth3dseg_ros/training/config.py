@@ -76,6 +76,8 @@ DEFAULTS: dict[str, Any] = {
         'mean': [0.485, 0.456, 0.406],
         'std': [0.229, 0.224, 0.225],
         'init': None,
+        # a frozen model file that loss.w_distill > 0 distils from (core.distill); null = none
+        'teacher': None,
     },
     'loss': LossConfig().to_dict(),
     'optim': {
@@ -314,6 +316,16 @@ def validate(cfg: dict) -> dict:
     if m['init'] is not None and (not isinstance(m['init'], str) or not m['init']):
         raise ValueError(
             f"config model.init={m['init']!r} must be null or the path of a model file"
+        )
+    if m['teacher'] is not None and (not isinstance(m['teacher'], str) or not m['teacher']):
+        raise ValueError(
+            f"config model.teacher={m['teacher']!r} must be null or the path of a model file"
+        )
+    w_kd = cfg['loss'].get('w_distill', 0.0) if isinstance(cfg['loss'], dict) else 0.0
+    if (m['teacher'] is None) != (not w_kd):  # bad types: LossConfig names them below
+        raise ValueError(
+            f"config model.teacher={m['teacher']!r} and loss.w_distill={w_kd!r} go together: "
+            'a teacher model file needs a distillation weight > 0, and the weight needs the file'
         )
     if not isinstance(m['arch'], dict):
         raise ValueError(

@@ -26,6 +26,7 @@ from depth3dseg_ros.training.class_weights import resolve_class_weights
 from depth3dseg_ros.training.checkpoint import (
     load_init_model,
     load_resume,
+    load_teacher,
     resume_position,
     rng_state,
     set_rng_state,
@@ -93,6 +94,7 @@ class Run:
     scheduler: Any
     scaler: Any
     amp_ctx: Callable
+    teacher: Any = None
     writer: Any = None
     epoch: int = 0
     samples_in_epoch: int = 0
@@ -236,6 +238,13 @@ def setup_run(args: argparse.Namespace) -> Run:
         if world > 1
         else model
     )
+    teacher = None
+    if cfg['model']['teacher']:
+        teacher = load_teacher(cfg, classes).to(device)
+        if tc['channels_last']:
+            teacher = teacher.to(memory_format=torch.channels_last)
+        if rank == 0:
+            print(f"distilling from {cfg['model']['teacher']} (model.teacher, loss.w_distill)")
     run = Run(
         out,
         cfg,
@@ -253,6 +262,7 @@ def setup_run(args: argparse.Namespace) -> Run:
         scheduler,
         scaler,
         amp_ctx,
+        teacher,
     )
     if ckpt is not None:
         model.load_state_dict(ckpt['model'])

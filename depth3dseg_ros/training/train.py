@@ -52,7 +52,7 @@ from depth3dseg_ros.training.run import Run, setup_run
 from depth3dseg_ros.training.sampling import EpochBatchSampler, steps_before
 from depth3dseg_ros.training.trainable import freeze_frozen_batchnorm
 
-LOSS_KEYS = ('total', 'seg2d', 'seg3d', 'depth', 'consistency')
+LOSS_KEYS = ('total', 'seg2d', 'seg3d', 'depth', 'consistency', 'distill')
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -148,7 +148,7 @@ def train_epoch(run: Run, epoch: int, limit_s: float | None) -> bool:
 def train_step(run: Run, batch: dict[str, torch.Tensor]) -> dict[str, float]:
     """One optimiser step (M6) on ``batch``; returns the loss terms as floats (also logged)."""
     with run.amp_ctx():
-        losses = compute_losses(run.ddp_model, batch, run.loss_cfg, run.weighting)
+        losses = compute_losses(run.ddp_model, batch, run.loss_cfg, run.weighting, run.teacher)
     if not torch.isfinite(losses['total']):
         raise FloatingPointError(
             f'loss total={losses["total"].item()} at epoch {run.epoch} step {run.step_in_epoch}'

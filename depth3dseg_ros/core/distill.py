@@ -1,0 +1,110 @@
+"""Distillation from a frozen teacher ("learning without forgetting", Li & Hoiem, TPAMI 2018):
+a fine-tune keeps the segmentation a model already has while it learns something else (e.g. the
+real RGB-D frames' depth, issue 12).
+
+The term is Hinton et al.'s (2015) knowledge-distillation loss, T²·KL(softmax(t/T) ‖ softmax(s/T)),
+on the 2D logits of every pixel and on the 3D logits of every point valid in both clouds (the
+clouds are organized, one point per pixel, so the teacher's and the student's point at a pixel
+pair up although their depths differ). It needs no labels, so it applies to every frame. It is
+not one of the method's four terms (M5); core.train_step adds it to their total with weight
+``LossConfig.w_distill``.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from .losses import Term
+
+__all__ = ['kd_term', 'distillation', 'normalises_with_batch_statistics', 'teacher_outputs']
+
+
+def kd_term(
+    student: torch.Tensor,
+    teacher: torch.Tensor,
+    temperature: float,
+    keep: Optional[torch.Tensor] = None,
+) -> Term:
+    """Mean over kept pixels of T²·KL(softmax(teacher/T) ‖ softmax(student/T)) (Hinton et al.
+    2015; T² keeps the gradient's scale independent of T).
+
+    Args:
+        student: B×C×H×W logits (gradients flow into them).
+        teacher: B×C×H×W logits (detached here).
+        temperature: T > 0.
+        keep: optional B×H×W bool, the pixels that count (default: all).
+    Returns the Term (0-d value, kept-pixel count; 0 when no pixel is kept).
+    Raises ValueError for shapes that differ or T <= 0.
+    """
+    if student.shape != teacher.shape or student.dim() != 4:
+        raise ValueError(
+            f'distillation: student logits {tuple(student.shape)} and teacher logits '
+            f'{tuple(teacher.shape)} must both be B×C×H×W of one shape (the same classes and '
+            'input size)'
+        )
+    if not temperature > 0:
+        raise ValueError(f'distillation temperature={temperature!r} must be > 0')
+    t = float(temperature)
+    log_p_s = F.log_softmax(student.float() / t, dim=1)
+    log_p_t = F.log_softmax(teacher.detach().float() / t, dim=1)
+    kl = (log_p_t.exp() * (log_p_t - log_p_s)).sum(dim=1) * (t * t)  # B×H×W
+    if keep is None:
+        keep = torch.ones_like(kl, dtype=torch.bool)
+    n = int(keep.sum())
+    if n == 0:
+        return Term(kl.sum() * 0, 0)
+    return Term(torch.where(keep, kl, torch.zeros_like(kl)).sum() / n, n)
+
+
+def distillation(
+    out: Mapping[str, torch.Tensor], teacher_out: Mapping[str, torch.Tensor], temperature: float
+) -> Term:
+    """The distillation term of a batch: the 2D pixel mean plus the 3D point mean of `kd_term`.
+
+    ``out`` / ``teacher_out``: Depth3DSeg outputs (seg2d, seg3d B×C×H×W logits; valid B×1×H×W
+    bool) of the student and the teacher on the same input. The 3D mean runs over pixels whose
+    point is valid in both clouds. Count: the 2D pixels. Raises ValueError as `kd_term`.
+    """
+    d2 = kd_term(out['seg2d'], teacher_out['seg2d'], temperature)
+    b, _, h, w = out['seg3d'].shape
+    both = out['valid'].reshape(b, h, w).bool() & teacher_out['valid'].reshape(b, h, w).bool()
+    d3 = kd_term(out['seg3d'], teacher_out['seg3d'], temperature, both)
+    return Term(d2.value + d3.value, d2.count)
+
+
+def normalises_with_batch_statistics(model: nn.Module) -> bool:
+    """True when a BatchNorm layer of ``model`` is in training mode (it normalises with the batch's
+    statistics), False when none is (eval mode, train.freeze_bn, or no BatchNorm)."""
+    return any(m.training for m in model.modules() if isinstance(m, _BatchNorm))
+
+
+@torch.no_grad()
+def teacher_outputs(
+    teacher: nn.Module,
+    rgb: torch.Tensor,
+    K: torch.Tensor,
+    measured: Optional[torch.Tensor] = None,
+    batch_statistics: bool = False,
+) -> dict:
+    """The frozen teacher's outputs on the student's input, without gradients. Same arguments as
+    Depth3DSeg.forward: rgb B×3×H×W normalised, K B×3×3 at H×W, measured B×1×H×W metres or None.
+
+    ``batch_statistics``: normalise as a student in training mode does, with the batch's BatchNorm
+    statistics (`normalises_with_batch_statistics` of the student), so that the term is 0 before
+    the student has moved from the teacher's weights; the teacher's running statistics are kept
+    (its BatchNorm momentum is set to 0). False: eval mode (running statistics).
+    """
+    if batch_statistics:
+        for m in teacher.modules():
+            if isinstance(m, _BatchNorm):
+                m.momentum = 0.0  # running = (1 - 0)·running + 0·batch: unchanged
+    teacher.train(batch_statistics)
+    try:
+        return teacher(rgb, K) if measured is None else teacher(rgb, K, measured)
+    finally:
+        teacher.eval()

@@ -1,0 +1,131 @@
+"""Distillation from a frozen teacher (core.distill; LossConfig.w_distill, "learning without
+forgetting")."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from depth3dseg_ros.core.distill import distillation, kd_term, teacher_outputs
+from depth3dseg_ros.core.model import Depth3DSeg
+from depth3dseg_ros.core.train_step import LossConfig, compute_losses
+
+
+def _model() -> Depth3DSeg:
+    torch.manual_seed(0)
+    return Depth3DSeg(4, width=0.25, dec_ch=16, head_ch=8, p_channels=[8], p_head=8)
+
+
+def _batch(b: int = 2) -> dict:
+    g = torch.Generator().manual_seed(1)
+    K = torch.tensor([[50.0, 0, 32], [0, 50.0, 24], [0, 0, 1]]).expand(b, 3, 3)
+    return {
+        'rgb': torch.randn(b, 3, 48, 64, generator=g),
+        'K': K,
+        'labels': torch.randint(0, 4, (b, 48, 64), generator=g),
+        'depth': 1 + 3 * torch.rand(b, 1, 48, 64, generator=g),
+    }
+
+
+def test_kd_term_is_hintons_loss_zero_at_the_teacher_and_trains_the_student_only():
+    g = torch.Generator().manual_seed(0)
+    t = torch.randn(2, 4, 3, 5, generator=g, requires_grad=True)
+    assert float(kd_term(t.detach().clone(), t, 2.0).value) == pytest.approx(0.0, abs=1e-6)
+    s = torch.randn(2, 4, 3, 5, generator=g, requires_grad=True)
+    term = kd_term(s, t, 3.0)
+    # by hand at one pixel: T^2 * sum p_t (log p_t - log p_s) at temperature T
+    with torch.no_grad():
+        p_t = torch.softmax(t[0, :, 1, 2] / 3, 0)
+        by_hand = 9 * float((p_t * (p_t.log() - torch.log_softmax(s[0, :, 1, 2] / 3, 0))).sum())
+    keep = torch.zeros(2, 3, 5, dtype=torch.bool)
+    keep[0, 1, 2] = True
+    assert float(kd_term(s, t, 3.0, keep).value.detach()) == pytest.approx(by_hand, rel=1e-5)
+    assert term.count == 30 and float(term.value.detach()) > 0
+    term.value.backward()
+    assert t.grad is None and s.grad is not None and float(s.grad.abs().sum()) > 0
+    empty = kd_term(s, t, 3.0, torch.zeros(2, 3, 5, dtype=torch.bool))
+    assert empty.count == 0 and float(empty.value) == 0.0
+    with pytest.raises(ValueError, match='temperature=0'):
+        kd_term(s, t, 0)
+    with pytest.raises(ValueError, match=r'\(2, 4, 3, 5\).*\(2, 5, 3, 5\)'):
+        kd_term(s, torch.zeros(2, 5, 3, 5), 2.0)
+
+
+def test_a_gradient_step_on_the_term_moves_the_student_towards_the_teacher():
+    g = torch.Generator().manual_seed(2)
+    t = torch.randn(1, 5, 4, 4, generator=g)
+    s = torch.randn(1, 5, 4, 4, generator=g, requires_grad=True)
+    before = float(kd_term(s, t, 2.0).value)
+    kd_term(s, t, 2.0).value.backward()
+    with torch.no_grad():
+        s -= 0.5 * s.grad
+    assert float(kd_term(s, t, 2.0).value) < before
+
+
+def test_a_copy_of_the_model_as_teacher_gives_zero_and_the_total_adds_the_weighted_term():
+    model = _model().eval()
+    teacher = copy.deepcopy(model)
+    batch = _batch()
+    cfg = LossConfig(w_distill=2.5)
+    r = compute_losses(model, batch, cfg, teacher=teacher)
+    assert float(r['distill']) == pytest.approx(0.0, abs=1e-5)
+    assert int(r['n_distill']) == 2 * 48 * 64
+    with torch.no_grad():  # another teacher: a positive term, added to the total with its weight
+        for p in teacher.net.seg_head.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    r = compute_losses(model, batch, cfg, teacher=teacher)
+    plain = compute_losses(model, batch, LossConfig())
+    assert float(r['distill']) > 0
+    assert float(r['total']) == pytest.approx(
+        float(plain['total']) + 2.5 * float(r['distill']), rel=1e-5
+    )
+    assert 'distill' not in plain and not teacher.training
+
+
+def test_the_term_covers_the_3d_logits_of_points_valid_in_both_clouds():
+    model = _model().eval()
+    batch = _batch()
+    out = model(batch['rgb'], batch['K'])
+    t_out = {k: v.clone() for k, v in out.items()}
+    t_out['seg3d'] = t_out['seg3d'] + torch.randn_like(t_out['seg3d'])
+    d3 = distillation(out, t_out, 2.0)
+    assert float(d3.value) > 0  # the 2D logits agree: the 3D ones alone make the term
+    t_out['valid'] = torch.zeros_like(out['valid'])  # no point valid in the teacher's cloud
+    assert float(distillation(out, t_out, 2.0).value) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_config_errors_name_the_field():
+    for bad in (-1.0, True, math.inf, 'x'):
+        with pytest.raises(ValueError, match='LossConfig.w_distill='):
+            LossConfig(w_distill=bad)
+    for bad in (0, -2.0, math.inf):
+        with pytest.raises(ValueError, match='LossConfig.distill_temperature='):
+            LossConfig(distill_temperature=bad)
+    with pytest.raises(ValueError, match=r'w_distill=1.0 needs a teacher'):
+        compute_losses(_model(), _batch(), LossConfig(w_distill=1.0))
+
+
+def test_a_training_student_and_its_unmoved_teacher_give_zero_and_the_teacher_keeps_its_stats():
+    """The teacher normalises as the student does: in training mode (BatchNorm batch statistics)
+    a student that has not moved from the teacher's weights has a term of 0 (found: a teacher in
+    eval mode gave 0.3–1.1 from the BatchNorm mode alone), and the teacher's running statistics do
+    not change."""
+    model = _model()
+    for m in model.modules():  # running statistics unlike any one batch's
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.add_(0.5)
+            m.running_var.mul_(3.0)
+    teacher = copy.deepcopy(model).eval()
+    stats = {k: v.clone() for k, v in teacher.state_dict().items()}
+    model.train()
+    r = compute_losses(model, _batch(), LossConfig(w_distill=1.0), teacher=teacher)
+    assert float(r['distill'].detach()) == pytest.approx(0.0, abs=1e-5)
+    moved = {k for k, v in stats.items() if not torch.equal(teacher.state_dict()[k], v)}
+    assert {k.rsplit('.', 1)[-1] for k in moved} <= {'num_batches_tracked'}  # a counter only
+    assert not teacher.training
+    eval_teacher = teacher_outputs(teacher, _batch()['rgb'], _batch()['K'])
+    out = model(_batch()['rgb'], _batch()['K'])
+    assert float(distillation(out, eval_teacher, 2.0).value.detach()) > 0.01
