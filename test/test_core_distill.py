@@ -9,7 +9,13 @@ import math
 import pytest
 import torch
 
-from depth3dseg_ros.core.distill import distillation, kd_term, teacher_outputs
+from depth3dseg_ros.core.distill import (
+    batchnorm_modes,
+    distillation,
+    kd_term,
+    match_batchnorm_modes,
+    teacher_outputs,
+)
 from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.train_step import LossConfig, compute_losses
 
@@ -47,7 +53,7 @@ def test_kd_term_is_hintons_loss_zero_at_the_teacher_and_trains_the_student_only
     term.value.backward()
     assert t.grad is None and s.grad is not None and float(s.grad.abs().sum()) > 0
     empty = kd_term(s, t, 3.0, torch.zeros(2, 3, 5, dtype=torch.bool))
-    assert empty.count == 0 and float(empty.value) == 0.0
+    assert empty.count == 0 and float(empty.value.detach()) == 0.0
     with pytest.raises(ValueError, match='temperature=0'):
         kd_term(s, t, 0)
     with pytest.raises(ValueError, match=r'\(2, 4, 3, 5\).*\(2, 5, 3, 5\)'):
@@ -58,11 +64,11 @@ def test_a_gradient_step_on_the_term_moves_the_student_towards_the_teacher():
     g = torch.Generator().manual_seed(2)
     t = torch.randn(1, 5, 4, 4, generator=g)
     s = torch.randn(1, 5, 4, 4, generator=g, requires_grad=True)
-    before = float(kd_term(s, t, 2.0).value)
+    before = float(kd_term(s, t, 2.0).value.detach())
     kd_term(s, t, 2.0).value.backward()
     with torch.no_grad():
         s -= 0.5 * s.grad
-    assert float(kd_term(s, t, 2.0).value) < before
+    assert float(kd_term(s, t, 2.0).value.detach()) < before
 
 
 def test_a_copy_of_the_model_as_teacher_gives_zero_and_the_total_adds_the_weighted_term():
@@ -129,3 +135,44 @@ def test_a_training_student_and_its_unmoved_teacher_give_zero_and_the_teacher_ke
     eval_teacher = teacher_outputs(teacher, _batch()['rgb'], _batch()['K'])
     out = model(_batch()['rgb'], _batch()['K'])
     assert float(distillation(out, eval_teacher, 2.0).value.detach()) > 0.01
+
+
+def test_a_student_with_frozen_layers_gets_a_teacher_normalising_layer_by_layer():
+    """train.trainable freezes the BatchNorm layers outside the trained prefixes (found by
+    review: a teacher all in batch statistics gave 0.043 for an unmoved student); each teacher
+    layer takes its student layer's mode, and a teacher of another arch is refused while the
+    modes are mixed."""
+    from depth3dseg_ros.training.trainable import freeze_frozen_batchnorm, select_trainable
+
+    model = _model()
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.add_(0.5)
+            m.running_var.mul_(3.0)
+    teacher = copy.deepcopy(model).eval()
+    select_trainable(model, ['net.depth_head'])
+    model.train()
+    assert freeze_frozen_batchnorm(model) > 0
+    r = compute_losses(model, _batch(), LossConfig(w_distill=1.0), teacher=teacher)
+    assert float(r['distill'].detach()) == pytest.approx(0.0, abs=1e-5)
+    modes = batchnorm_modes(model)
+    assert set(modes.values()) == {True, False}
+    other = Depth3DSeg(4, width=0.25, dec_ch=8, head_ch=8, p_channels=[8], p_head=8)
+    other.net.extra_bn = torch.nn.BatchNorm2d(3)  # one layer the student does not have
+    with pytest.raises(ValueError, match='mixes BatchNorm layers'):
+        match_batchnorm_modes(other, modes)
+    match_batchnorm_modes(other, dict.fromkeys(modes, True))  # one mode: applied to all
+    assert all(m.training for m in other.modules() if isinstance(m, torch.nn.BatchNorm2d))
+
+
+def test_the_teacher_builds_its_cloud_from_the_measured_depth_the_student_gets():
+    """With measured_depth_for_3d the teacher sees the same sensor depth as the student: an
+    unmoved student still scores 0 although the two clouds come from measured depth."""
+    model = _model().eval()
+    teacher = copy.deepcopy(model)
+    cfg = LossConfig(w_distill=1.0, measured_depth_for_3d=1.0)
+    r = compute_losses(model, _batch(), cfg, teacher=teacher)
+    assert float(r['distill'].detach()) == pytest.approx(0.0, abs=1e-5)
+    out = model(_batch()['rgb'], _batch()['K'])  # the prediction's cloud: other 3D logits
+    t_meas = teacher_outputs(teacher, _batch()['rgb'], _batch()['K'], _batch()['depth'])
+    assert float(distillation(out, t_meas, 2.0).value.detach()) > 1e-4

@@ -18,12 +18,9 @@ def ds_dir(real_dir, tmp_path_factory):
     return make_dataset_dir(real_dir, tmp_path_factory.mktemp('kd') / 'd', size=(80, 60))
 
 
-def test_a_fine_tune_distils_from_the_teacher_file_and_refuses_a_mismatched_one(
-    ds_dir, tmp_path, capsys
-):
-    """The run loads the teacher, says so, trains with the term (its TensorBoard scalar exists)
-    and exports a model; a teacher whose normalisation differs from the run's is refused before
-    any run directory is made, naming the key."""
+def test_a_fine_tune_distils_from_the_teacher_file_and_resumes_with_it(ds_dir, tmp_path, capsys):
+    """The run loads the teacher, says so, trains with the term (its TensorBoard scalar exists),
+    exports a model, and ``--resume`` continues with the teacher its config names."""
     base = tmp_path / 'base'
     assert train.main(tiny_train_args(ds_dir, base, epochs=1)) == 0
     teacher = base / 'model.pt'
@@ -33,24 +30,47 @@ def test_a_fine_tune_distils_from_the_teacher_file_and_refuses_a_mismatched_one(
     assert train.main(tiny_train_args(ds_dir, out, *kd, epochs=1)) == 0
     assert f'distilling from {teacher}' in capsys.readouterr().out
     assert (out / 'model.pt').exists()
+    assert train.main(['--out', str(out), '--resume', '--set', 'train.epochs=2']) == 0
+    assert f'distilling from {teacher}' in capsys.readouterr().out
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     ea = EventAccumulator(str(out / 'tb'))
     ea.Reload()
+    steps = [e.step for e in ea.Scalars('train/distill')]
     vals = [e.value for e in ea.Scalars('train/distill')]
-    assert vals and all(v >= 0 for v in vals) and any(v > 0 for v in vals)
+    assert all(v >= 0 for v in vals) and any(v > 0 for v in vals)
+    assert len(set(steps)) == len(steps) and max(steps) > len(steps) // 2  # both epochs logged
 
-    model, meta = load_model(teacher)
+
+def test_a_teacher_that_does_not_fit_the_run_is_refused_naming_the_key(ds_dir, tmp_path, capsys):
+    """Another normalisation, input size or class set, or a missing file: refused before any
+    data is read and before a run directory exists, naming ``model.teacher`` and the key."""
+    base = tmp_path / 'base'
+    assert train.main(tiny_train_args(ds_dir, base, epochs=1)) == 0
+    model, meta = load_model(base / 'model.pt')
     odd = tmp_path / 'odd.pt'
     save_model(odd, model, dict(meta, mean=[0.5, 0.5, 0.5]))
     bad = tmp_path / 'bad'
-    args = kd[:2] + ['--set', f'model.teacher={odd}', '--set', 'loss.w_distill=1.0']
+    args = ['--set', f'model.teacher={odd}', '--set', 'loss.w_distill=1.0']
     assert train.main(tiny_train_args(ds_dir, bad, *args, epochs=1)) == 2
-    assert 'model.teacher' in capsys.readouterr().err and not bad.exists()
+    err = capsys.readouterr().err
+    assert 'model.teacher=' in err and 'trained with mean [0.5, 0.5, 0.5]' in err
+    assert not bad.exists()
 
-    cfg = load_config(None, [f'model.teacher={teacher}', 'loss.w_distill=1'])
-    frozen = load_teacher(cfg, ClassSet.from_dict(meta['classes']))
+    classes = ClassSet.from_dict(meta['classes'])
+    ok = load_config(None, [f'model.teacher={base / "model.pt"}', 'loss.w_distill=1'])
+    ok['data']['input_size'] = list(meta['input_size'])
+    frozen = load_teacher(ok, classes)
     assert not frozen.training and not any(p.requires_grad for p in frozen.parameters())
+    with pytest.raises(ValueError, match=r'with input_size \[64, 48\] but the run has data.input'):
+        load_teacher(dict(ok, data=dict(ok['data'], input_size=[80, 60])), classes)
+    renamed = dict(meta['classes'])
+    renamed['classes'] = [dict(c, name=f'x{c["id"]}') for c in renamed['classes']]
+    with pytest.raises(ValueError, match=r'model.teacher=.*trained for classes'):
+        load_teacher(ok, ClassSet.from_dict(renamed))
+    missing = dict(ok, model=dict(ok['model'], teacher=str(tmp_path / 'no.pt')))
+    with pytest.raises(ValueError, match=r'model.teacher=.*no.pt'):
+        load_teacher(missing, classes)
 
 
 def test_teacher_and_weight_go_together():

@@ -12,7 +12,7 @@ not one of the method's four terms (M5); core.train_step adds it to their total 
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Dict, Mapping, Optional
 
 import torch
 import torch.nn.functional as F
@@ -21,7 +21,13 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from .losses import Term
 
-__all__ = ['kd_term', 'distillation', 'normalises_with_batch_statistics', 'teacher_outputs']
+__all__ = [
+    'batchnorm_modes',
+    'distillation',
+    'kd_term',
+    'match_batchnorm_modes',
+    'teacher_outputs',
+]
 
 
 def kd_term(
@@ -77,10 +83,42 @@ def distillation(
     return Term(d2.value + d3.value, d2.count)
 
 
-def normalises_with_batch_statistics(model: nn.Module) -> bool:
-    """True when a BatchNorm layer of ``model`` is in training mode (it normalises with the batch's
-    statistics), False when none is (eval mode, train.freeze_bn, or no BatchNorm)."""
-    return any(m.training for m in model.modules() if isinstance(m, _BatchNorm))
+def batchnorm_modes(model: nn.Module) -> Dict[str, bool]:
+    """{name: training} of every BatchNorm layer of ``model``: True = it normalises with the
+    batch's statistics, False = with its running ones (eval mode, train.freeze_bn, or a layer that
+    train.trainable freezes). DDP's ``module.`` prefix is dropped from the names."""
+    return {
+        name.removeprefix('module.'): m.training
+        for name, m in model.named_modules()
+        if isinstance(m, _BatchNorm)
+    }
+
+
+def match_batchnorm_modes(teacher: nn.Module, modes: Mapping[str, bool]) -> None:
+    """Put each BatchNorm layer of ``teacher`` in the student's mode ``modes`` (`batchnorm_modes`):
+    layer by layer when the teacher has the same layers, or all alike when the student's layers
+    share one mode (a teacher of another arch). Layers that normalise with batch statistics get
+    momentum 0, so the teacher's running statistics never change.
+
+    Raises ValueError when the teacher's layers differ from the student's and the student's modes
+    are mixed (e.g. train.trainable with a teacher of another arch): no layer-by-layer match.
+    """
+    layers = {n: m for n, m in teacher.named_modules() if isinstance(m, _BatchNorm)}
+    if set(layers) != set(modes):
+        kinds = set(modes.values())
+        if len(kinds) > 1:
+            raise ValueError(
+                'distillation: the student mixes BatchNorm layers in training and eval mode '
+                '(train.trainable freezes some) and the teacher has other BatchNorm layers, so '
+                'no layer-by-layer mode can be matched: use a teacher of the same arch, or '
+                'train.freeze_bn=true'
+            )
+        modes = dict.fromkeys(layers, kinds.pop() if kinds else False)
+    teacher.eval()
+    for name, m in layers.items():
+        if modes[name]:
+            m.momentum = 0.0  # running = (1 - 0)·running + 0·batch: unchanged
+            m.train()
 
 
 @torch.no_grad()
@@ -89,21 +127,21 @@ def teacher_outputs(
     rgb: torch.Tensor,
     K: torch.Tensor,
     measured: Optional[torch.Tensor] = None,
-    batch_statistics: bool = False,
+    modes: Optional[Mapping[str, bool]] = None,
 ) -> dict:
     """The frozen teacher's outputs on the student's input, without gradients. Same arguments as
     Depth3DSeg.forward: rgb B×3×H×W normalised, K B×3×3 at H×W, measured B×1×H×W metres or None.
 
-    ``batch_statistics``: normalise as a student in training mode does, with the batch's BatchNorm
-    statistics (`normalises_with_batch_statistics` of the student), so that the term is 0 before
-    the student has moved from the teacher's weights; the teacher's running statistics are kept
-    (its BatchNorm momentum is set to 0). False: eval mode (running statistics).
+    ``modes``: the student's `batchnorm_modes`; each teacher BatchNorm layer then normalises as
+    the student's does (`match_batchnorm_modes`: batch statistics where the student uses them,
+    running statistics elsewhere), so the term is 0 before the student has moved from the
+    teacher's weights. None: eval mode throughout. The teacher is left in eval mode; its running
+    statistics never change. Raises ValueError as `match_batchnorm_modes`.
+
+    Only the student's training-mode outputs are held to the teacher's: its running statistics,
+    which its eval-mode (shipped) outputs use, follow the data as usual.
     """
-    if batch_statistics:
-        for m in teacher.modules():
-            if isinstance(m, _BatchNorm):
-                m.momentum = 0.0  # running = (1 - 0)·running + 0·batch: unchanged
-    teacher.train(batch_statistics)
+    match_batchnorm_modes(teacher, modes or {})
     try:
         return teacher(rgb, K) if measured is None else teacher(rgb, K, measured)
     finally:

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 import torch
 from torch import nn
 
-from .distill import distillation, normalises_with_batch_statistics, teacher_outputs
+from .distill import batchnorm_modes, distillation, teacher_outputs
 from .geometry import backproject
 from .losses import (
     CONSISTENCY_KINDS,
@@ -388,6 +388,5 @@ def compute_losses(
     out = forward_model(model, rgb, K, cfg.detach_depth_for_3d, measured)
     t_out = None
     if cfg.w_distill > 0:
-        batch_stats = normalises_with_batch_statistics(model)
-        t_out = teacher_outputs(teacher, rgb, K, measured, batch_stats)
+        t_out = teacher_outputs(teacher, rgb, K, measured, batchnorm_modes(model))
     return losses_from_outputs(out, batch, cfg, weighting, t_out)

@@ -227,15 +227,18 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
 def load_teacher(cfg: dict[str, Any], classes: Any) -> Any:
     """Distillation's frozen teacher (core.distill): the model file ``cfg['model']['teacher']``
     as a Depth3DSeg on the CPU in eval mode with ``requires_grad`` off. Its arch may differ from
-    the run's (a larger teacher); it sees the run's normalised input, so its classes and its
-    mean/std must be the run's.
-    Raises FileNotFoundError / ModelFileError for a bad file; ValueError naming the key and both
-    values when the class names, void id, mean or std differ."""
+    the run's (a larger teacher); it sees the run's normalised input at the run's size, so its
+    classes, mean, std and input size must be the run's.
+    Raises ValueError naming ``model.teacher`` for a missing or unreadable file, and naming the key
+    and both values when the class names, void id, mean, std or input size differ."""
     from depth3dseg_ros.core.classes import ClassSet
-    from depth3dseg_ros.core.modelfile import load_model
+    from depth3dseg_ros.core.modelfile import ModelFileError, load_model
 
     path = cfg['model']['teacher']
-    model, meta = load_model(path, map_location='cpu')
+    try:
+        model, meta = load_model(path, map_location='cpu')
+    except (OSError, ModelFileError) as exc:
+        raise ValueError(f'config model.teacher={str(path)!r}: {exc}') from None
     have = ClassSet.from_dict(meta['classes'])
     if have.names != classes.names or have.void_id != classes.void_id:
         raise ValueError(
@@ -243,12 +246,18 @@ def load_teacher(cfg: dict[str, Any], classes: Any) -> Any:
             f'(void {have.void_id}) but data.classes gives {classes.names} (void '
             f'{classes.void_id})'
         )
-    for key in ('mean', 'std'):
-        if [float(v) for v in meta[key]] != [float(v) for v in cfg['model'][key]]:
+    run = {
+        'model.mean': cfg['model']['mean'],
+        'model.std': cfg['model']['std'],
+        'data.input_size': cfg['data']['input_size'],
+    }
+    for key, value in run.items():
+        own = meta[key.split('.')[1]]
+        if [float(v) for v in own] != [float(v) for v in value]:
             raise ValueError(
-                f'config model.teacher={str(path)!r} normalises with {key} {list(meta[key])} '
-                f'but the run with model.{key} {list(cfg["model"][key])}: the teacher must see '
-                'the input as it was trained'
+                f'config model.teacher={str(path)!r} was trained with {key.split(".")[1]} '
+                f'{list(own)} but the run has {key}={list(value)}: the teacher must see the '
+                'input as it was trained'
             )
     model.eval()
     for p in model.parameters():

@@ -159,6 +159,8 @@ def setup_run(args: argparse.Namespace) -> Run:
     if cfg['model']['init'] and ckpt is None:
         init = load_init_model(cfg, classes)
         cfg = validate(cfg)
+    # before any data is read: a bad teacher file stops the run at once
+    teacher = load_teacher(cfg, classes) if cfg['model']['teacher'] else None
     # every arch key goes into config.yaml and the checkpoints, so --resume rebuilds this network
     # even after core.model.DEFAULT_ARCH changes (a resumed run stored without them:
     # checkpoint.load_resume warns)
@@ -238,9 +240,8 @@ def setup_run(args: argparse.Namespace) -> Run:
         if world > 1
         else model
     )
-    teacher = None
-    if cfg['model']['teacher']:
-        teacher = load_teacher(cfg, classes).to(device)
+    if teacher is not None:
+        teacher = teacher.to(device)
         if tc['channels_last']:
             teacher = teacher.to(memory_format=torch.channels_last)
         if rank == 0:
