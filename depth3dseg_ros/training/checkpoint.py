@@ -177,6 +177,20 @@ def arch_keys_not_stored(
     return {k: v for k, v in CHANGED_ARCH_DEFAULTS.items() if k not in have}
 
 
+def _check_classes(key: str, path: Any, meta: dict[str, Any], classes: Any) -> None:
+    """ValueError naming ``key`` and both class lists when the model file's classes (``meta``) are
+    not the run's ``classes`` (names and void id; colours may differ)."""
+    from depth3dseg_ros.core.classes import ClassSet
+
+    have = ClassSet.from_dict(meta['classes'])
+    if have.names != classes.names or have.void_id != classes.void_id:
+        raise ValueError(
+            f'config {key}={str(path)!r} was trained for classes {have.names} '
+            f'(void {have.void_id}) but data.classes gives {classes.names} (void '
+            f'{classes.void_id})'
+        )
+
+
 def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
     """Fine-tuning: the model file ``cfg['model']['init']`` (core.modelfile) as a Depth3DSeg on the
     CPU, whose state_dict the run starts from; its arch, mean and std are written into
@@ -188,19 +202,12 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
     void id differ from the run's ``classes`` (core.classes.ClassSet; colours may differ), naming
     both, or when a ``model.arch`` key changes the shape of the file's weights, naming the key and
     both values."""
-    from depth3dseg_ros.core.classes import ClassSet
     from depth3dseg_ros.core.model import Depth3DSeg
     from depth3dseg_ros.core.modelfile import load_model
 
     path = cfg['model']['init']
     model, meta = load_model(path, map_location='cpu')
-    have = ClassSet.from_dict(meta['classes'])
-    if have.names != classes.names or have.void_id != classes.void_id:
-        raise ValueError(
-            f'config model.init={str(path)!r} was trained for classes {have.names} '
-            f'(void {have.void_id}) but data.classes gives {classes.names} (void '
-            f'{classes.void_id})'
-        )
+    _check_classes('model.init', path, meta, classes)
     arch = {k: v for k, v in meta['arch'].items() if k != 'num_classes'}
     changed = {k: v for k, v in cfg['model']['arch'].items() if arch.get(k) != v}
     if changed:
@@ -231,7 +238,6 @@ def load_teacher(cfg: dict[str, Any], classes: Any) -> Any:
     classes, mean, std and input size must be the run's.
     Raises ValueError naming ``model.teacher`` for a missing or unreadable file, and naming the key
     and both values when the class names, void id, mean, std or input size differ."""
-    from depth3dseg_ros.core.classes import ClassSet
     from depth3dseg_ros.core.modelfile import ModelFileError, load_model
 
     path = cfg['model']['teacher']
@@ -239,13 +245,7 @@ def load_teacher(cfg: dict[str, Any], classes: Any) -> Any:
         model, meta = load_model(path, map_location='cpu')
     except (OSError, ModelFileError) as exc:
         raise ValueError(f'config model.teacher={str(path)!r}: {exc}') from None
-    have = ClassSet.from_dict(meta['classes'])
-    if have.names != classes.names or have.void_id != classes.void_id:
-        raise ValueError(
-            f'config model.teacher={str(path)!r} was trained for classes {have.names} '
-            f'(void {have.void_id}) but data.classes gives {classes.names} (void '
-            f'{classes.void_id})'
-        )
+    _check_classes('model.teacher', path, meta, classes)
     run = {
         'model.mean': cfg['model']['mean'],
         'model.std': cfg['model']['std'],
