@@ -54,6 +54,11 @@ TERMS = ('seg2d', 'seg3d', 'depth', 'consistency')
 CLASS_WEIGHT_PRESETS = ('median_freq',)
 
 
+def _number(v: Any) -> bool:
+    """True for an int or float that is not a bool (YAML's true/false are not weights)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 @dataclass
 class LossConfig:
     """Loss settings as plain data (training config section ``loss``; docs/method.md explains
@@ -115,7 +120,7 @@ class LossConfig:
     def __post_init__(self) -> None:
         for t in TERMS:
             w = getattr(self, f'w_{t}')
-            if isinstance(w, bool) or not isinstance(w, (int, float)) or not w >= 0:
+            if not _number(w) or not w >= 0:
                 raise ValueError(f'LossConfig.w_{t}={w!r} must be a number >= 0')
         if self.depth_loss not in DEPTH_LOSSES:
             raise ValueError(f'LossConfig.depth_loss={self.depth_loss!r} not in {DEPTH_LOSSES}')
@@ -136,24 +141,20 @@ class LossConfig:
                 )
         elif cw is not None:
             ok = isinstance(cw, (list, tuple)) and len(cw) > 0
-            ok = ok and all(
-                not isinstance(v, bool) and isinstance(v, (int, float)) and 0 <= v < float('inf')
-                for v in cw
-            )
+            ok = ok and all(_number(v) and 0 <= v < float('inf') for v in cw)
             if not ok or not any(v > 0 for v in cw):
                 raise ValueError(
                     f'LossConfig.class_weights={cw!r} must be a non-empty list of finite numbers '
                     '>= 0 (not all 0), one per class'
                 )
         p = self.measured_depth_for_3d
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        if not _number(p) or not 0.0 <= p <= 1.0:
             raise ValueError(
                 f'LossConfig.measured_depth_for_3d={p!r} must be a probability in [0, 1]'
             )
         wu = self.w_consistency_unlabelled
         if wu is not None:
-            number = not isinstance(wu, bool) and isinstance(wu, (int, float))
-            if not number or not 0 <= wu < float('inf'):
+            if not _number(wu) or not 0 <= wu < float('inf'):
                 raise ValueError(
                     f'LossConfig.w_consistency_unlabelled={wu!r} must be null or a number >= 0'
                 )
@@ -162,12 +163,13 @@ class LossConfig:
                     'LossConfig.w_consistency_unlabelled is a fixed weight: set it to null when '
                     'uncertainty_weighting is true'
                 )
-        for key in ('w_distill', 'distill_temperature'):
-            v = getattr(self, key)
-            number = not isinstance(v, bool) and isinstance(v, (int, float))
-            if not number or not 0 <= v < float('inf') or (key != 'w_distill' and v == 0):
-                bound = '>= 0' if key == 'w_distill' else '> 0'
-                raise ValueError(f'LossConfig.{key}={v!r} must be a finite number {bound}')
+        wd, temp = self.w_distill, self.distill_temperature
+        if not _number(wd) or not 0 <= wd < float('inf'):
+            raise ValueError(f'LossConfig.w_distill={wd!r} must be a finite number >= 0')
+        if not _number(temp) or not 0 < temp < float('inf'):
+            raise ValueError(
+                f'LossConfig.distill_temperature={temp!r} must be a finite number > 0'
+            )
 
     def weights(self) -> Dict[str, float]:
         """{'seg2d': w, 'seg3d': w, 'depth': w, 'consistency': w}."""

@@ -246,18 +246,13 @@ def load_teacher(cfg: dict[str, Any], classes: Any) -> Any:
     except (OSError, ModelFileError) as exc:
         raise ValueError(f'config model.teacher={str(path)!r}: {exc}') from None
     _check_classes('model.teacher', path, meta, classes)
-    run = {
-        'model.mean': cfg['model']['mean'],
-        'model.std': cfg['model']['std'],
-        'data.input_size': cfg['data']['input_size'],
-    }
-    for key, value in run.items():
-        own = meta[key.split('.')[1]]
-        if [float(v) for v in own] != [float(v) for v in value]:
+    for section, name in (('model', 'mean'), ('model', 'std'), ('data', 'input_size')):
+        own, run = meta[name], cfg[section][name]
+        if [float(v) for v in own] != [float(v) for v in run]:
             raise ValueError(
-                f'config model.teacher={str(path)!r} was trained with {key.split(".")[1]} '
-                f'{list(own)} but the run has {key}={list(value)}: the teacher must see the '
-                'input as it was trained'
+                f'config model.teacher={str(path)!r} was trained with {name} {list(own)} but '
+                f'the run has {section}.{name}={list(run)}: the teacher must see the input as it '
+                'was trained'
             )
     model.eval()
     for p in model.parameters():

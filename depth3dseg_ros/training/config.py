@@ -321,12 +321,6 @@ def validate(cfg: dict) -> dict:
         raise ValueError(
             f"config model.teacher={m['teacher']!r} must be null or the path of a model file"
         )
-    w_kd = cfg['loss'].get('w_distill', 0.0) if isinstance(cfg['loss'], dict) else 0.0
-    if (m['teacher'] is None) != (not w_kd):  # bad types: LossConfig names them below
-        raise ValueError(
-            f"config model.teacher={m['teacher']!r} and loss.w_distill={w_kd!r} go together: "
-            'a teacher model file needs a distillation weight > 0, and the weight needs the file'
-        )
     if not isinstance(m['arch'], dict):
         raise ValueError(
             f"config model.arch={m['arch']!r} must be a mapping of Depth3DSeg arguments"
@@ -351,6 +345,12 @@ def validate(cfg: dict) -> dict:
         LossConfig.from_dict(cfg['loss'])
     except (ValueError, TypeError) as exc:
         raise ValueError(f'config loss: {exc}') from None
+    w_kd = cfg['loss'].get('w_distill', 0.0)  # a valid number here
+    if (m['teacher'] is None) != (not w_kd):
+        raise ValueError(
+            f"config model.teacher={m['teacher']!r} and loss.w_distill={w_kd!r} go together: "
+            'a teacher model file needs a distillation weight > 0, and the weight needs the file'
+        )
     _num(cfg, 'optim.lr', 0.0, 10.0)
     _num(cfg, 'optim.weight_decay', 0.0, 10.0)
     _num(cfg, 'optim.warmup_steps', 0, None, integer=True)
