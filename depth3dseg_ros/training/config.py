@@ -342,10 +342,9 @@ def validate(cfg: dict) -> dict:
     if not isinstance(cfg['loss'], dict):
         raise ValueError(f"config loss={cfg['loss']!r} must be a mapping of LossConfig fields")
     try:
-        LossConfig.from_dict(cfg['loss'])
+        w_kd = LossConfig.from_dict(cfg['loss']).w_distill
     except (ValueError, TypeError) as exc:
         raise ValueError(f'config loss: {exc}') from None
-    w_kd = cfg['loss'].get('w_distill', 0.0)  # a valid number here
     if (m['teacher'] is None) != (not w_kd):
         raise ValueError(
             f"config model.teacher={m['teacher']!r} and loss.w_distill={w_kd!r} go together: "
