@@ -28,7 +28,7 @@ ort = pytest.importorskip('onnxruntime')
 
 from depth3dseg_ros.core.backends import choose_backend  # noqa: E402
 from depth3dseg_ros.core.classes import NYU13  # noqa: E402
-from depth3dseg_ros.core.geometry import scale_intrinsics  # noqa: E402
+from depth3dseg_ros.core.geometry import resize_intrinsics  # noqa: E402
 from depth3dseg_ros.core.inference import Segmenter  # noqa: E402
 from depth3dseg_ros.core.model import Depth3DSeg, fold_batchnorm  # noqa: E402
 from depth3dseg_ros.core.modelfile import ModelFileError, save_model  # noqa: E402
@@ -334,7 +334,7 @@ def test_shipped_model_3d_stage_parity_on_identical_depth(shipped_onnx, real_dir
     w, h = t.input_size
     n = 0
     for name, rgb, _, _, K in real_frames(real_dir):
-        K_net = scale_intrinsics(K, w / rgb.shape[1], h / rgb.shape[0])
+        K_net = resize_intrinsics(K, (rgb.shape[1], rgb.shape[0]), (w, h))
         rgb_net = cv2.resize(rgb, (w, h), interpolation=cv2.INTER_AREA)
         depth = t.infer(rgb_net, K_net).depth
         assert depth.shape == (h, w) and np.isfinite(depth).all() and (depth > 0).all(), name
