@@ -44,7 +44,8 @@ def kd_term(
         teacher: B×C×H×W logits (detached here).
         temperature: T > 0.
         keep: optional B×H×W bool, the pixels that count (default: all).
-    Returns the Term (0-d value, kept-pixel count; 0 when no pixel is kept).
+    Returns the Term (0-d value >= 0, kept-pixel count; 0 when no pixel is kept). Each pixel's
+    KL is clamped at 0 (float32 rounding gives about -1e-8 where the distributions agree).
     Raises ValueError for shapes that differ or T <= 0.
     """
     if student.shape != teacher.shape or student.dim() != 4:
@@ -58,7 +59,9 @@ def kd_term(
     t = float(temperature)
     log_p_s = F.log_softmax(student.float() / t, dim=1)
     log_p_t = F.log_softmax(teacher.detach().float() / t, dim=1)
-    kl = (log_p_t.exp() * (log_p_t - log_p_s)).sum(dim=1) * (t * t)  # B×H×W
+    # B×H×W; KL >= 0, but float32 rounding gives about -1e-8 where the two agree (an unmoved
+    # student): clamped per pixel, where the gradient is ~0 anyway
+    kl = (log_p_t.exp() * (log_p_t - log_p_s)).sum(dim=1).clamp_min(0) * (t * t)
     if keep is None:
         keep = torch.ones_like(kl, dtype=torch.bool)
     n = int(keep.sum())
