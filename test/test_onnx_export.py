@@ -48,9 +48,13 @@ SHIPPED = REPO / 'models' / 'depth3dseg_nyu13.pt'
 TINY = dict(width=0.25, depth_mult=0.5, dec_ch=16, head_ch=8, p_channels=[8, 16], p_head=16)
 
 
-def _tiny_model(depth_focal: float = 0.0, p_colour: bool = True) -> Depth3DSeg:
+def _tiny_model(
+    depth_focal: float = 0.0, p_colour: bool = True, input_blur: float = 0.0
+) -> Depth3DSeg:
     torch.manual_seed(0)
-    model = Depth3DSeg(len(NYU13), **TINY, depth_focal=depth_focal, p_colour=p_colour)
+    model = Depth3DSeg(
+        len(NYU13), **TINY, depth_focal=depth_focal, p_colour=p_colour, input_blur=input_blur
+    )
     with torch.no_grad():  # non-trivial BatchNorm statistics, so folding matters
         for m in model.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
@@ -100,12 +104,15 @@ def _ort(path: Path):
     return ort.InferenceSession(str(path), so, providers=['CPUExecutionProvider'])
 
 
-@pytest.mark.parametrize('depth_focal,p_colour', [(0.0, True), (1.1, True), (0.0, False)])
-def test_graph_module_equals_depth3dseg(depth_focal, p_colour):
+@pytest.mark.parametrize(
+    'depth_focal,p_colour,input_blur',
+    [(0.0, True, 0.0), (1.1, True, 0.0), (0.0, False, 0.0), (0.0, True, 1.5)],
+)
+def test_graph_module_equals_depth3dseg(depth_focal, p_colour, input_blur):
     """InferenceGraph (exportable ops) computes Depth3DSeg.forward, with and without measured
-    depth, with the depth scaled to K's camera (arch depth_focal) and with a geometry-only 3D net
-    (arch p_colour false)."""
-    model = fold_batchnorm(_tiny_model(depth_focal, p_colour))
+    depth, with the depth scaled to K's camera (arch depth_focal), with a geometry-only 3D net
+    (arch p_colour false) and with a low-pass of the input (arch input_blur)."""
+    model = fold_batchnorm(_tiny_model(depth_focal, p_colour, input_blur))
     graph = InferenceGraph(model).eval()
     x, K = _inputs(96, 72)
     with torch.no_grad():

@@ -29,13 +29,19 @@ pytestmark = pytest.mark.slow  # ~13 s of ONNX export and sessions: full tier (t
 TINY = dict(width=0.25, depth_mult=0.5, dec_ch=16, head_ch=8, p_channels=[8, 16], p_head=16)
 
 
-@pytest.fixture(scope='module', params=[0.0, 1.0], ids=['plain', 'depth_focal'])
+@pytest.fixture(
+    scope='module',
+    params=[(0.0, 0.0), (1.0, 0.0), (0.0, 1.5)],
+    ids=['plain', 'depth_focal', 'input_blur'],
+)
 def pt_onnx(tmp_path_factory, request):
     """A tiny model file and its export; also with arch depth_focal (depth scaled to K's camera,
-    model.focal_depth: the split must find the heads behind the scaling and redo it in torch)."""
+    model.focal_depth: the split must find the heads behind the scaling and redo it in torch) and
+    with arch input_blur (core.lowpass: a blur in front of the encoder, inside the ONNX graph)."""
     d = tmp_path_factory.mktemp('split')
     torch.manual_seed(1)
-    model = Depth3DSeg(len(NYU13), **TINY, depth_focal=request.param).eval()
+    focal, blur = request.param
+    model = Depth3DSeg(len(NYU13), **TINY, depth_focal=focal, input_blur=blur).eval()
     with torch.no_grad():
         model.net.depth_head[-1].weight.normal_(0, 0.05)
     pt = d / 'm.pt'

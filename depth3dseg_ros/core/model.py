@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .geometry import backproject
+from .lowpass import InputLowPass
 from .pointnet import PointSegNet
 
 __all__ = [
@@ -67,6 +68,7 @@ DEFAULT_ARCH: Dict[str, Any] = {
     'p_normals': True,
     'p_colour': True,
     'depth_focal': 0.0,
+    'input_blur': 0.0,
 }
 
 
@@ -156,6 +158,7 @@ class DepthSegNet(nn.Module):
         dec_ch: FPN channels at 1/4 (half of it at 1/2). head_ch: channels of each head's block.
         min_depth, max_depth: output range in metres (0 < min_depth < max_depth).
         init_depth: depth the untrained head outputs (bias initialisation), metres.
+        input_blur: σ px of a fixed Gaussian blur of the input (core.lowpass; 0 = none).
     forward(rgb_norm B×3×H×W float) -> {'depth': B×1×H×W metres in (min_depth, max_depth),
     'seg2d': B×C×H×W logits}; any H, W >= 2 (outputs have the input size).
     Raises ValueError for an input that is not B×3×H×W floating point.
@@ -171,6 +174,7 @@ class DepthSegNet(nn.Module):
         min_depth: float = 0.1,
         max_depth: float = 10.0,
         init_depth: float = 3.0,
+        input_blur: float = 0.0,
     ):
         super().__init__()
         if not 0 < min_depth < max_depth:
@@ -181,6 +185,7 @@ class DepthSegNet(nn.Module):
             raise ValueError(f'init_depth={init_depth} must lie in (min_depth, max_depth)')
         self.num_classes = int(num_classes)
         self.min_depth, self.max_depth = float(min_depth), float(max_depth)
+        self.lowpass = InputLowPass(input_blur)
         self.encoder = Encoder(width, depth_mult)
         c2, c4, c8, c16, c32 = [self.encoder.channels[i] for i in _TAPS]
         half = max(8, dec_ch // 2)
@@ -207,7 +212,7 @@ class DepthSegNet(nn.Module):
                 f'rgb_norm must be a float B×3×H×W tensor, got {tuple(rgb_norm.shape)} '
                 f'{rgb_norm.dtype}'
             )
-        f2, f4, f8, f16, f32 = self.encoder(rgb_norm)
+        f2, f4, f8, f16, f32 = self.encoder(self.lowpass(rgb_norm))
         p = self.lat[3](f32)
         for lat, sm, f in zip(self.lat[2::-1], self.smooth, (f16, f8, f4)):
             p = sm(_up(p, f) + lat(f))
@@ -256,6 +261,13 @@ def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
             'of the camera the depth head is calibrated for (NYU: 1.082)'
         )
     out['depth_focal'] = float(f)
+    b = out['input_blur']
+    if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 <= b <= 10:
+        raise ValueError(
+            f"arch['input_blur']={b!r} must be 0 (off) or the σ in px (at most 10) of the "
+            'Gaussian blur of the network input (core.lowpass)'
+        )
+    out['input_blur'] = float(b)
     if not isinstance(out['p_colour'], bool):
         raise ValueError(
             f"arch['p_colour']={out['p_colour']!r} must be true (the 3D net sees colour) or false "
@@ -293,6 +305,7 @@ class Depth3DSeg(nn.Module):
             a['min_depth'],
             a['max_depth'],
             a['init_depth'],
+            a['input_blur'],
         )
         self.pointnet = PointSegNet(
             a['num_classes'],
