@@ -17,6 +17,7 @@ import argparse
 
 import numpy as np
 import torch
+from torch.utils.data import DataLoader
 
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.modelfile import load_model
@@ -38,21 +39,20 @@ def frame_scale_stats(pred: torch.Tensor, gt: torch.Tensor) -> tuple[float, floa
 
 
 @torch.no_grad()
-def depth_scale(model_path: str, data: str, max_frames: int | None = None) -> dict:
+def depth_scale(
+    model: torch.nn.Module, meta: dict, data: str, max_frames: int | None = None
+) -> dict:
     """{'frames', 'absrel', 'scaled_absrel' (means over frames), 'scale' (median over frames)} of
-    the model file on the frames with depth of the dataset directory ``data`` (the first
-    ``max_frames``). Raises ValueError when no frame has valid depth."""
-    model, meta = load_model(model_path, map_location='cpu')
-    model.eval()
+    ``model`` (a Depth3DSeg in eval mode) with its model file's ``meta`` (both from
+    core.modelfile.load_model) on the frames with depth of the dataset directory ``data`` (the
+    first ``max_frames``). Raises ValueError when no frame has valid depth."""
     classes = ClassSet.from_dict(meta['classes'])
     records = [r for r in load_records([data], classes) if r.get('depth')][:max_frames]
-    ds = model_dataset(records, meta, classes)
     rows = []
-    for i in range(0, len(ds), 8):
-        batch = [ds[j] for j in range(i, min(len(ds), i + 8))]
-        pred = model.forward_2d(torch.stack([b['rgb'] for b in batch]))['depth']
-        for p, b in zip(pred, batch):
-            r = frame_scale_stats(p, b['depth'])
+    for batch in DataLoader(model_dataset(records, meta, classes), batch_size=8):
+        pred = model.forward_2d(batch['rgb'])['depth']
+        for p, gt in zip(pred, batch['depth']):
+            r = frame_scale_stats(p, gt)
             if r is not None:
                 rows.append(r)
     if not rows:
@@ -77,8 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     print('|---|---|---|---|---|---|')
     try:
         for m in a.model:
+            model, meta = load_model(m, map_location='cpu')  # once for all the directories
+            model.eval()
             for d in a.data:
-                r = depth_scale(m, d, a.max_frames)
+                r = depth_scale(model, meta, d, a.max_frames)
                 print(
                     f"| {m} | {d} | {r['frames']} | {r['absrel']:.3f} | {r['scale']:.3f} | "
                     f"{r['scaled_absrel']:.3f} |"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from depth3dseg_ros.core.modelfile import load_model
 from trainutil import script_with_tiny_model
 
 
@@ -33,7 +34,8 @@ def test_a_global_factor_is_all_scale(setup):
 
 def test_cli_on_a_dataset(setup, capsys):
     script, path, data = setup
-    r = script['depth_scale'](str(path), str(data))
+    model, meta = load_model(path, map_location='cpu')
+    r = script['depth_scale'](model.eval(), meta, str(data))
     assert r['frames'] >= 1 and r['scale'] > 0
     assert 0 <= r['scaled_absrel'] <= r['absrel'] + 1.0
     torch.set_num_threads(1)
