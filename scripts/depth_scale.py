@@ -9,61 +9,20 @@ over frames (AbsRel here is a per-frame mean; depth3dseg-eval pools pixels), and
 s < 1 means the model sees the frames too far, s > 1 too near.
 
 Usage: python scripts/depth_scale.py --data DIR [DIR ...] --model M [M ...] [--max-frames N]
+
+The statistics are core.depth_calibration's, as ``depth3dseg-calibrate`` fits a model's
+``depth_gain`` with them.
 """
 
 from __future__ import annotations
 
 import argparse
 
-import numpy as np
-import torch
-from torch.utils.data import DataLoader
-
-from depth3dseg_ros.core.classes import ClassSet
+from depth3dseg_ros.core.depth_calibration import frame_scale_stats
 from depth3dseg_ros.core.modelfile import load_model
-from depth3dseg_ros.training.dataset import load_records
-from depth3dseg_ros.training.evaluate import model_dataset
+from depth3dseg_ros.training.calibrate import depth_scale
 
 __all__ = ['frame_scale_stats', 'depth_scale', 'main']
-
-
-def frame_scale_stats(pred: torch.Tensor, gt: torch.Tensor) -> tuple[float, float, float] | None:
-    """(AbsRel, median scale gt/pred, median-scaled AbsRel) of one 1×H×W predicted depth against
-    1×H×W ground truth (m; NaN, 0 or out of 0.1–10 m = no data), or None when no pixel is valid."""
-    v = torch.isfinite(gt) & (gt > 0.1) & (gt < 10) & torch.isfinite(pred) & (pred > 0)
-    if not bool(v.any()):
-        return None
-    p, g = pred[v].double(), gt[v].double()
-    s = float(g.median() / p.median())
-    return float(((p - g).abs() / g).mean()), s, float(((p * s - g).abs() / g).mean())
-
-
-@torch.no_grad()
-def depth_scale(
-    model: torch.nn.Module, meta: dict, data: str, max_frames: int | None = None
-) -> dict:
-    """{'frames', 'absrel', 'scaled_absrel' (means over frames), 'scale' (median over frames)} of
-    ``model`` (a Depth3DSeg in eval mode) with its model file's ``meta`` (both from
-    core.modelfile.load_model) on the frames with depth of the dataset directory ``data`` (the
-    first ``max_frames``). Raises ValueError when no frame has valid depth."""
-    classes = ClassSet.from_dict(meta['classes'])
-    records = [r for r in load_records([data], classes) if r.get('depth')][:max_frames]
-    rows = []
-    for batch in DataLoader(model_dataset(records, meta, classes), batch_size=8):
-        pred = model.forward_2d(batch['rgb'])['depth']
-        for p, gt in zip(pred, batch['depth']):
-            r = frame_scale_stats(p, gt)
-            if r is not None:
-                rows.append(r)
-    if not rows:
-        raise ValueError(f'{data}: no frame with valid depth')
-    a = np.array(rows)
-    return {
-        'frames': len(rows),
-        'absrel': float(a[:, 0].mean()),
-        'scale': float(np.median(a[:, 1])),
-        'scaled_absrel': float(a[:, 2].mean()),
-    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,11 +49,19 @@ TINY = dict(width=0.25, depth_mult=0.5, dec_ch=16, head_ch=8, p_channels=[8, 16]
 
 
 def _tiny_model(
-    depth_focal: float = 0.0, p_colour: bool = True, input_blur: float = 0.0
+    depth_focal: float = 0.0,
+    p_colour: bool = True,
+    input_blur: float = 0.0,
+    depth_gain: float = 1.0,
 ) -> Depth3DSeg:
     torch.manual_seed(0)
     model = Depth3DSeg(
-        len(NYU13), **TINY, depth_focal=depth_focal, p_colour=p_colour, input_blur=input_blur
+        len(NYU13),
+        **TINY,
+        depth_focal=depth_focal,
+        p_colour=p_colour,
+        input_blur=input_blur,
+        depth_gain=depth_gain,
     )
     with torch.no_grad():  # non-trivial BatchNorm statistics, so folding matters
         for m in model.modules():
@@ -105,14 +113,22 @@ def _ort(path: Path):
 
 
 @pytest.mark.parametrize(
-    'depth_focal,p_colour,input_blur',
-    [(0.0, True, 0.0), (1.1, True, 0.0), (0.0, False, 0.0), (0.0, True, 1.5)],
+    'depth_focal,p_colour,input_blur,depth_gain',
+    [
+        (0.0, True, 0.0, 1.0),
+        (1.1, True, 0.0, 1.0),
+        (0.0, False, 0.0, 1.0),
+        (0.0, True, 1.5, 1.0),
+        (0.0, True, 0.0, 1.3),
+        (1.1, True, 0.0, 0.8),
+    ],
 )
-def test_graph_module_equals_depth3dseg(depth_focal, p_colour, input_blur):
+def test_graph_module_equals_depth3dseg(depth_focal, p_colour, input_blur, depth_gain):
     """InferenceGraph (exportable ops) computes Depth3DSeg.forward, with and without measured
     depth, with the depth scaled to K's camera (arch depth_focal), with a geometry-only 3D net
-    (arch p_colour false) and with a low-pass of the input (arch input_blur)."""
-    model = fold_batchnorm(_tiny_model(depth_focal, p_colour, input_blur))
+    (arch p_colour false), with a low-pass of the input (arch input_blur) and with a calibrated
+    depth scale (arch depth_gain, alone and with depth_focal)."""
+    model = fold_batchnorm(_tiny_model(depth_focal, p_colour, input_blur, depth_gain))
     graph = InferenceGraph(model).eval()
     x, K = _inputs(96, 72)
     with torch.no_grad():

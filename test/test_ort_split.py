@@ -31,17 +31,20 @@ TINY = dict(width=0.25, depth_mult=0.5, dec_ch=16, head_ch=8, p_channels=[8, 16]
 
 @pytest.fixture(
     scope='module',
-    params=[(0.0, 0.0), (1.0, 0.0), (0.0, 1.5)],
-    ids=['plain', 'depth_focal', 'input_blur'],
+    params=[(0.0, 0.0, 1.0), (1.0, 0.0, 1.0), (0.0, 1.5, 1.0), (0.0, 0.0, 1.3)],
+    ids=['plain', 'depth_focal', 'input_blur', 'depth_gain'],
 )
 def pt_onnx(tmp_path_factory, request):
     """A tiny model file and its export; also with arch depth_focal (depth scaled to K's camera,
     model.focal_depth: the split must find the heads behind the scaling and redo it in torch) and
-    with arch input_blur (core.lowpass: a blur in front of the encoder, inside the ONNX graph)."""
+    with arch input_blur (core.lowpass: a blur in front of the encoder, inside the ONNX graph) and
+    with arch depth_gain (a calibrated depth scale: the same Clip(Mul(...)) behind the heads)."""
     d = tmp_path_factory.mktemp('split')
     torch.manual_seed(1)
-    focal, blur = request.param
-    model = Depth3DSeg(len(NYU13), **TINY, depth_focal=focal, input_blur=blur).eval()
+    focal, blur, gain = request.param
+    model = Depth3DSeg(
+        len(NYU13), **TINY, depth_focal=focal, input_blur=blur, depth_gain=gain
+    ).eval()
     with torch.no_grad():
         model.net.depth_head[-1].weight.normal_(0, 0.05)
     pt = d / 'm.pt'

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .depth_calibration import GAIN_RANGE
 from .geometry import backproject
 from .lowpass import InputLowPass
 from .pointnet import PointSegNet
@@ -68,6 +69,7 @@ DEFAULT_ARCH: Dict[str, Any] = {
     'p_normals': True,
     'p_colour': True,
     'depth_focal': 0.0,
+    'depth_gain': 1.0,
     'input_blur': 0.0,
 }
 
@@ -225,22 +227,34 @@ class DepthSegNet(nn.Module):
 
 
 def focal_depth(
-    depth: torch.Tensor, K: torch.Tensor, depth_focal: float, min_depth: float, max_depth: float
+    depth: torch.Tensor,
+    K: Optional[torch.Tensor],
+    depth_focal: float,
+    min_depth: float,
+    max_depth: float,
+    gain: float = 1.0,
 ) -> torch.Tensor:
     """Metric depth of a depth head calibrated for a camera of normalised focal length
-    ``depth_focal`` (fy / image height), seen through camera K.
+    ``depth_focal`` (fy / image height), seen through camera K, times a calibration ``gain``.
 
     A network that sees no K reads depth from apparent size and perspective, both proportional to
     the focal length: the same scene through a camera with k times the focal length looks k times
     larger, and the network answers k times closer. So its depth is that of the camera it was
     trained for and scales by (fy / H) / depth_focal for another one (the canonical-camera
-    transform of Metric3D, Yin et al. 2023). depth B×1×H×W m, K B×3×3 (or 3×3, B×3×4) at H×W
-    -> B×1×H×W m clamped to [min_depth, max_depth]; ``depth_focal`` <= 0: ``depth`` unchanged.
+    transform of Metric3D, Yin et al. 2023). ``gain`` (arch ``depth_gain``, `depth_gain` of
+    core.depth_calibration) is a global scale fitted on a camera's own RGB-D frames. One
+    multiplication by the combined factor, then the clamp. depth B×1×H×W m, K B×3×3 (or 3×3,
+    B×3×4) at H×W or None -> B×1×H×W m clamped to [min_depth, max_depth]; ``depth`` unchanged
+    when ``gain`` is 1 and ``depth_focal`` <= 0 or K is None (the focal part needs K).
     """
-    if depth_focal <= 0:
+    use_focal = depth_focal > 0 and K is not None
+    if not use_focal and gain == 1.0:
         return depth
-    fy = K[..., 1, 1].to(depth.dtype).reshape(-1, 1, 1, 1)
-    return (depth * (fy / (depth.shape[-2] * float(depth_focal)))).clamp(min_depth, max_depth)
+    factor: Any = float(gain)
+    if use_focal:
+        fy = K[..., 1, 1].to(depth.dtype).reshape(-1, 1, 1, 1)
+        factor = fy * (float(gain) / (depth.shape[-2] * float(depth_focal)))
+    return (depth * factor).clamp(min_depth, max_depth)
 
 
 def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
@@ -261,6 +275,13 @@ def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
             'of the camera the depth head is calibrated for (NYU: 1.082)'
         )
     out['depth_focal'] = float(f)
+    g, (lo, hi) = out['depth_gain'], GAIN_RANGE
+    if isinstance(g, bool) or not isinstance(g, (int, float)) or not lo <= g <= hi:
+        raise ValueError(
+            f"arch['depth_gain']={g!r} must be a number in [{lo}, {hi}]: the factor on the depth "
+            "head's metres fitted to a camera's RGB-D frames (1 = none; core.depth_calibration)"
+        )
+    out['depth_gain'] = float(g)
     b = out['input_blur']
     if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 <= b <= 10:
         raise ValueError(
@@ -334,13 +355,14 @@ class Depth3DSeg(nn.Module):
         self, rgb_norm: torch.Tensor, K: Optional[torch.Tensor] = None
     ) -> Dict[str, torch.Tensor]:
         """M1 only: {'depth', 'seg2d'}. With ``depth_focal`` set and K given the depth is that of
-        K's camera (`focal_depth`); without K, that of the calibration camera."""
+        K's camera (`focal_depth`); without K, that of the calibration camera. ``depth_gain``
+        applies with or without K."""
         out = self.net(rgb_norm)
         a = self.arch
-        if K is not None and a['depth_focal'] > 0:
+        if (K is not None and a['depth_focal'] > 0) or a['depth_gain'] != 1.0:
             out = dict(out)
             out['depth'] = focal_depth(
-                out['depth'], K, a['depth_focal'], a['min_depth'], a['max_depth']
+                out['depth'], K, a['depth_focal'], a['min_depth'], a['max_depth'], a['depth_gain']
             )
         return out
 

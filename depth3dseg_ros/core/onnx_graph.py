@@ -263,8 +263,8 @@ class InferenceGraph(nn.Module):
         self.net = model.net
         self.pointnet = model.pointnet
         a = model.arch
-        #: (depth_focal, min_depth, max_depth): the depth head's calibration camera (model.py)
-        self.focal = (a['depth_focal'], a['min_depth'], a['max_depth'])
+        #: (depth_focal, min_depth, max_depth, depth_gain): the depth head's calibration (model.py)
+        self.focal = (a['depth_focal'], a['min_depth'], a['max_depth'], a['depth_gain'])
 
     def forward(self, rgb: torch.Tensor, K: torch.Tensor, measured_depth: torch.Tensor):
         """M1 + M2 + M3 as in `Depth3DSeg.forward`, in exportable operators.

@@ -1,0 +1,148 @@
+"""``depth3dseg-calibrate``: fit a model's depth scale to one camera from a few of its RGB-D frames
+(core.depth_calibration; arch ``depth_gain``, applied to the predicted depth by every backend).
+
+    depth3dseg-calibrate --model models/depth3dseg_nyu13.pt --data ds/my_rgbd --out my_camera.pt
+
+``--data``: dataset directories (``depth3dseg-extract`` of a bag with the camera's colour image,
+registered depth and CameraInfo); labels are not needed. Runs the model at its input size as
+depth3dseg-eval does (depth resized NaN-safe, K scaled), takes each frame's median(gt) /
+median(pred) over the pixels with depth in 0.1–10 m, and writes a copy of the model file whose
+``depth_gain`` is the current one times the median of those scales; everything else is unchanged.
+Prints one Markdown row per directory (AbsRel, scale, median-scaled AbsRel before calibrating)
+and the frames it skipped (no valid depth) with the reason. The frames that fit the gain should
+not be the frames that evaluate it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from depth3dseg_ros.core.classes import ClassSet
+from depth3dseg_ros.core.depth_calibration import fit_depth_gain, frame_scale_stats
+from depth3dseg_ros.core.model import Depth3DSeg
+from depth3dseg_ros.training.dataset import load_records
+from depth3dseg_ros.training.evaluate import model_dataset
+
+__all__ = ['frame_scales', 'depth_scale', 'with_depth_gain', 'main']
+
+
+@torch.no_grad()
+def frame_scales(
+    model: torch.nn.Module, meta: dict, data: str, max_frames: int | None = None
+) -> tuple[list[tuple[str, tuple[float, float, float]]], list[str]]:
+    """Per-frame (frame id, (AbsRel, scale, median-scaled AbsRel)) of ``model`` (Depth3DSeg in eval
+    mode, CPU) with its model file's ``meta`` (core.modelfile.load_model) on the frames with depth
+    of dataset directory ``data`` (the first ``max_frames`` of them), and the ids of the frames
+    with depth but no valid pixel (skipped). The depth is the model's as the node gives it (K
+    passed: arch depth_focal and depth_gain applied). Raises FileNotFoundError / ValueError for a
+    missing or malformed directory (training.dataset.load_records)."""
+    classes = ClassSet.from_dict(meta['classes'])
+    records = [r for r in load_records([data], classes) if r.get('depth')][:max_frames]
+    ids = [str(r.get('id', i)) for i, r in enumerate(records)]
+    rows, skipped, i = [], [], 0
+    for batch in DataLoader(model_dataset(records, meta, classes), batch_size=8):
+        pred = model.forward_2d(batch['rgb'], batch['K'])['depth']
+        for p, gt in zip(pred, batch['depth']):
+            r = frame_scale_stats(p, gt)
+            (skipped.append(ids[i]) if r is None else rows.append((ids[i], r)))
+            i += 1
+    return rows, skipped
+
+
+def depth_scale(
+    model: torch.nn.Module, meta: dict, data: str, max_frames: int | None = None
+) -> dict[str, Any]:
+    """{'frames', 'absrel', 'scaled_absrel' (means over frames), 'scale' (median over frames)} of
+    `frame_scales`. Raises ValueError when no frame has valid depth."""
+    rows, _ = frame_scales(model, meta, data, max_frames)
+    if not rows:
+        raise ValueError(f'{data}: no frame with valid depth')
+    a = np.array([r for _, r in rows])
+    return {
+        'frames': len(rows),
+        'absrel': float(a[:, 0].mean()),
+        'scale': float(np.median(a[:, 1])),
+        'scaled_absrel': float(a[:, 2].mean()),
+    }
+
+
+def with_depth_gain(model: Depth3DSeg, gain: float) -> Depth3DSeg:
+    """A copy of ``model`` (same weights, eval mode) whose arch ``depth_gain`` is ``gain``.
+    Raises ValueError for a gain outside core.depth_calibration.GAIN_RANGE (model.check_arch)."""
+    out = Depth3DSeg.from_arch(dict(model.arch, depth_gain=float(gain)))
+    out.load_state_dict(model.state_dict())
+    return out.eval()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line of the module docstring."""
+    ap = argparse.ArgumentParser(prog='depth3dseg-calibrate', description=__doc__.split('\n')[0])
+    ap.add_argument('--model', required=True, help='model file to calibrate (core.modelfile)')
+    ap.add_argument('--data', nargs='+', required=True, help='dataset directories with depth')
+    ap.add_argument('--out', required=True, help='calibrated model file to write')
+    ap.add_argument('--max-frames', type=int, default=None, help='first N frames per directory')
+    ap.add_argument('--min-frames', type=int, default=3, help='refuse with fewer (default 3)')
+    return ap.parse_args(argv)
+
+
+def _run(a: argparse.Namespace) -> int:
+    from depth3dseg_ros.core.modelfile import load_model, save_model
+
+    if a.max_frames is not None and a.max_frames < 1:
+        raise ValueError(f'--max-frames={a.max_frames} must be >= 1')
+    if Path(a.out).resolve() == Path(a.model).resolve():
+        raise ValueError(f'--out {a.out} is the input model file: write a new file')
+    model, meta = load_model(a.model, map_location='cpu')
+    model.eval()
+    print('| data | frames | skipped | AbsRel | scale gt/pred | median-scaled AbsRel |')
+    print('|---|---|---|---|---|---|')
+    scales: list[float] = []
+    for d in a.data:
+        rows, skipped = frame_scales(model, meta, d, a.max_frames)
+        st = np.array([r for _, r in rows]) if rows else np.full((1, 3), np.nan)
+        print(
+            f'| {d} | {len(rows)} | {len(skipped)} | {np.mean(st[:, 0]):.3f} | '
+            f'{np.median(st[:, 1]):.3f} | {np.mean(st[:, 2]):.3f} |'
+        )
+        for s in skipped:
+            print(f'skipped {d}/{s}: no pixel with depth in 0.1-10 m', file=sys.stderr)
+        scales += [r[1] for _, r in rows]
+    old = float(model.arch['depth_gain'])
+    gain = fit_depth_gain(scales, old, a.min_frames)
+    out_meta = {k: v for k, v in meta.items() if k not in ('arch', 'created')}
+    out_meta['depth_calibration'] = {
+        'gain': gain,
+        'previous_gain': old,
+        'frames': len(scales),
+        'data': [str(d) for d in a.data],
+        'created': _dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'),
+    }
+    save_model(a.out, with_depth_gain(model, gain), out_meta)
+    print(f'depth_gain {old:.4f} -> {gain:.4f} from {len(scales)} frames; wrote {a.out}')
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point; returns 0, or 2 after printing ``depth3dseg-calibrate: error:
+    <message>`` for a user error (training.config.USER_ERRORS: missing model file or dataset,
+    too few frames with depth, a gain outside the accepted range)."""
+    from depth3dseg_ros.training.config import USER_ERRORS
+
+    a = parse_args(argv)
+    try:
+        return _run(a)
+    except USER_ERRORS as exc:
+        print(f'depth3dseg-calibrate: error: {" ".join(str(exc).split())}', file=sys.stderr)
+        return 2
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""depth3dseg-calibrate (training/calibrate.py): fit a model's depth_gain to a camera's RGB-D
+frames and write a calibrated copy of the model file."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from depth3dseg_ros.core.modelfile import load_model
+from depth3dseg_ros.training.calibrate import depth_scale, frame_scales, main
+from trainutil import make_dataset_dir, perturbed_tiny_model_file
+
+
+@pytest.fixture(scope='module')
+def setup(real_dir, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('calibrate')
+    data = make_dataset_dir(real_dir, tmp / 'ds', size=(96, 72))
+    return perturbed_tiny_model_file(tmp / 'tiny.pt'), data, tmp
+
+
+def test_calibrated_model_has_no_median_scale_error(setup, capsys):
+    torch.set_num_threads(1)
+    model_path, data, tmp = setup
+    out = tmp / 'calibrated.pt'
+    assert main(['--model', str(model_path), '--data', str(data), '--out', str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith('| data | frames | skipped | AbsRel') and 'wrote' in lines[-1]
+    model, meta = load_model(model_path)
+    rows, skipped = frame_scales(model.eval(), meta, str(data))
+    assert len(rows) >= 3 and not skipped
+    want = float(np.median([r[1] for _, r in rows]))
+    cal, cal_meta = load_model(out)
+    assert cal_meta['arch']['depth_gain'] == pytest.approx(want, rel=1e-9)
+    assert cal_meta['depth_calibration']['frames'] == len(rows)
+    assert cal_meta['depth_calibration']['previous_gain'] == 1.0
+    # everything but the gain is the input model's
+    for k, v in model.state_dict().items():
+        assert torch.equal(cal.state_dict()[k], v), k
+    assert {k: v for k, v in cal_meta['arch'].items() if k != 'depth_gain'} == {
+        k: v for k, v in meta['arch'].items() if k != 'depth_gain'
+    }
+    after = depth_scale(cal.eval(), cal_meta, str(data))
+    assert after['scale'] == pytest.approx(1.0, abs=1e-3)
+    assert after['absrel'] != pytest.approx(depth_scale(model, meta, str(data))['absrel'])
+    # calibrating again changes (almost) nothing: the gain composes with the one already there
+    again = tmp / 'again.pt'
+    assert main(['--model', str(out), '--data', str(data), '--out', str(again)]) == 0
+    assert load_model(again)[1]['arch']['depth_gain'] == pytest.approx(want, rel=1e-3)
+
+
+def test_user_errors_are_one_line_and_write_nothing(setup, capsys):
+    model_path, data, tmp = setup
+    cases = [
+        (['--data', str(data), '--out', str(model_path)], 'is the input model file'),
+        (['--data', str(tmp / 'nope'), '--out', str(tmp / 'x.pt')], 'nope'),
+        (['--data', str(data), '--out', str(tmp / 'x.pt'), '--min-frames', '99'], 'at least 99'),
+        (['--data', str(data), '--out', str(tmp / 'x.pt'), '--max-frames', '0'], 'max-frames=0'),
+    ]
+    for args, msg in cases:
+        assert main(['--model', str(model_path), *args]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith('depth3dseg-calibrate: error: ') and msg in err, err
+    assert not (tmp / 'x.pt').exists()
