@@ -5,7 +5,7 @@ GPU).
     cpu]
 
 Builds a dataset directory from the real NYU frames (stored at 640×480, as an extraction would),
-then measures with the default architecture (core.model.DEFAULT_ARCH) at the network input size:
+then measures with the default architecture (core.arch.DEFAULT_ARCH) at the network input size:
   * train step images/s: forward + compute_losses + backward + AdamW on a pre-loaded augmented
     batch;
   * train loop images/s: the same with the DataLoader (PNG decode + augmentation, num_workers=0);

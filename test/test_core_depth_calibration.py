@@ -1,5 +1,5 @@
 """core.depth_calibration and arch['depth_gain']: the depth scale fitted to one camera's RGB-D
-frames, applied to the predicted depth before the cloud (model.focal_depth)."""
+frames, applied to the predicted depth before the cloud (depth_calibration.focal_depth)."""
 
 import math
 

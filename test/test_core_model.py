@@ -106,9 +106,9 @@ def test_arch_roundtrip_and_errors():
 
 
 def test_depth_focal_scales_depth_to_the_camera_and_the_cloud_follows():
-    """arch depth_focal (model.focal_depth): the head's depth is that of a camera with fy / H =
-    depth_focal; through K it is scaled by (fy / H) / depth_focal (clamped to the depth range),
-    the cloud is built from the scaled depth, and 0 leaves the model as it was."""
+    """arch depth_focal (depth_calibration.focal_depth): the head's depth is that of a camera
+    with fy / H = depth_focal; through K it is scaled by (fy / H) / depth_focal (clamped to the
+    depth range), the cloud is built from the scaled depth, and 0 leaves the model as it was."""
     torch.manual_seed(3)
     plain = Depth3DSeg(14, **SMALL).eval()
     with torch.no_grad():

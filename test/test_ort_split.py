@@ -36,7 +36,7 @@ TINY = dict(width=0.25, depth_mult=0.5, dec_ch=16, head_ch=8, p_channels=[8, 16]
 )
 def pt_onnx(tmp_path_factory, request):
     """A tiny model file and its export; also with arch depth_focal (depth scaled to K's camera,
-    model.focal_depth: the split must find the heads behind the scaling and redo it in torch) and
+    focal_depth: the split must find the heads behind the scaling and redo it in torch) and
     with arch input_blur (core.lowpass: a blur in front of the encoder, inside the ONNX graph) and
     with arch depth_gain (a calibrated depth scale: the same Clip(Mul(...)) behind the heads)."""
     d = tmp_path_factory.mktemp('split')

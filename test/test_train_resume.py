@@ -108,7 +108,7 @@ def test_resume_completes_a_config_written_before_a_key_existed(ds_dir, tmp_path
 
 
 def test_a_run_records_every_arch_key_and_old_runs_resume_with_a_warning(ds_dir, tmp_path, capsys):
-    """config.yaml and last.pt hold the complete arch (core.model.DEFAULT_ARCH filled in), so a
+    """config.yaml and last.pt hold the complete arch (core.arch.DEFAULT_ARCH filled in), so a
     resume rebuilds the same network after a default changes; a checkpoint stored without arch keys
     whose default changed resumes with the new defaults and a warning naming them with their old
     values (none for keys given by --set, none when nothing is missing)."""

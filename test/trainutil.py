@@ -95,7 +95,7 @@ def make_dataset_dir(
     return out
 
 
-#: A tiny Depth3DSeg for tests (core.model.DEFAULT_ARCH keys).
+#: A tiny Depth3DSeg for tests (core.arch.DEFAULT_ARCH keys).
 TINY_ARCH = (
     '{width: 0.25, depth_mult: 0.5, dec_ch: 16, head_ch: 8, p_channels: [8, 16], p_head: 16}'
 )

@@ -6,21 +6,21 @@ training rooms of another size gets depth off by a near-global factor. A handful
 own RGB-D frames measure that factor: per frame the median ratio median(gt) / median(pred)
 (median scaling, Eigen et al. 2014), over frames its median (robust to a frame with a bad
 prediction). The model then multiplies its predicted depth by that gain before anything uses it
-(model.focal_depth), so the cloud (M2) and the 3D net (M3) see the calibrated metres too.
+(`focal_depth`), so the cloud (M2) and the 3D net (M3) see the calibrated metres too.
 
 Pure functions (torch, numpy); no ROS, no files: training/calibrate.py is the command line.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
-__all__ = ['GAIN_RANGE', 'frame_scale_stats', 'fit_depth_gain']
+__all__ = ['GAIN_RANGE', 'focal_depth', 'frame_scale_stats', 'fit_depth_gain']
 
-#: The gains arch ``depth_gain`` accepts (model.check_arch): a factor outside it is not a
+#: The gains arch ``depth_gain`` accepts (arch.check_arch): a factor outside it is not a
 #: calibration but a wrong camera, unit or dataset.
 GAIN_RANGE: Tuple[float, float] = (0.25, 4.0)
 
@@ -72,3 +72,34 @@ def fit_depth_gain(
             'and that the frames come from the camera the model runs on'
         )
     return gain
+
+
+def focal_depth(
+    depth: torch.Tensor,
+    K: Optional[torch.Tensor],
+    depth_focal: float,
+    min_depth: float,
+    max_depth: float,
+    gain: float = 1.0,
+) -> torch.Tensor:
+    """Metric depth of a depth head calibrated for a camera of normalised focal length
+    ``depth_focal`` (fy / image height), seen through camera K, times a calibration ``gain``.
+
+    A network that sees no K reads depth from apparent size and perspective, both proportional to
+    the focal length: the same scene through a camera with k times the focal length looks k times
+    larger, and the network answers k times closer. So its depth is that of the camera it was
+    trained for and scales by (fy / H) / depth_focal for another one (the canonical-camera
+    transform of Metric3D, Yin et al. 2023). ``gain`` (arch ``depth_gain``, `depth_gain` of
+    core.depth_calibration) is a global scale fitted on a camera's own RGB-D frames. One
+    multiplication by the combined factor, then the clamp. depth B×1×H×W m, K B×3×3 (or 3×3,
+    B×3×4) at H×W or None -> B×1×H×W m clamped to [min_depth, max_depth]; ``depth`` unchanged
+    when ``gain`` is 1 and ``depth_focal`` <= 0 or K is None (the focal part needs K).
+    """
+    use_focal = depth_focal > 0 and K is not None
+    if not use_focal and gain == 1.0:
+        return depth
+    factor: Any = float(gain)
+    if use_focal:
+        fy = K[..., 1, 1].to(depth.dtype).reshape(-1, 1, 1, 1)
+        factor = fy * (float(gain) / (depth.shape[-2] * float(depth_focal)))
+    return (depth * factor).clamp(min_depth, max_depth)

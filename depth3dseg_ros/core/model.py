@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .depth_calibration import GAIN_RANGE
+from .arch import DEFAULT_ARCH, check_arch
+from .depth_calibration import focal_depth
 from .geometry import backproject
 from .lowpass import InputLowPass
 from .pointnet import PointSegNet
@@ -33,6 +34,7 @@ __all__ = [
     'Depth3DSeg',
     'DEFAULT_ARCH',
     'check_arch',
+    'focal_depth',
     'fold_batchnorm',
     'count_flops',
     'count_params',
@@ -50,28 +52,6 @@ _MBV2 = [
     (6, 320, 1, 1),
 ]
 _TAPS = (0, 1, 2, 4, 6)  # stage indices whose outputs feed the decoder (strides 2, 4, 8, 16, 32)
-
-#: Hyper-parameters of `Depth3DSeg` (stored as ``meta['arch']`` in the model file, modelfile.py).
-DEFAULT_ARCH: Dict[str, Any] = {
-    'num_classes': 14,
-    'width': 0.75,
-    'depth_mult': 1.0,
-    'dec_ch': 64,
-    'head_ch': 32,
-    'min_depth': 0.1,
-    'max_depth': 10.0,
-    'init_depth': 3.0,
-    'p_stride': 5,
-    'p_window': 5,
-    'p_k': 4,
-    'p_channels': [32, 32],
-    'p_head': 32,
-    'p_normals': True,
-    'p_colour': True,
-    'depth_focal': 0.0,
-    'depth_gain': 1.0,
-    'input_blur': 0.0,
-}
 
 
 def _div8(c: float) -> int:
@@ -224,77 +204,6 @@ class DepthSegNet(nn.Module):
         depth = self.min_depth + (self.max_depth - self.min_depth) * torch.sigmoid(d)
         seg = F.interpolate(self.seg_head(x), size=size, mode='bilinear', align_corners=False)
         return {'depth': depth, 'seg2d': seg}
-
-
-def focal_depth(
-    depth: torch.Tensor,
-    K: Optional[torch.Tensor],
-    depth_focal: float,
-    min_depth: float,
-    max_depth: float,
-    gain: float = 1.0,
-) -> torch.Tensor:
-    """Metric depth of a depth head calibrated for a camera of normalised focal length
-    ``depth_focal`` (fy / image height), seen through camera K, times a calibration ``gain``.
-
-    A network that sees no K reads depth from apparent size and perspective, both proportional to
-    the focal length: the same scene through a camera with k times the focal length looks k times
-    larger, and the network answers k times closer. So its depth is that of the camera it was
-    trained for and scales by (fy / H) / depth_focal for another one (the canonical-camera
-    transform of Metric3D, Yin et al. 2023). ``gain`` (arch ``depth_gain``, `depth_gain` of
-    core.depth_calibration) is a global scale fitted on a camera's own RGB-D frames. One
-    multiplication by the combined factor, then the clamp. depth B×1×H×W m, K B×3×3 (or 3×3,
-    B×3×4) at H×W or None -> B×1×H×W m clamped to [min_depth, max_depth]; ``depth`` unchanged
-    when ``gain`` is 1 and ``depth_focal`` <= 0 or K is None (the focal part needs K).
-    """
-    use_focal = depth_focal > 0 and K is not None
-    if not use_focal and gain == 1.0:
-        return depth
-    factor: Any = float(gain)
-    if use_focal:
-        fy = K[..., 1, 1].to(depth.dtype).reshape(-1, 1, 1, 1)
-        factor = fy * (float(gain) / (depth.shape[-2] * float(depth_focal)))
-    return (depth * factor).clamp(min_depth, max_depth)
-
-
-def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
-    """Return DEFAULT_ARCH updated with `arch`; ValueError naming an unknown key or bad value."""
-    if not isinstance(arch, dict):
-        raise ValueError(f'arch must be a dict, got {type(arch).__name__}')
-    unknown = sorted(set(arch) - set(DEFAULT_ARCH))
-    if unknown:
-        raise ValueError(f'arch has unknown keys {unknown}; known: {sorted(DEFAULT_ARCH)}')
-    out = dict(DEFAULT_ARCH, **arch)
-    out['p_channels'] = [int(c) for c in out['p_channels']]
-    if int(out['num_classes']) < 2:
-        raise ValueError(f"arch['num_classes']={out['num_classes']} must be >= 2")
-    f = out['depth_focal']
-    if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f < 100:
-        raise ValueError(
-            f"arch['depth_focal']={f!r} must be 0 (off) or the normalised focal length fy / H "
-            'of the camera the depth head is calibrated for (NYU: 1.082)'
-        )
-    out['depth_focal'] = float(f)
-    g, (lo, hi) = out['depth_gain'], GAIN_RANGE
-    if isinstance(g, bool) or not isinstance(g, (int, float)) or not lo <= g <= hi:
-        raise ValueError(
-            f"arch['depth_gain']={g!r} must be a number in [{lo}, {hi}]: the factor on the depth "
-            "head's metres fitted to a camera's RGB-D frames (1 = none; core.depth_calibration)"
-        )
-    out['depth_gain'] = float(g)
-    b = out['input_blur']
-    if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 <= b <= 10:
-        raise ValueError(
-            f"arch['input_blur']={b!r} must be 0 (off) or the σ in px (at most 10) of the "
-            'Gaussian blur of the network input (core.lowpass)'
-        )
-    out['input_blur'] = float(b)
-    if not isinstance(out['p_colour'], bool):
-        raise ValueError(
-            f"arch['p_colour']={out['p_colour']!r} must be true (the 3D net sees colour) or false "
-            '(geometry only)'
-        )
-    return out
 
 
 class Depth3DSeg(nn.Module):

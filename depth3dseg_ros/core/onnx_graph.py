@@ -33,7 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .model import Depth3DSeg, focal_depth
+from .depth_calibration import focal_depth
+from .model import Depth3DSeg
 from .pointnet import PointSegNet
 
 __all__ = ['InferenceGraph', 'INPUT_NAMES', 'OUTPUT_NAMES']
@@ -41,7 +42,7 @@ __all__ = ['InferenceGraph', 'INPUT_NAMES', 'OUTPUT_NAMES']
 #: Graph inputs: rgb 1×3×H×W float32 normalised ((rgb/255 - mean)/std), K 1×3×3 float32 (at H×W),
 #: measured_depth 1×1×H×W float32 metres (NaN, 0, negative = no data; all-NaN when there is none).
 INPUT_NAMES = ('rgb', 'K', 'measured_depth')
-#: Graph outputs: depth 1×1×H×W float32 m (the prediction, for K's camera: model.focal_depth),
+#: Graph outputs: depth 1×1×H×W float32 m (the prediction, for K's camera: focal_depth),
 #: seg2d / seg3d 1×C×H×W float32 logits, xyz 1×3×H×W float32 m (0 where invalid), valid 1×1×H×W
 #: bool, measured 1×1×H×W bool.
 OUTPUT_NAMES = ('depth', 'seg2d', 'seg3d', 'xyz', 'valid', 'measured')

@@ -68,8 +68,8 @@ def _head_cut(graph: Any) -> Optional[Tuple[str, str]]:
     """Names of the two head outputs before their final bilinear upsampling (depth pre-activation,
     seg logits at 1/2 resolution) when ``graph`` ends as DepthSegNet.forward does: ``seg2d =
     Resize(s)``, ``depth = Add(Mul(Sigmoid(Resize(d))))`` with linear Resize, or that depth scaled
-    to K's camera, ``Clip(Mul(Add(...), factor))`` (model.focal_depth: Depth3DSeg.forward redoes
-    the scaling in torch after `OrtNet2D`); None otherwise."""
+    to K's camera, ``Clip(Mul(Add(...), factor))`` (focal_depth: Depth3DSeg.forward
+    redoes the scaling in torch after `OrtNet2D`); None otherwise."""
     prod = {o: n for n in graph.node for o in n.output}
 
     def node(name: str, kind: str) -> Any:
@@ -83,7 +83,7 @@ def _head_cut(graph: Any) -> Optional[Tuple[str, str]]:
 
     seg = node('seg2d', 'Resize')
     act = node('depth', 'Add')
-    if act is None:  # depth scaled to K's camera (model.focal_depth): Clip(Mul(Add(...), f))
+    if act is None:  # depth scaled to K's camera (focal_depth): Clip(Mul(Add(...), f))
         act = feeding(feeding(node('depth', 'Clip'), 'Mul'), 'Add')
     sig = feeding(feeding(act, 'Mul'), 'Sigmoid')
     rsz = node(sig.input[0], 'Resize') if sig is not None else None

@@ -76,7 +76,7 @@ def depth_scale(
 
 def with_depth_gain(model: Depth3DSeg, gain: float) -> Depth3DSeg:
     """A copy of ``model`` (same weights, eval mode) whose arch ``depth_gain`` is ``gain``.
-    Raises ValueError for a gain outside core.depth_calibration.GAIN_RANGE (model.check_arch)."""
+    Raises ValueError for a gain outside core.depth_calibration.GAIN_RANGE (arch.check_arch)."""
     out = Depth3DSeg.from_arch(dict(model.arch, depth_gain=float(gain)))
     out.load_state_dict(model.state_dict())
     return out.eval()

@@ -154,7 +154,7 @@ def load_resume(
     return ckpt, validate(cfg)
 
 
-#: Arch keys whose default changed (core.model.DEFAULT_ARCH), with the value runs started before
+#: Arch keys whose default changed (core.arch.DEFAULT_ARCH), with the value runs started before
 #: the change used and its date. They size no tensor, so a checkpoint that does not store them
 #: (runs from before every arch key was recorded) would resume silently with the new value:
 #: load_resume warns.

@@ -138,7 +138,7 @@ def merge(base: dict, override: dict, where: str = '') -> dict:
     Raises:
         ValueError: a key of ``override`` is not in ``base`` (a typo must not be silently ignored),
             naming the dotted key. ``model.arch`` takes any keys (checked by
-            core.model.check_arch).
+            core.arch.check_arch).
     """
     out = copy.deepcopy(base)
     for key, val in (override or {}).items():

@@ -162,7 +162,7 @@ def setup_run(args: argparse.Namespace) -> Run:
     # before any data is read: a bad teacher file stops the run at once
     teacher = load_teacher(cfg, classes) if cfg['model']['teacher'] else None
     # every arch key goes into config.yaml and the checkpoints, so --resume rebuilds this network
-    # even after core.model.DEFAULT_ARCH changes (a resumed run stored without them:
+    # even after core.arch.DEFAULT_ARCH changes (a resumed run stored without them:
     # checkpoint.load_resume warns)
     cfg['model']['arch'] = {
         k: v for k, v in check_arch(dict(cfg['model']['arch'])).items() if k != 'num_classes'

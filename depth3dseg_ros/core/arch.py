@@ -1,0 +1,76 @@
+"""The hyper-parameters of `core.model.Depth3DSeg` (``arch``, stored in the model file's metadata)
+and their check.
+
+Plain data: every key of `DEFAULT_ARCH` is a keyword of Depth3DSeg (docs/model.md has the table);
+a model file stores the full dict, so a file written before a key existed loads with its default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from .depth_calibration import GAIN_RANGE
+
+__all__ = ['DEFAULT_ARCH', 'check_arch']
+
+#: Hyper-parameters of `Depth3DSeg` (stored as ``meta['arch']`` in the model file, modelfile.py).
+DEFAULT_ARCH: Dict[str, Any] = {
+    'num_classes': 14,
+    'width': 0.75,
+    'depth_mult': 1.0,
+    'dec_ch': 64,
+    'head_ch': 32,
+    'min_depth': 0.1,
+    'max_depth': 10.0,
+    'init_depth': 3.0,
+    'p_stride': 5,
+    'p_window': 5,
+    'p_k': 4,
+    'p_channels': [32, 32],
+    'p_head': 32,
+    'p_normals': True,
+    'p_colour': True,
+    'depth_focal': 0.0,
+    'depth_gain': 1.0,
+    'input_blur': 0.0,
+}
+
+
+def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
+    """Return DEFAULT_ARCH updated with `arch`; ValueError naming an unknown key or bad value."""
+    if not isinstance(arch, dict):
+        raise ValueError(f'arch must be a dict, got {type(arch).__name__}')
+    unknown = sorted(set(arch) - set(DEFAULT_ARCH))
+    if unknown:
+        raise ValueError(f'arch has unknown keys {unknown}; known: {sorted(DEFAULT_ARCH)}')
+    out = dict(DEFAULT_ARCH, **arch)
+    out['p_channels'] = [int(c) for c in out['p_channels']]
+    if int(out['num_classes']) < 2:
+        raise ValueError(f"arch['num_classes']={out['num_classes']} must be >= 2")
+    f = out['depth_focal']
+    if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f < 100:
+        raise ValueError(
+            f"arch['depth_focal']={f!r} must be 0 (off) or the normalised focal length fy / H "
+            'of the camera the depth head is calibrated for (NYU: 1.082)'
+        )
+    out['depth_focal'] = float(f)
+    g, (lo, hi) = out['depth_gain'], GAIN_RANGE
+    if isinstance(g, bool) or not isinstance(g, (int, float)) or not lo <= g <= hi:
+        raise ValueError(
+            f"arch['depth_gain']={g!r} must be a number in [{lo}, {hi}]: the factor on the depth "
+            "head's metres fitted to a camera's RGB-D frames (1 = none; core.depth_calibration)"
+        )
+    out['depth_gain'] = float(g)
+    b = out['input_blur']
+    if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 <= b <= 10:
+        raise ValueError(
+            f"arch['input_blur']={b!r} must be 0 (off) or the σ in px (at most 10) of the "
+            'Gaussian blur of the network input (core.lowpass)'
+        )
+    out['input_blur'] = float(b)
+    if not isinstance(out['p_colour'], bool):
+        raise ValueError(
+            f"arch['p_colour']={out['p_colour']!r} must be true (the 3D net sees colour) or false "
+            '(geometry only)'
+        )
+    return out
