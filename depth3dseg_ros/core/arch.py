@@ -36,6 +36,15 @@ DEFAULT_ARCH: Dict[str, Any] = {
 }
 
 
+def _number(out: Dict[str, Any], key: str, ok: Any, meaning: str) -> None:
+    """Make ``out[key]`` a float, or raise ValueError naming the key and value when it is not a
+    number (bool excluded) for which ``ok(value)`` holds; ``meaning`` says what it must be."""
+    v = out[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
+        raise ValueError(f"arch['{key}']={v!r} must be {meaning}")
+    out[key] = float(v)
+
+
 def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
     """Return DEFAULT_ARCH updated with `arch`; ValueError naming an unknown key or bad value."""
     if not isinstance(arch, dict):
@@ -47,27 +56,28 @@ def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
     out['p_channels'] = [int(c) for c in out['p_channels']]
     if int(out['num_classes']) < 2:
         raise ValueError(f"arch['num_classes']={out['num_classes']} must be >= 2")
-    f = out['depth_focal']
-    if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f < 100:
-        raise ValueError(
-            f"arch['depth_focal']={f!r} must be 0 (off) or the normalised focal length fy / H "
-            'of the camera the depth head is calibrated for (NYU: 1.082)'
-        )
-    out['depth_focal'] = float(f)
-    g, (lo, hi) = out['depth_gain'], GAIN_RANGE
-    if isinstance(g, bool) or not isinstance(g, (int, float)) or not lo <= g <= hi:
-        raise ValueError(
-            f"arch['depth_gain']={g!r} must be a number in [{lo}, {hi}]: the factor on the depth "
-            "head's metres fitted to a camera's RGB-D frames (1 = none; core.depth_calibration)"
-        )
-    out['depth_gain'] = float(g)
-    b = out['input_blur']
-    if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 <= b <= 10:
-        raise ValueError(
-            f"arch['input_blur']={b!r} must be 0 (off) or the σ in px (at most 10) of the "
-            'Gaussian blur of the network input (core.lowpass)'
-        )
-    out['input_blur'] = float(b)
+    lo, hi = GAIN_RANGE
+    _number(
+        out,
+        'depth_focal',
+        lambda f: 0 <= f < 100,
+        '0 (off) or the normalised focal length fy / H of the camera the depth head is '
+        'calibrated for (NYU: 1.082)',
+    )
+    _number(
+        out,
+        'depth_gain',
+        lambda g: lo <= g <= hi,
+        f"a number in [{lo}, {hi}]: the factor on the depth head's metres fitted to a camera's "
+        'RGB-D frames (1 = none; core.depth_calibration)',
+    )
+    _number(
+        out,
+        'input_blur',
+        lambda b: 0 <= b <= 10,
+        '0 (off) or the σ in px (at most 10) of the Gaussian blur of the network input '
+        '(core.lowpass)',
+    )
     if not isinstance(out['p_colour'], bool):
         raise ValueError(
             f"arch['p_colour']={out['p_colour']!r} must be true (the 3D net sees colour) or false "
