@@ -62,3 +62,48 @@ def test_user_errors_are_one_line_and_write_nothing(setup, capsys):
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert err.startswith('depth3dseg-calibrate: error: ') and msg in err, err
     assert not (tmp / 'x.pt').exists()
+
+
+def test_a_bag_is_extracted_first_with_its_topics(setup, real_bag, capsys):
+    """--bag: the depth3dseg-extract code path into a temporary directory (labels off); a bag
+    without the requested depth topic is a one-line error, not an empty calibration."""
+    torch.set_num_threads(1)
+    model_path, data, tmp = setup
+    out = tmp / 'from_bag.pt'
+    assert main(['--model', str(model_path), '--bag', str(real_bag), '--out', str(out)]) == 0
+    row = capsys.readouterr().out.splitlines()[2]
+    assert row.startswith(f'| {real_bag} | 14 | 0 |')  # the 14 frames of the bag with depth
+    meta = load_model(out)[1]
+    assert meta['depth_calibration']['data'] == [str(real_bag)]
+    assert meta['depth_calibration']['frames'] == 14
+    bad = tmp / 'bad.pt'
+    args = ['--model', str(model_path), '--bag', str(real_bag), '--out', str(bad)]
+    assert main([*args, '--preset', 'realsense']) == 2
+    err = capsys.readouterr().err
+    assert "no depth topic '/camera/aligned_depth_to_color/image_raw'" in err
+    assert 'calibration needs depth' in err and not bad.exists()
+    assert main([*args, '--preset', 'realsense', '--depth-topic', '/camera/depth/image_raw']) == 0
+    assert load_model(bad)[1]['depth_calibration']['frames'] == 14
+
+
+def test_frames_without_depth_are_named_not_fitted(setup, tmp_path, capsys):
+    import json
+    import shutil
+
+    model_path, data, _ = setup
+    rgb_only = tmp_path / 'rgb_only'
+    shutil.copytree(data, rgb_only)
+    idx = rgb_only / 'index.jsonl'
+    recs = [json.loads(line) for line in idx.read_text().splitlines() if line.strip()]
+    idx.write_text(''.join(json.dumps(dict(r, depth=None)) + '\n' for r in recs))
+    out = tmp_path / 'x.pt'
+    assert main(['--model', str(model_path), '--data', str(rgb_only), '--out', str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f'no frame of {rgb_only} has depth in 0.1-10 m' in err and not out.exists()
+    assert (
+        main(
+            ['--model', str(model_path), '--data', str(data), '--preset', 'zed', '--out', str(out)]
+        )
+        == 2
+    )
+    assert 'apply to --bag only' in capsys.readouterr().err

@@ -2,9 +2,13 @@
 (core.depth_calibration; arch ``depth_gain``, applied to the predicted depth by every backend).
 
     depth3dseg-calibrate --model models/depth3dseg_nyu13.pt --data ds/my_rgbd --out my_camera.pt
+    depth3dseg-calibrate --model models/depth3dseg_nyu13.pt --bag bags/rgbd --preset realsense \
+        --out my_camera.pt
 
 ``--data``: dataset directories (``depth3dseg-extract`` of a bag with the camera's colour image,
-registered depth and CameraInfo); labels are not needed. Runs the model at its input size as
+registered depth and CameraInfo); labels are not needed. ``--bag``: bags extracted first into a
+temporary directory (the depth3dseg-extract code path; ``--preset`` / ``--extract-config`` as
+there, the label topic off). Runs the model at its input size as
 depth3dseg-eval does (depth resized NaN-safe, K scaled), takes each frame's median(gt) /
 median(pred) over the pixels with depth in 0.1–10 m, and writes a copy of the model file whose
 ``depth_gain`` is the current one times the median of those scales; everything else is unchanged.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +51,8 @@ def frame_scales(
     missing or malformed directory (training.dataset.load_records)."""
     classes = ClassSet.from_dict(meta['classes'])
     records = [r for r in load_records([data], classes) if r.get('depth')][:max_frames]
+    if not records:
+        return [], []
     ids = [str(r.get('id', i)) for i, r in enumerate(records)]
     rows, skipped, i = [], [], 0
     for batch in DataLoader(model_dataset(records, meta, classes), batch_size=8):
@@ -86,7 +93,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line of the module docstring."""
     ap = argparse.ArgumentParser(prog='depth3dseg-calibrate', description=__doc__.split('\n')[0])
     ap.add_argument('--model', required=True, help='model file to calibrate (core.modelfile)')
-    ap.add_argument('--data', nargs='+', required=True, help='dataset directories with depth')
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument('--data', nargs='+', help='dataset directories with depth')
+    src.add_argument('--bag', nargs='+', help='RGB-D bags, extracted to a temporary directory')
+    ap.add_argument('--preset', help='depth3dseg-extract topic preset for --bag')
+    ap.add_argument('--extract-config', help='depth3dseg-extract YAML (topics etc.) for --bag')
+    for role in ('rgb', 'depth', 'camera_info'):
+        flag = f"--{role.replace('_', '-')}-topic"
+        ap.add_argument(flag, help=f'{role} topic for --bag (overrides preset and YAML)')
     ap.add_argument('--out', required=True, help='calibrated model file to write')
     ap.add_argument('--max-frames', type=int, default=None, help='first N frames per directory')
     ap.add_argument('--min-frames', type=int, default=3, help='refuse with fewer (default 3)')
@@ -94,27 +108,57 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _run(a: argparse.Namespace) -> int:
-    from depth3dseg_ros.core.modelfile import load_model, save_model
-
     if a.max_frames is not None and a.max_frames < 1:
         raise ValueError(f'--max-frames={a.max_frames} must be >= 1')
     if Path(a.out).resolve() == Path(a.model).resolve():
         raise ValueError(f'--out {a.out} is the input model file: write a new file')
+    topics = {'rgb_topic': a.rgb_topic, 'depth_topic': a.depth_topic}
+    topics['camera_info_topic'] = a.camera_info_topic
+    if a.data is not None and (a.preset or a.extract_config or any(topics.values())):
+        raise ValueError('--preset, --extract-config and the topic flags apply to --bag only')
+    if a.data is not None:
+        return _calibrate(a, a.data, a.data)
+    from depth3dseg_ros.bags.extract import extract, load_extract_config
+    from depth3dseg_ros.bags.topic_check import MissingTopics
+
+    # strict topics (as depth3dseg-extract): a bag without the depth topic is an error that names
+    # the bag's image topics, not an empty calibration
+    cfg = load_extract_config(
+        a.extract_config, a.preset, {**topics, 'labels_topic': '', 'allow_missing': []}
+    )
+    with tempfile.TemporaryDirectory(prefix='depth3dseg_calibrate_') as tmp:
+        try:
+            extract(a.bag, Path(tmp) / 'ds', cfg)
+        except MissingTopics as err:  # its advice names --allow-missing, which cannot apply here
+            raise ValueError(f'{err} (calibration needs depth: name the topic)') from None
+        return _calibrate(a, [str(Path(tmp) / 'ds')], a.bag)
+
+
+def _calibrate(a: argparse.Namespace, dirs: list[str], sources: list[str]) -> int:
+    """Measure on the dataset directories ``dirs`` and write ``a.out``; ``sources`` (the
+    directories or bags the user named) label the rows and the metadata."""
+    from depth3dseg_ros.core.modelfile import load_model, save_model
+
     model, meta = load_model(a.model, map_location='cpu')
     model.eval()
     print('| data | frames | skipped | AbsRel | scale gt/pred | median-scaled AbsRel |')
     print('|---|---|---|---|---|---|')
     scales: list[float] = []
-    for d in a.data:
+    for d, name in zip(dirs, sources if len(sources) == len(dirs) else [', '.join(sources)]):
         rows, skipped = frame_scales(model, meta, d, a.max_frames)
         st = np.array([r for _, r in rows]) if rows else np.full((1, 3), np.nan)
         print(
-            f'| {d} | {len(rows)} | {len(skipped)} | {np.mean(st[:, 0]):.3f} | '
+            f'| {name} | {len(rows)} | {len(skipped)} | {np.mean(st[:, 0]):.3f} | '
             f'{np.median(st[:, 1]):.3f} | {np.mean(st[:, 2]):.3f} |'
         )
         for s in skipped:
-            print(f'skipped {d}/{s}: no pixel with depth in 0.1-10 m', file=sys.stderr)
+            print(f'skipped {name}: {s}: no pixel with depth in 0.1-10 m', file=sys.stderr)
         scales += [r[1] for _, r in rows]
+    if not scales:
+        raise ValueError(
+            f'no frame of {", ".join(map(str, sources))} has depth in 0.1-10 m: calibration needs '
+            'RGB-D frames (check the depth topic of the bag: --preset / --extract-config)'
+        )
     old = float(model.arch['depth_gain'])
     gain = fit_depth_gain(scales, old, a.min_frames)
     out_meta = {k: v for k, v in meta.items() if k not in ('arch', 'created')}
@@ -122,7 +166,7 @@ def _run(a: argparse.Namespace) -> int:
         'gain': gain,
         'previous_gain': old,
         'frames': len(scales),
-        'data': [str(d) for d in a.data],
+        'data': [str(d) for d in sources],
         'created': _dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'),
     }
     save_model(a.out, with_depth_gain(model, gain), out_meta)
