@@ -34,6 +34,8 @@ def test_calibrated_model_has_no_median_scale_error(setup, capsys):
     assert cal_meta['arch']['depth_gain'] == pytest.approx(want, rel=1e-9)
     assert cal_meta['depth_calibration']['frames'] == len(rows)
     assert cal_meta['depth_calibration']['previous_gain'] == 1.0
+    assert cal_meta['depth_calibration']['skipped'] == 0
+    assert cal_meta['depth_calibration']['model'] == model_path.name
     # everything but the gain is the input model's
     for k, v in model.state_dict().items():
         assert torch.equal(cal.state_dict()[k], v), k
@@ -51,17 +53,50 @@ def test_calibrated_model_has_no_median_scale_error(setup, capsys):
 
 def test_user_errors_are_one_line_and_write_nothing(setup, capsys):
     model_path, data, tmp = setup
+    (tmp / 'a_dir.pt').mkdir(exist_ok=True)
+    (tmp / 'a_file').write_text('x')
+    x = str(tmp / 'x.pt')
     cases = [
         (['--data', str(data), '--out', str(model_path)], 'is the input model file'),
-        (['--data', str(tmp / 'nope'), '--out', str(tmp / 'x.pt')], 'nope'),
-        (['--data', str(data), '--out', str(tmp / 'x.pt'), '--min-frames', '99'], 'at least 99'),
-        (['--data', str(data), '--out', str(tmp / 'x.pt'), '--max-frames', '0'], 'max-frames=0'),
+        (['--data', str(tmp / 'nope'), '--out', x], '--data ' + str(tmp / 'nope')),
+        (['--data', str(data), str(tmp / 'nope'), '--out', x], 'no such dataset directory'),
+        (['--data', str(data), f'{data}/../{data.name}', '--out', x], 'twice'),
+        (['--data', str(data), '--out', x, '--min-frames', '99'], 'at least 99'),
+        (['--data', str(data), '--out', x, '--max-frames', '0'], 'max-frames=0'),
+        (['--data', str(data), '--out', x, '--min-frames', '0'], 'min-frames=0'),
+        (['--data', str(data), '--out', str(tmp / 'a_dir.pt')], 'not a directory'),
+        (['--data', str(data), '--out', ''], "--out '' must be a model file path"),
+        (['--data', str(data), '--out', str(tmp / 'a_file' / 'x.pt')], 'a parent of it is a file'),
     ]
     for args, msg in cases:
         assert main(['--model', str(model_path), *args]) == 2
-        err = capsys.readouterr().err.strip().splitlines()[-1]
+        out, err = capsys.readouterr()
+        err = err.strip().splitlines()[-1]
         assert err.startswith('depth3dseg-calibrate: error: ') and msg in err, err
-    assert not (tmp / 'x.pt').exists()
+        assert 'Traceback' not in err
+    assert not (tmp / 'x.pt').exists() and not any((tmp / 'a_dir.pt').iterdir())
+
+
+def test_a_depth_unit_mix_up_is_named(setup, tmp_path, capsys):
+    """16UC1 millimetres read as metres (a dataset depth_scale of 1 instead of 0.001): no pixel
+    is left in 0.1-10 m, and the error names the unit, not the topic."""
+    import json
+    import shutil
+
+    model_path, data, _ = setup
+    mm = tmp_path / 'mm'
+    shutil.copytree(data, mm)
+    idx = mm / 'index.jsonl'
+    recs = [json.loads(line) for line in idx.read_text().splitlines() if line.strip()]
+    assert {r['depth_scale'] for r in recs if r.get('depth')} == {0.001}
+    idx.write_text(''.join(json.dumps(dict(r, depth_scale=1.0)) + '\n' for r in recs))
+    out = tmp_path / 'x.pt'
+    assert main(['--model', str(model_path), '--data', str(mm), '--out', str(out)]) == 2
+    o, err = capsys.readouterr()
+    n = sum(1 for r in recs if r.get('depth'))
+    assert f'none of the {n} frames with depth of {mm} has a pixel in 0.1-10 m' in err
+    assert 'check the depth unit (16UC1 is mm, 32FC1 m)' in err and not out.exists()
+    assert f'| {mm} | 0 | {n} | - | - | - |' in o
 
 
 def test_a_bag_is_extracted_first_with_its_topics(setup, real_bag, capsys):
@@ -81,7 +116,7 @@ def test_a_bag_is_extracted_first_with_its_topics(setup, real_bag, capsys):
     assert main([*args, '--preset', 'realsense']) == 2
     err = capsys.readouterr().err
     assert "no depth topic '/camera/aligned_depth_to_color/image_raw'" in err
-    assert 'calibration needs depth' in err and not bad.exists()
+    assert 'calibration needs depth' in err and 'allow-missing' not in err and not bad.exists()
     assert main([*args, '--preset', 'realsense', '--depth-topic', '/camera/depth/image_raw']) == 0
     assert load_model(bad)[1]['depth_calibration']['frames'] == 14
 
@@ -99,7 +134,8 @@ def test_frames_without_depth_are_named_not_fitted(setup, tmp_path, capsys):
     out = tmp_path / 'x.pt'
     assert main(['--model', str(model_path), '--data', str(rgb_only), '--out', str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert f'no frame of {rgb_only} has depth in 0.1-10 m' in err and not out.exists()
+    assert err.endswith(f'no frame of {rgb_only} has depth: calibration needs RGB-D frames')
+    assert not out.exists()
     assert (
         main(
             ['--model', str(model_path), '--data', str(data), '--preset', 'zed', '--out', str(out)]

@@ -3,6 +3,7 @@ frames, applied to the predicted depth before the cloud (depth_calibration.focal
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -47,6 +48,8 @@ def test_fit_refuses_what_is_not_a_calibration():
 def test_arch_depth_gain_is_checked():
     assert check_arch({})['depth_gain'] == 1.0
     assert check_arch({'depth_gain': 2})['depth_gain'] == 2.0
+    g = check_arch({'depth_gain': np.float32(1.25)})['depth_gain']  # numpy numbers are numbers
+    assert g == 1.25 and type(g) is float
     for bad in (True, 0.0, GAIN_RANGE[1] + 0.1, 'x', float('nan')):
         with pytest.raises(ValueError, match=r"depth_gain'\]="):
             check_arch({'depth_gain': bad})

@@ -218,3 +218,34 @@ def test_measured_depth_and_only_with_depth(model_file, ds_dir, tmp_path):
     assert (
         sum(int(torch.isfinite(m).sum()) for m in seen) > 0
     )  # the frames' sensor depth reached it
+
+
+def test_only_with_depth_on_frames_without_depth_is_one_named_error(
+    model_file, ds_dir, tmp_path, capsys
+):
+    """--only-with-depth where no frame has depth (e.g. a --bag preset whose depth topic the bag
+    lacks): one error line naming the frames and the flag, not an empty dataset error."""
+    import shutil
+
+    rgb_only = tmp_path / 'rgb_only'
+    shutil.copytree(ds_dir, rgb_only)
+    idx = rgb_only / 'index.jsonl'
+    recs = [json.loads(line) for line in idx.read_text().splitlines() if line.strip()]
+    idx.write_text(''.join(json.dumps(dict(r, depth=None)) + '\n' for r in recs))
+    rc = evaluate.main(
+        [
+            '--model',
+            str(model_file),
+            '--data',
+            str(rgb_only),
+            '--only-with-depth',
+            '--out',
+            str(tmp_path / 'e'),
+        ]
+    )
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert rc == 2
+    assert err == (
+        f'depth3dseg-eval: error: --only-with-depth: none of the {len(recs)} frames of {rgb_only} '
+        'has depth (for --bag, check the depth topic: --preset / --extract-config)'
+    )

@@ -7,6 +7,7 @@ a model file stores the full dict, so a file written before a key existed loads 
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Dict
 
 from .depth_calibration import GAIN_RANGE
@@ -40,7 +41,7 @@ def _number(out: Dict[str, Any], key: str, ok: Any, meaning: str) -> None:
     """Make ``out[key]`` a float, or raise ValueError naming the key and value when it is not a
     number (bool excluded) for which ``ok(value)`` holds; ``meaning`` says what it must be."""
     v = out[key]
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not ok(v):
         raise ValueError(f"arch['{key}']={v!r} must be {meaning}")
     out[key] = float(v)
 

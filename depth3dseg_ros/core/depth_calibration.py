@@ -30,9 +30,11 @@ def frame_scale_stats(
 ) -> Optional[Tuple[float, float, float]]:
     """(AbsRel, scale s = median(gt) / median(pred), AbsRel of s·pred) of one frame.
 
-    pred and gt: tensors of one shape (1×H×W or H×W), metres; gt NaN, ±inf, 0 or outside
-    [min_depth, max_depth] and pred non-finite or <= 0 are no data. Computed in float64. Returns
-    None when no pixel is valid. s < 1: the prediction is too far; s > 1: too near.
+    pred and gt: tensors of one shape (1×H×W or H×W), metres; gt NaN, ±inf or not strictly
+    between min_depth and max_depth, and pred non-finite or <= 0, are no data. Computed in float64;
+    the median of an even count is the lower middle value (torch.median). Returns None when no
+    pixel is valid. s < 1: the prediction is too far; s > 1: too near. ValueError when the shapes
+    differ.
     """
     if pred.shape != gt.shape:
         raise ValueError(f'pred shape {tuple(pred.shape)} differs from gt shape {tuple(gt.shape)}')
@@ -68,8 +70,8 @@ def fit_depth_gain(
     if not lo <= gain <= hi:
         raise ValueError(
             f'depth gain {gain:.3f} (median scale {np.median(a):.3f} × current gain '
-            f'{current_gain}) is outside [{lo}, {hi}]: check the depth unit (16UC1 mm, 32FC1 m) '
-            'and that the frames come from the camera the model runs on'
+            f'{current_gain:.4f}) is outside [{lo}, {hi}]: check the depth unit (16UC1 mm, '
+            '32FC1 m) and that the frames come from the camera the model runs on'
         )
     return gain
 
@@ -89,11 +91,11 @@ def focal_depth(
     the focal length: the same scene through a camera with k times the focal length looks k times
     larger, and the network answers k times closer. So its depth is that of the camera it was
     trained for and scales by (fy / H) / depth_focal for another one (the canonical-camera
-    transform of Metric3D, Yin et al. 2023). ``gain`` (arch ``depth_gain``, `depth_gain` of
-    core.depth_calibration) is a global scale fitted on a camera's own RGB-D frames. One
-    multiplication by the combined factor, then the clamp. depth B×1×H×W m, K B×3×3 (or 3×3,
-    B×3×4) at H×W or None -> B×1×H×W m clamped to [min_depth, max_depth]; ``depth`` unchanged
-    when ``gain`` is 1 and ``depth_focal`` <= 0 or K is None (the focal part needs K).
+    transform of Metric3D, Yin et al. 2023). ``gain`` (arch ``depth_gain``, `fit_depth_gain`)
+    is a global scale fitted on a camera's own RGB-D frames. One multiplication by the combined
+    factor, then the clamp. depth B×1×H×W m, K B×3×3 (or 3×3, B×3×4) at H×W or None -> B×1×H×W
+    m clamped to [min_depth, max_depth]; ``depth`` unchanged when ``gain`` is 1 and
+    ``depth_focal`` <= 0 or K is None (the focal part needs K).
     """
     use_focal = depth_focal > 0 and K is not None
     if not use_focal and gain == 1.0:

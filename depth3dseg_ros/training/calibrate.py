@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -91,7 +92,9 @@ def with_depth_gain(model: Depth3DSeg, gain: float) -> Depth3DSeg:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line of the module docstring."""
-    ap = argparse.ArgumentParser(prog='depth3dseg-calibrate', description=__doc__.split('\n')[0])
+    ap = argparse.ArgumentParser(
+        prog='depth3dseg-calibrate', description=__doc__.split('\n')[0].replace('``', '')
+    )
     ap.add_argument('--model', required=True, help='model file to calibrate (core.modelfile)')
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument('--data', nargs='+', help='dataset directories with depth')
@@ -101,21 +104,47 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for role in ('rgb', 'depth', 'camera_info'):
         flag = f"--{role.replace('_', '-')}-topic"
         ap.add_argument(flag, help=f'{role} topic for --bag (overrides preset and YAML)')
-    ap.add_argument('--out', required=True, help='calibrated model file to write')
-    ap.add_argument('--max-frames', type=int, default=None, help='first N frames per directory')
+    ap.add_argument('--out', required=True, help='calibrated model file to write (a new file)')
+    ap.add_argument(
+        '--max-frames',
+        type=int,
+        default=None,
+        help='first N frames with depth of each --data directory (of all the bags for --bag)',
+    )
     ap.add_argument('--min-frames', type=int, default=3, help='refuse with fewer (default 3)')
     return ap.parse_args(argv)
 
 
-def _run(a: argparse.Namespace) -> int:
-    if a.max_frames is not None and a.max_frames < 1:
-        raise ValueError(f'--max-frames={a.max_frames} must be >= 1')
-    if Path(a.out).resolve() == Path(a.model).resolve():
+def _check_args(a: argparse.Namespace) -> dict[str, str | None]:
+    """ValueError naming the flag for arguments that cannot work, before any frame is run; returns
+    the topic overrides for --bag."""
+    for flag, v in (('--max-frames', a.max_frames), ('--min-frames', a.min_frames)):
+        if v is not None and v < 1:
+            raise ValueError(f'{flag}={v} must be >= 1')
+    out = Path(a.out)
+    if not a.out or out.is_dir():
+        raise ValueError(f'--out {a.out!r} must be a model file path, not a directory')
+    if any(p.exists() and not p.is_dir() for p in out.resolve().parents):
+        raise ValueError(f'--out {a.out}: a parent of it is a file, not a directory')
+    if out.resolve() == Path(a.model).resolve():
         raise ValueError(f'--out {a.out} is the input model file: write a new file')
     topics = {'rgb_topic': a.rgb_topic, 'depth_topic': a.depth_topic}
     topics['camera_info_topic'] = a.camera_info_topic
-    if a.data is not None and (a.preset or a.extract_config or any(topics.values())):
-        raise ValueError('--preset, --extract-config and the topic flags apply to --bag only')
+    if a.data is not None:
+        if a.preset or a.extract_config or any(topics.values()):
+            raise ValueError('--preset, --extract-config and the topic flags apply to --bag only')
+        seen: dict[Path, str] = {}
+        for d in a.data:
+            if not Path(d).is_dir():
+                raise FileNotFoundError(f'--data {d}: no such dataset directory')
+            if Path(d).resolve() in seen:
+                raise ValueError(f'--data names {d} twice (as {seen[Path(d).resolve()]})')
+            seen[Path(d).resolve()] = d
+    return topics
+
+
+def _run(a: argparse.Namespace) -> int:
+    topics = _check_args(a)
     if a.data is not None:
         return _calibrate(a, a.data, a.data)
     from depth3dseg_ros.bags.extract import extract, load_extract_config
@@ -129,8 +158,9 @@ def _run(a: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix='depth3dseg_calibrate_') as tmp:
         try:
             extract(a.bag, Path(tmp) / 'ds', cfg)
-        except MissingTopics as err:  # its advice names --allow-missing, which cannot apply here
-            raise ValueError(f'{err} (calibration needs depth: name the topic)') from None
+        except MissingTopics as err:  # its advice offers --allow-missing, which cannot apply here
+            msg = re.sub(r', or --allow-missing \w+ to write its frames without \w+', '', str(err))
+            raise ValueError(f'{msg} (calibration needs depth)') from None
         return _calibrate(a, [str(Path(tmp) / 'ds')], a.bag)
 
 
@@ -141,23 +171,39 @@ def _calibrate(a: argparse.Namespace, dirs: list[str], sources: list[str]) -> in
 
     model, meta = load_model(a.model, map_location='cpu')
     model.eval()
-    print('| data | frames | skipped | AbsRel | scale gt/pred | median-scaled AbsRel |')
+    names = sources if len(sources) == len(dirs) else [', '.join(sources)]
+    measured = [
+        (name, *frame_scales(model, meta, d, a.max_frames)) for d, name in zip(dirs, names)
+    ]
+    print(
+        '| data | frames | skipped | AbsRel (frame mean) | scale gt/pred | median-scaled AbsRel |'
+    )
     print('|---|---|---|---|---|---|')
     scales: list[float] = []
-    for d, name in zip(dirs, sources if len(sources) == len(dirs) else [', '.join(sources)]):
-        rows, skipped = frame_scales(model, meta, d, a.max_frames)
-        st = np.array([r for _, r in rows]) if rows else np.full((1, 3), np.nan)
-        print(
-            f'| {name} | {len(rows)} | {len(skipped)} | {np.mean(st[:, 0]):.3f} | '
-            f'{np.median(st[:, 1]):.3f} | {np.mean(st[:, 2]):.3f} |'
+    for name, rows, skipped in measured:
+        st = np.array([r for _, r in rows]).reshape(-1, 3)
+        figs = (
+            f'{st[:, 0].mean():.3f} | {np.median(st[:, 1]):.3f} | {st[:, 2].mean():.3f}'
+            if rows
+            else '- | - | -'
         )
+        print(f'| {name} | {len(rows)} | {len(skipped)} | {figs} |')
         for s in skipped:
             print(f'skipped {name}: {s}: no pixel with depth in 0.1-10 m', file=sys.stderr)
         scales += [r[1] for _, r in rows]
+    n_skipped = sum(len(m[2]) for m in measured)
     if not scales:
+        where = ', '.join(map(str, sources))
         raise ValueError(
-            f'no frame of {", ".join(map(str, sources))} has depth in 0.1-10 m: calibration needs '
-            'RGB-D frames (check the depth topic of the bag: --preset / --extract-config)'
+            f'none of the {n_skipped} frames with depth of {where} has a pixel in 0.1-10 m: check '
+            'the depth unit (16UC1 is mm, 32FC1 m)'
+            if n_skipped
+            else f'no frame of {where} has depth: calibration needs RGB-D frames'
+            + (
+                ' (check the depth topic: --preset / --extract-config / --depth-topic)'
+                if a.bag
+                else ''
+            )
         )
     old = float(model.arch['depth_gain'])
     gain = fit_depth_gain(scales, old, a.min_frames)
@@ -166,11 +212,17 @@ def _calibrate(a: argparse.Namespace, dirs: list[str], sources: list[str]) -> in
         'gain': gain,
         'previous_gain': old,
         'frames': len(scales),
+        'skipped': n_skipped,
         'data': [str(d) for d in sources],
+        'model': Path(a.model).name,
         'created': _dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'),
     }
-    save_model(a.out, with_depth_gain(model, gain), out_meta)
-    print(f'depth_gain {old:.4f} -> {gain:.4f} from {len(scales)} frames; wrote {a.out}')
+    try:
+        save_model(a.out, with_depth_gain(model, gain), out_meta)
+    except OSError as exc:
+        raise ValueError(f'--out {a.out}: cannot write it ({exc.strerror or exc})') from None
+    n = len(scales)
+    print(f'depth_gain {old:.4f} -> {gain:.4f} from {n} frame{"s" * (n != 1)}; wrote {a.out}')
     return 0
 
 

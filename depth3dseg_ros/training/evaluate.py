@@ -354,7 +354,13 @@ def _run(args: argparse.Namespace) -> int:
         ]
         records = load_records(dirs, classes)
         if args.only_with_depth:
-            records = [r for r in records if r.get('depth')]
+            n, records = len(records), [r for r in records if r.get('depth')]
+            if n and not records:
+                raise ValueError(
+                    f'--only-with-depth: none of the {n} frames of '
+                    f'{", ".join(args.data or args.bag)} has depth (for --bag, check the depth '
+                    'topic: --preset / --extract-config)'
+                )
         check_label_range(
             records, classes
         )  # ids outside the class set: one error line before any frame (C43)
