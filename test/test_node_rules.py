@@ -99,3 +99,28 @@ def test_lazy_outputs_at_run_time_nothing_built_without_subscribers(node):
     got = run(node, info)
     assert {'labels', 'overlay', 'mask', 'depth', 'points', 'depth/camera_info'} <= set(got)
     assert node.last_outputs == frozenset(got)
+
+
+@pytest.mark.timeout(120)
+def test_the_ready_line_names_a_calibrated_depth_gain(node, tmp_path):
+    """A model file calibrated by depth3dseg-calibrate (arch depth_gain) says so in the node's
+    start-up line; an uncalibrated one does not mention it."""
+    from depth3dseg_ros.core.modelfile import load_model, save_model
+    from depth3dseg_ros.training.calibrate import with_depth_gain
+
+    assert 'depth_gain' not in node._ready_line('x.pt')
+    model, meta = load_model(make_tiny_model(tmp_path / 'tiny.pt'))
+    path = tmp_path / 'calibrated.pt'
+    save_model(path, with_depth_gain(model, 1.25), {k: v for k, v in meta.items() if k != 'arch'})
+    overrides = [
+        Parameter('model_file', value=str(path)),
+        Parameter('device', value='cpu'),
+        Parameter('input_width', value=64),
+        Parameter('input_height', value=48),
+        Parameter('torch_threads', value=1),
+    ]
+    n = Depth3DSegNode(node_name='d3s_rules_gain', parameter_overrides=overrides)
+    try:
+        assert 'classes, depth_gain 1.25, warm-up' in n._ready_line(str(path))
+    finally:
+        n.destroy_node()

@@ -145,8 +145,11 @@ class SetupSteps:
     def _ready_line(self, model_file: str) -> str:
         """The log line once the node is set up: model, topics, QoS, classes."""
         p = self.p
+        gain = float(self.seg.meta.get('arch', {}).get('depth_gain', 1.0))
+        cal = f'depth_gain {gain:.4g}, ' if gain != 1.0 else ''  # depth3dseg-calibrate
         return (
-            f'model {model_file} ({len(self.classes)} classes, warm-up {self._warm_ms:.0f} ms), '
+            f'model {model_file} ({len(self.classes)} classes, {cal}'
+            f'warm-up {self._warm_ms:.0f} ms), '
             f'label_source={p.label_source}, '
             f'input {self.resolve_topic_name("image")}{"/compressed" if p.use_compressed else ""} '
             f'({p.input_reliability}), '
