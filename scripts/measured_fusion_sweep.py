@@ -3,15 +3,19 @@
 
 With an RGB-D camera's depth given to the model (``Depth3DSeg.forward(rgb, K, measured_depth)``),
 the cloud and so S3D come from measured geometry on the pixels where the sensor has depth. The
-shipped fusion (core.fusion, METHOD M7) is the mean of the S2D and S3D distributions everywhere.
-This script scores, on the labelled frames of a dataset directory that have depth, the fused labels
-p = (1 − w)·p2D + w·p3D on measured pixels (the shipped mean elsewhere: S2D alone where there is
-no 3D point) for several weights w; w = 0.5 is the shipped rule, w = 1 the 3D labels alone there.
-It prints mIoU (over the classes in the labels or the predictions, as depth3dseg-eval) and pixel
-accuracy per weight: a weight other than 0.5 is worth adding to the fusion rule only if it wins.
+fusion (core.fusion, METHOD M7) is (1 − w)·S2D + w·S3D everywhere with w the model's arch
+``fusion_w3d`` (0.5, the mean, by default). This script scores, on the labelled frames of a
+dataset directory that have depth, the fused labels p = (1 − w)·p2D + w·p3D on measured pixels
+(the model's own rule elsewhere: S2D alone where there is no 3D point) for several weights w; w =
+the model's ``fusion_w3d`` is its rule, w = 1 the 3D labels alone there. It prints mIoU (over the
+classes in the labels or the predictions, as depth3dseg-eval) and pixel accuracy per weight.
+
+``--everywhere``: the weight applies on every pixel with a 3D point, and the cloud is the predicted
+depth's unless ``--measured-depth`` is also given (all labelled frames are scored then, with or
+without depth): the fusion weight of the 3D branch for a camera without a depth sensor.
 
 Usage: python scripts/measured_fusion_sweep.py --model M [--data data/ds_real_labelled]
-       [--weights 0 0.25 0.5 0.75 1]
+       [--weights 0 0.25 0.5 0.75 1] [--everywhere [--measured-depth]]
 """
 
 from __future__ import annotations
@@ -28,32 +32,57 @@ from depth3dseg_ros.training.dataset import load_records
 from depth3dseg_ros.training.evaluate import model_dataset
 
 
-def sweep(model_path: str, data: str, weights: list[float]) -> dict[float, dict]:
-    """{w: ConfusionMatrix summary} over the labelled frames with depth of ``data``.
+def sweep(
+    model_path: str,
+    data: str,
+    weights: list[float],
+    everywhere: bool = False,
+    measured_depth: bool = False,
+) -> dict[float, dict]:
+    """{w: ConfusionMatrix summary} over the labelled frames with depth of ``data``, w on the
+    measured pixels; with ``everywhere``, w on every pixel with a 3D point, over the labelled
+    frames, their measured depth given only when ``measured_depth``.
 
-    Raises ValueError when no frame there has both labels and depth, or a weight is outside
-    [0, 1]."""
+    Raises ValueError when no frame there has labels (and depth where it is needed), or a weight is
+    outside [0, 1]."""
     bad = [w for w in weights if not 0.0 <= w <= 1.0]
     if bad:
         raise ValueError(f'--weights {bad} must lie in [0, 1]')
     model, meta = load_model(model_path, map_location='cpu')
     model.eval()
     classes = ClassSet.from_dict(meta['classes'])
-    records = [r for r in load_records([data], classes) if r.get('depth') and r.get('labels')]
+    measured_depth = measured_depth or not everywhere
+    records = [
+        r
+        for r in load_records([data], classes)
+        if r.get('labels') and (r.get('depth') or not measured_depth)
+    ]
     if not records:
-        raise ValueError(f'{data}: no frame has both labels and depth')
+        raise ValueError(
+            f'{data}: no frame has both labels and depth'
+            if measured_depth
+            else f'{data}: no frame has labels'
+        )
     ds = model_dataset(records, meta, classes)
     cms = {w: ConfusionMatrix(len(classes), classes.void_id) for w in weights}
     with torch.no_grad():
         for i in range(len(ds)):
             b = ds[i]
-            out = model(b['rgb'][None], b['K'][None], b['depth'][None])
+            md = b['depth'][None] if measured_depth else None
+            out = model(b['rgb'][None], b['K'][None], md)
             p2 = class_probs(out['seg2d'], classes.void_id)
             p3 = class_probs(out['seg3d'], classes.void_id)
-            mean = source_probs(out['seg2d'], out['seg3d'], out['valid'], 'fused', classes.void_id)
-            measured = out['measured'] & out['valid']
+            rule = source_probs(
+                out['seg2d'],
+                out['seg3d'],
+                out['valid'],
+                'fused',
+                classes.void_id,
+                w3d=model.arch['fusion_w3d'],
+            )
+            measured = out['valid'] if everywhere else out['measured'] & out['valid']
             for w in weights:
-                p = torch.where(measured, (1 - w) * p2 + w * p3, mean)
+                p = torch.where(measured, (1 - w) * p2 + w * p3, rule)
                 cms[w].update(labels_confidence(p)[0], b['labels'][None])
     return {w: cm.summary(classes.names) for w, cm in cms.items()}
 
@@ -65,14 +94,18 @@ def main() -> int:
     ap.add_argument('--model', default='models/depth3dseg_nyu13.pt')
     ap.add_argument('--data', default='data/ds_real_labelled')
     ap.add_argument('--weights', type=float, nargs='+', default=[0.0, 0.25, 0.5, 0.75, 1.0])
+    ap.add_argument('--everywhere', action='store_true', help='w on every pixel with a 3D point')
+    ap.add_argument('--measured-depth', action='store_true', help='with --everywhere: depth given')
     args = ap.parse_args()
     try:
-        res = sweep(args.model, args.data, args.weights)
+        res = sweep(args.model, args.data, args.weights, args.everywhere, args.measured_depth)
+        own = load_model(args.model, map_location='cpu')[1]['arch'].get('fusion_w3d', 0.5)
     except ValueError as e:
         raise SystemExit(f'measured_fusion_sweep: {e}') from None
-    print('| w (S3D on measured pixels) | fused mIoU | pixel acc |\n|---|---|---|')
+    where = 'every pixel with a 3D point' if args.everywhere else 'measured pixels'
+    print(f'| w (S3D on {where}) | fused mIoU | pixel acc |\n|---|---|---|')
     for w, s in res.items():
-        tag = ' (shipped)' if w == 0.5 else ''
+        tag = " (the model's rule)" if w == own else ''
         print(f"| {w:g}{tag} | {s['miou']:.3f} | {s['pixel_acc']:.3f} |")
     return 0
 

@@ -76,6 +76,19 @@ def test_sources_and_the_2d_fallback_where_no_3d_point():
     assert source_labels(s2, s3, valid, '2d').tolist() == [[[1, 1]]]
     assert source_labels(s2, s3, valid, '3d').tolist() == [[[2, 1]]]
     assert source_labels(s2, None, None, 'fused').tolist() == [[[1, 1]]]  # no S3D: S2D
+    # a weight on the 3D branch (arch fusion_w3d): (1 - w) p2D + w p3D, S2D where no 3D point
+    for inplace in (False, True):
+        f25 = source_probs(s2.clone(), s3.clone(), valid, 'fused', inplace=inplace, w3d=0.25)
+        want = [0, 0.75 * a + 0.25 * (1 - b), 0.75 * (1 - a) + 0.25 * b]
+        np.testing.assert_allclose(f25[0, :, 0, 0].numpy(), want, rtol=1e-6)
+        np.testing.assert_allclose(f25[0, :, 0, 1].numpy(), [0, a, 1 - a], rtol=1e-6)
+    assert source_labels(s2, s3, valid, 'fused', w3d=0.25).tolist() == [[[1, 1]]]  # 2D wins
+    assert torch.equal(
+        source_probs(s2, s3, valid, 'fused', w3d=1.0), source_probs(s2, s3, valid, '3d')
+    )
+    for bad in (0.0, -0.1, 1.5, float('nan')):
+        with pytest.raises(ValueError, match=r'w3d=.* must be in \(0, 1\] \(arch fusion_w3d\)'):
+            source_probs(s2, s3, valid, 'fused', w3d=bad)
     with pytest.raises(ValueError, match='label source'):
         source_probs(s2, s3, valid, 'both')
     with pytest.raises(ValueError, match='logits3d shape'):
@@ -93,33 +106,35 @@ def test_labels_confidence_matches_argmax_and_never_picks_void():
     torch.testing.assert_close(conf, conf_ref)
 
 
-@pytest.mark.parametrize('source', ['2d', '3d', 'fused'])
-def test_node_and_evaluation_labels_are_the_same(nyu0001, source):  # noqa: F811
+@pytest.mark.parametrize(
+    'source,w3d', [('2d', 0.5), ('3d', 0.5), ('fused', 0.5), ('fused', 0.25), ('3d', 0.25)]
+)
+def test_node_and_evaluation_labels_are_the_same(nyu0001, source, w3d):  # noqa: F811
     """Parity: Segmenter.infer (the node's labels) == SegDepthEvaluator's labels for the same
-    outputs, on a model whose depth has a hole (no 3D point there: the 2D fallback)."""
+    outputs, on a model whose depth has a hole (no 3D point there: the 2D fallback), with the
+    model's own fusion weight (arch fusion_w3d) on both sides."""
     rgb, K = nyu0001
     torch.manual_seed(0)
-    model = _HoleyModel(len(NYU13), **SMALL).eval()
+    model = _HoleyModel(len(NYU13), **SMALL, fusion_w3d=w3d).eval()
     seg = Segmenter.from_model(model, {'classes': NYU13, 'input_size': [64, 48]}, device='cpu')
+    assert seg.fusion_w3d == w3d
     res = seg.infer(rgb, K, source)
     x = seg._preprocess(rgb, K)[2]
     Kt = torch.as_tensor(res.K, dtype=torch.float32)[None]
     with torch.no_grad():
         out = seg.model(x, Kt)  # the Segmenter's own network
     assert not out['valid'].all()
-    ev_labels = source_labels(out['seg2d'], out['seg3d'], out['valid'], source, NYU13.void_id)[
-        0
-    ].numpy()
-    assert np.array_equal(res.labels, ev_labels)
-    conf = labels_confidence(source_probs(out['seg2d'], out['seg3d'], out['valid'], source))[1][
-        0
-    ].numpy()
+    v = out['valid']
+    ev_labels = source_labels(out['seg2d'], out['seg3d'], v, source, NYU13.void_id, w3d=w3d)
+    assert np.array_equal(res.labels, ev_labels[0].numpy())
+    conf = labels_confidence(source_probs(out['seg2d'], out['seg3d'], v, source, w3d=w3d))[1]
+    conf = conf[0].numpy()
     np.testing.assert_array_equal(res.confidence, conf)
     hole = ~out['valid'][0, 0].numpy()
     ref2d = source_labels(out['seg2d'], None, None, '2d', NYU13.void_id)[0].numpy()
     assert np.array_equal(res.labels[hole], ref2d[hole])  # 2D fallback without a 3D point
     # and the evaluator scores exactly those labels
-    ev = SegDepthEvaluator(len(NYU13), NYU13.void_id)
+    ev = SegDepthEvaluator(len(NYU13), NYU13.void_id, fusion_w3d=w3d)
     ev.update(out, torch.from_numpy(res.labels.astype(np.int64))[None])
     key = {'2d': 'miou_2d', '3d': 'miou_3d', 'fused': 'miou_fused'}[source]
     assert ev.summary()[key] == pytest.approx(1.0)

@@ -103,6 +103,12 @@ def test_arch_roundtrip_and_errors():
         model.net(torch.randn(1, 4, 32, 32))
     with pytest.raises(ValueError, match='num_classes'):
         Depth3DSeg(1)
+    assert (
+        check_arch({})['fusion_w3d'] == 0.5 and check_arch({'fusion_w3d': 1})['fusion_w3d'] == 1.0
+    )
+    for bad in (0, -0.5, 1.01, True, 'half'):
+        with pytest.raises(ValueError, match=r"fusion_w3d'\]=.* must be in \(0, 1\]"):
+            check_arch({'fusion_w3d': bad})
 
 
 def test_depth_focal_scales_depth_to_the_camera_and_the_cloud_follows():

@@ -52,3 +52,23 @@ def test_bad_input_is_refused(setup, real_dir, tmp_path):
     unlabelled = make_dataset_dir(real_dir, tmp_path / 'u', size=(96, 72), labels=False)
     with pytest.raises(ValueError, match='no frame has both labels and depth'):
         script['sweep'](str(path), str(unlabelled), [0.5])
+
+
+def test_everywhere_at_the_models_own_weight_is_depth3dseg_eval(setup, tmp_path):
+    """--everywhere without measured depth scores every labelled frame on its predicted cloud;
+    at the weight in the model file (arch fusion_w3d) it is the fused figure depth3dseg-eval
+    reports for that file, and another weight gives other labels."""
+    script, path, data = setup
+    model, meta = load_model(path, map_location='cpu')
+    arch = dict(meta['arch'], fusion_w3d=0.25)
+    model25 = Depth3DSeg.from_arch(arch)
+    model25.load_state_dict(model.state_dict())
+    p25 = tmp_path / 'w25.pt'
+    save_model(p25, model25, dict({k: v for k, v in meta.items() if k != 'arch'}, arch=arch))
+    res = script['sweep'](str(p25), str(data), [0.25, 0.5, 1.0], everywhere=True)
+    records = [r for r in load_records([data], NYU13) if r.get('labels')]
+    assert len(records) > 2  # every labelled frame, with or without depth
+    ref = evaluate_model(model25.eval(), model_dataset(records, meta, NYU13), NYU13, full=True)
+    assert res[0.25]['miou'] == pytest.approx(ref['miou_fused'], abs=1e-9)
+    assert res[0.25]['pixel_acc'] == pytest.approx(ref['pixel_acc_fused'], abs=1e-9)
+    assert res[0.25] != res[1.0]

@@ -34,6 +34,7 @@ DEFAULT_ARCH: Dict[str, Any] = {
     'depth_focal': 0.0,
     'depth_gain': 1.0,
     'input_blur': 0.0,
+    'fusion_w3d': 0.5,
 }
 
 
@@ -78,6 +79,12 @@ def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
         lambda b: 0 <= b <= 10,
         '0 (off) or the σ in px (at most 10) of the Gaussian blur of the network input '
         '(core.lowpass)',
+    )
+    _number(
+        out,
+        'fusion_w3d',
+        lambda w: 0 < w <= 1,
+        'in (0, 1]: the weight of the 3D labels in the fused ones (M7; 0.5 = the mean)',
     )
     if not isinstance(out['p_colour'], bool):
         raise ValueError(

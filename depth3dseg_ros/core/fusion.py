@@ -6,7 +6,9 @@ Segmenter:
 
 - each head's distribution is a softmax over the classes with the void channel's logit set to −inf,
   so void has probability 0 and is never predicted (ARCHITECTURE conventions);
-- ``'2d'``: the S2D distribution; ``'3d'``: the S3D distribution; ``'fused'``: the mean of the two;
+- ``'2d'``: the S2D distribution; ``'3d'``: the S3D distribution; ``'fused'``: (1 − w)·S2D + w·S3D
+  with w the model's arch ``fusion_w3d`` (0.5, the mean, unless a model file says otherwise; the
+  shipped model: 0.25, models/README.md "The fusion weight of the 3D branch");
 - where a pixel has no valid 3D point (``valid`` False) the S3D scores are meaningless, so ``'3d'``
   and ``'fused'`` fall back to the S2D distribution there;
 - labels = the most probable class (lowest class id on an exact tie), confidence = its probability.
@@ -61,20 +63,23 @@ def source_probs(
     source: str = 'fused',
     void_id: Optional[int] = 0,
     inplace: bool = False,
+    w3d: float = 0.5,
 ) -> torch.Tensor:
     """The class distribution B×C×H×W (float32) of ``source`` ('2d', '3d' or 'fused'; module
     docstring).
 
     Args: logits2d, logits3d B×C×H×W (logits3d None -> '2d' whatever the source); valid B×1×H×W
-    bool, True where the pixel has a valid 3D point (None: every pixel); inplace: see class_probs.
-    Raises ValueError for an unknown source or mismatched shapes.
+    bool, True where the pixel has a valid 3D point (None: every pixel); inplace: see class_probs;
+    w3d: the weight of S3D in 'fused' (arch ``fusion_w3d``).
+    Raises ValueError for an unknown source, mismatched shapes or w3d outside (0, 1].
     """
     if source not in LABEL_SOURCES:
         raise ValueError(f'label source {source!r} must be one of {LABEL_SOURCES}')
     p2 = class_probs(logits2d, void_id, inplace)
     if source == '2d' or logits3d is None:
         return p2
-    return _combine(p2, class_probs(logits3d, void_id, inplace), valid, source, overwrite_p3=True)
+    p3 = class_probs(logits3d, void_id, inplace)
+    return _combine(p2, p3, valid, source, overwrite_p3=True, w3d=w3d)
 
 
 def _combine(
@@ -83,15 +88,21 @@ def _combine(
     valid: Optional[torch.Tensor],
     source: str,
     overwrite_p3: bool,
+    w3d: float = 0.5,
 ) -> torch.Tensor:
     """The '3d' or 'fused' distribution from the S2D and S3D distributions (module docstring);
-    ``overwrite_p3``: p3 may be reused as the output buffer. ValueError when the shapes differ."""
+    ``overwrite_p3``: p3 may be reused as the output buffer. ValueError when the shapes differ or
+    w3d is outside (0, 1]."""
     if p3.shape != p2.shape:
         raise ValueError(f'logits3d shape {tuple(p3.shape)} != logits2d shape {tuple(p2.shape)}')
+    if not 0.0 < w3d <= 1.0:
+        raise ValueError(f'fusion weight w3d={w3d!r} must be in (0, 1] (arch fusion_w3d)')
     p = p3
-    if source == 'fused':
+    if source == 'fused' and w3d == 0.5:  # the mean, as before the weight existed
         p = p3.add_(p2) if overwrite_p3 else p3 + p2
         p.mul_(0.5)
+    elif source == 'fused':
+        p = (p3.mul_(w3d) if overwrite_p3 else p3 * w3d).add_(p2, alpha=1.0 - w3d)
     if valid is not None and not bool(valid.all()):
         p = torch.where(valid.bool(), p, p2)
     return p
@@ -120,12 +131,13 @@ def source_labels(
     valid: Optional[torch.Tensor] = None,
     source: str = 'fused',
     void_id: Optional[int] = 0,
+    w3d: float = 0.5,
 ) -> torch.Tensor:
     """Label image B×H×W (long class ids) of ``source``: labels_confidence(source_probs(...)),
     exactly what Segmenter.infer returns for the same model outputs (evaluation uses this, so the
     figures it reports are those of the labels the node publishes). Arguments as source_probs."""
     return labels_confidence(
-        source_probs(logits2d, logits3d, valid, source, void_id), inplace=True
+        source_probs(logits2d, logits3d, valid, source, void_id, w3d=w3d), inplace=True
     )[0]
 
 
@@ -134,14 +146,16 @@ def all_source_labels(
     logits3d: torch.Tensor,
     valid: Optional[torch.Tensor] = None,
     void_id: Optional[int] = 0,
+    w3d: float = 0.5,
 ) -> Dict[str, torch.Tensor]:
-    """``{source: source_labels(logits2d, logits3d, valid, source, void_id)}`` for every label
-    source, with each head's softmax computed once (evaluation scores all three per batch)."""
+    """``{source: source_labels(logits2d, logits3d, valid, source, void_id, w3d)}`` for every
+    label source, with each head's softmax computed once (evaluation scores all three per
+    batch)."""
     p2, p3 = class_probs(logits2d, void_id), class_probs(logits3d, void_id)
     return {
         '2d': labels_confidence(p2)[0],
         '3d': labels_confidence(_combine(p2, p3, valid, '3d', overwrite_p3=False))[0],
         'fused': labels_confidence(
-            _combine(p2, p3, valid, 'fused', overwrite_p3=False), inplace=True
+            _combine(p2, p3, valid, 'fused', overwrite_p3=False, w3d=w3d), inplace=True
         )[0],
     }

@@ -167,6 +167,8 @@ class Segmenter:
         self.input_size: Tuple[int, int] = (int(size[0]), int(size[1]))
         self.meta = meta
         self.classes = ClassSet.from_dict(meta['classes'])
+        #: the weight of S3D in the fused labels (arch fusion_w3d; files without it: the mean)
+        self.fusion_w3d = float(meta.get('arch', {}).get('fusion_w3d', 0.5))
 
     def _setup_buffers(self, memory_format: torch.memory_format) -> None:
         w, h = self.input_size
@@ -332,6 +334,7 @@ class Segmenter:
                 source,
                 self.classes.void_id,
                 inplace=True,
+                w3d=self.fusion_w3d,
             )  # M7, the rule core.metrics uses too
             lab, conf = labels_confidence(p, inplace=True)
             lab, conf = lab[0], conf[0]

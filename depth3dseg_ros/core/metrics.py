@@ -238,11 +238,13 @@ def fuse_probs(
     logits3d: torch.Tensor,
     valid: Optional[torch.Tensor] = None,
     void_id: Optional[int] = 0,
+    w3d: float = 0.5,
 ) -> torch.Tensor:
-    """Fused class distribution B×C×H×W = mean of the S2D and S3D distributions (M7): core.fusion's
-    ``source_probs(..., source='fused')``, the rule the Segmenter applies too (void probability 0
-    unless ``void_id=None``; the S2D distribution alone where ``valid`` B×1×H×W is False)."""
-    return source_probs(logits2d, logits3d, valid, 'fused', void_id)
+    """Fused class distribution B×C×H×W = (1 − w3d)·S2D + w3d·S3D distributions (M7; w3d 0.5:
+    the mean): core.fusion's ``source_probs(..., source='fused')``, the rule the Segmenter applies
+    too (void probability 0 unless ``void_id=None``; the S2D distribution alone where ``valid``
+    B×1×H×W is False)."""
+    return source_probs(logits2d, logits3d, valid, 'fused', void_id, w3d=w3d)
 
 
 def predict_labels(scores: torch.Tensor, void_id: Optional[int] = 0) -> torch.Tensor:
@@ -260,7 +262,7 @@ class SegDepthEvaluator:
     update(out, labels, depth_gt=None): ``out`` is the model's dict (seg2d, seg3d B×C×H×W logits,
     depth B×1×H×W m, valid B×1×H×W); labels B×H×W (void ignored; pass None for frames without
     labels); depth_gt B×1×H×W m (NaN/0 invalid) or None. 3D metrics count pixels with a valid 3D
-    point only.
+    point only. ``fusion_w3d``: the weight of S3D in the fused labels (the model's arch key).
     """
 
     def __init__(
@@ -269,11 +271,13 @@ class SegDepthEvaluator:
         void_id: int = 0,
         names: Optional[Sequence[str]] = None,
         max_depth: Optional[float] = None,
+        fusion_w3d: float = 0.5,
     ):
         self.names = list(names) if names is not None else None
         self.cm = {k: ConfusionMatrix(num_classes, void_id) for k in ('2d', '3d', 'fused')}
         self.depth = DepthMetrics(max_depth)
         self.void_id = void_id
+        self.fusion_w3d = float(fusion_w3d)
 
     @torch.no_grad()
     def update(
@@ -293,7 +297,9 @@ class SegDepthEvaluator:
                     source_labels(out['seg2d'], None, None, '2d', self.void_id), labels
                 )
             else:
-                pred = all_source_labels(out['seg2d'], out['seg3d'], valid, self.void_id)
+                pred = all_source_labels(
+                    out['seg2d'], out['seg3d'], valid, self.void_id, w3d=self.fusion_w3d
+                )
                 self.cm['2d'].update(pred['2d'], labels)
                 self.cm['3d'].update(pred['3d'], labels, None if valid is None else valid[:, 0])
                 self.cm['fused'].update(pred['fused'], labels)

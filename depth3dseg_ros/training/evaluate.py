@@ -104,11 +104,13 @@ def evaluate_model(
     device = torch.device(device)
     was_training = model.training
     model.eval()
+    arch = getattr(getattr(model, 'module', model), 'arch', {})  # DDP keeps the model in .module
     ev = SegDepthEvaluator(
         len(classes),
         classes.void_id,
         classes.names,
-        max_depth=getattr(model, 'arch', {}).get('max_depth'),
+        max_depth=arch.get('max_depth'),
+        fusion_w3d=arch.get('fusion_w3d', 0.5),
     )
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=0)
     loss_sum, n_frames, t_fwd = 0.0, 0, 0.0
@@ -176,7 +178,14 @@ def sample_grid(
     out = model(rgb, K)
     model.train(was_training)
     pred = (
-        source_labels(out['seg2d'], out['seg3d'], out['valid'], 'fused', classes.void_id)
+        source_labels(
+            out['seg2d'],
+            out['seg3d'],
+            out['valid'],
+            'fused',
+            classes.void_id,
+            w3d=getattr(model, 'arch', {}).get('fusion_w3d', 0.5),
+        )
         .cpu()
         .numpy()
     )

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Write a copy of a model file with arch keys changed that size no tensor (core.arch).
+
+Such keys change how the trained weights are used, not the weights: ``fusion_w3d`` (the weight of
+the 3D labels in the fused ones, METHOD M7), ``depth_focal``, ``p_stride`` / ``p_window`` /
+``p_k`` (the 3D net's sampling), the depth range. ``depth_gain`` has its own command,
+``depth3dseg-calibrate``, which measures it. Values are YAML scalars; the new arch is checked
+(core.arch.check_arch) and the weights must load unchanged into the new network, else nothing is
+written. Metadata other than ``arch`` and ``created`` is kept.
+
+Usage: python scripts/set_arch.py --model M --set fusion_w3d=0.25 [--set KEY=VALUE ...] --out M2
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import yaml
+
+from depth3dseg_ros.core.model import Depth3DSeg
+from depth3dseg_ros.core.modelfile import load_model, save_model
+
+__all__ = ['set_arch', 'main']
+
+
+def set_arch(model_path: str, changes: dict, out: str) -> dict:
+    """Write ``out``: the model file ``model_path`` with ``changes`` (arch key -> value) applied;
+    returns {key: (old, new)}. Raises ValueError naming the key for an unknown key, a bad value
+    (check_arch) or a key that changes the weights' shapes, and when ``out`` is the input file."""
+    if Path(out).resolve() == Path(model_path).resolve():
+        raise ValueError(f'--out {out} is the input model file: write a new file')
+    if 'num_classes' in changes:
+        raise ValueError('num_classes sizes the heads: it cannot change without retraining')
+    model, meta = load_model(model_path, map_location='cpu')
+    arch = dict(model.arch, **changes)
+    new = Depth3DSeg.from_arch(arch)  # check_arch: unknown keys and bad values
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    if {k: tuple(v.shape) for k, v in new.state_dict().items()} != shapes:
+        raise ValueError(f'{sorted(changes)}: changes the shape of the weights (retrain instead)')
+    new.load_state_dict(model.state_dict())
+    keep = {k: v for k, v in meta.items() if k not in ('arch', 'created')}
+    save_model(out, new.eval(), keep)
+    return {k: (model.arch[k], new.arch[k]) for k in changes}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line; exit 0, or 2 with one error line for bad input."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--model', required=True)
+    ap.add_argument('--set', action='append', required=True, metavar='KEY=VALUE')
+    ap.add_argument('--out', required=True)
+    a = ap.parse_args(argv)
+    try:
+        changes = {}
+        for item in a.set:
+            key, sep, value = item.partition('=')
+            if not sep or not key:
+                raise ValueError(f'--set {item!r} must be KEY=VALUE')
+            changes[key.strip()] = yaml.safe_load(value)
+        for k, (old, new) in set_arch(a.model, changes, a.out).items():
+            print(f'{k}: {old!r} -> {new!r}')
+    except (ValueError, OSError) as e:
+        ap.error(' '.join(str(e).split()))
+    print(f'wrote {a.out}')
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

@@ -1,0 +1,45 @@
+"""scripts/set_arch.py: a model file's arch keys that size no tensor, changed in a copy."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import pytest
+import torch
+
+from depth3dseg_ros.core.modelfile import load_model
+from trainutil import perturbed_tiny_model_file
+
+SCRIPT = Path(__file__).resolve().parents[1] / 'scripts' / 'set_arch.py'
+
+
+def test_set_a_key_keeps_the_weights_and_refuses_what_cannot_work(tmp_path, capsys):
+    script = runpy.run_path(str(SCRIPT))
+    src = perturbed_tiny_model_file(tmp_path / 'tiny.pt')
+    out = tmp_path / 'w25.pt'
+    assert (
+        script['main'](['--model', str(src), '--set', 'fusion_w3d=0.25', '--out', str(out)]) == 0
+    )
+    assert 'fusion_w3d: 0.5 -> 0.25' in capsys.readouterr().out
+    (m0, meta0), (m1, meta1) = load_model(src), load_model(out)
+    assert meta1['arch'] == dict(meta0['arch'], fusion_w3d=0.25)
+    assert meta1['classes'] == meta0['classes'] and meta1['mean'] == meta0['mean']
+    for k, v in m0.state_dict().items():
+        assert torch.equal(m1.state_dict()[k], v), k
+    bad = tmp_path / 'bad.pt'
+    cases = [
+        (['--set', 'fusion_w3d=0'], "fusion_w3d']=0 must be in (0, 1]"),
+        (['--set', 'width=1.0'], 'changes the shape of the weights'),
+        (['--set', 'widht=1.0'], 'unknown keys'),
+        (['--set', 'num_classes=5'], 'num_classes sizes the heads'),
+        (['--set', 'fusion_w3d'], 'must be KEY=VALUE'),
+    ]
+    for args, msg in cases:
+        with pytest.raises(SystemExit) as ex:
+            script['main'](['--model', str(src), *args, '--out', str(bad)])
+        assert ex.value.code == 2 and msg in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        script['main'](['--model', str(src), '--set', 'p_k=6', '--out', str(src)])
+    assert 'is the input model file' in capsys.readouterr().err
+    assert not bad.exists()
