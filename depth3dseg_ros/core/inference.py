@@ -14,8 +14,9 @@ at the model's network input size (``meta['input_size']`` or an override):
    one M7 rule that evaluation uses too); depth with NaN where invalid; points from the model's xyz
    (NaN where invalid).
 
-label_source: '2d' (S2D), '3d' (S3D; pixels without a valid 3D point use S2D), 'fused' (mean of the
-S2D and S3D probabilities where the 3D point is valid, S2D elsewhere).
+label_source: '2d' (S2D), '3d' (S3D; pixels without a valid 3D point use S2D), 'fused' ((1 − w)·S2D
++ w·S3D probabilities where the 3D point is valid, w = the model file's arch ``fusion_w3d``; S2D
+elsewhere).
 
 Measured depth (RGB-D cameras): ``infer(..., depth=D)`` with a depth image registered to the colour
 image builds the cloud (and so S3D and ``points``) from the measured depth where it is valid and
