@@ -145,7 +145,9 @@ class SetupSteps:
     def _ready_line(self, model_file: str) -> str:
         """The log line once the node is set up: model, topics, QoS, classes."""
         p = self.p
-        gain = float(self.seg.meta.get('arch', {}).get('depth_gain', 1.0))
+        # a segmenter_factory may wrap the Segmenter without its model-file metadata
+        meta = getattr(self.seg, 'meta', None) or {}
+        gain = float(meta.get('arch', {}).get('depth_gain', 1.0))
         cal = f'depth_gain {gain:.4g}, ' if gain != 1.0 else ''  # depth3dseg-calibrate
         return (
             f'model {model_file} ({len(self.classes)} classes, {cal}'
