@@ -23,19 +23,19 @@ K = np.array([[70.0, 0, 39.5], [0, 72.0, 29.5], [0, 0, 1]])
 D5 = [-0.28, 0.07, 0.001, -0.002, 0.0]
 
 
+def _in_process_node(name: str, model, **params) -> Depth3DSegNode:
+    """An in-process node on CPU, one torch thread, a 64×48 network input, plus ``params``."""
+    base = dict(model_file=str(model), device='cpu', input_width=64, input_height=48)
+    values = dict(base, torch_threads=1, **params)
+    overrides = [Parameter(k, value=v) for k, v in values.items()]
+    return Depth3DSegNode(node_name=name, parameter_overrides=overrides)
+
+
 @pytest.fixture(scope='module')
 def node(tmp_path_factory, ros):
     model = make_tiny_model(tmp_path_factory.mktemp('m') / 'tiny.pt')
-    overrides = [
-        Parameter('model_file', value=str(model)),
-        Parameter('device', value='cpu'),
-        Parameter('input_width', value=64),
-        Parameter('input_height', value=48),
-        Parameter('torch_threads', value=1),
-        Parameter('max_image_pixels', value=80 * 60 - 1),
-        Parameter('lazy_outputs', value=False),  # no subscriber here: publish every output
-    ]
-    n = Depth3DSegNode(node_name='d3s_rules', parameter_overrides=overrides)
+    # lazy_outputs off: no subscriber here, publish every output
+    n = _in_process_node('d3s_rules', model, max_image_pixels=80 * 60 - 1, lazy_outputs=False)
     n.published = []
     n._publish = lambda name, msg: n.published.append((name, msg))
     yield n
@@ -112,14 +112,7 @@ def test_the_ready_line_names_a_calibrated_depth_gain(node, tmp_path):
     model, meta = load_model(make_tiny_model(tmp_path / 'tiny.pt'))
     path = tmp_path / 'calibrated.pt'
     save_model(path, with_depth_gain(model, 1.25), {k: v for k, v in meta.items() if k != 'arch'})
-    overrides = [
-        Parameter('model_file', value=str(path)),
-        Parameter('device', value='cpu'),
-        Parameter('input_width', value=64),
-        Parameter('input_height', value=48),
-        Parameter('torch_threads', value=1),
-    ]
-    n = Depth3DSegNode(node_name='d3s_rules_gain', parameter_overrides=overrides)
+    n = _in_process_node('d3s_rules_gain', path)
     try:
         assert 'classes, depth_gain 1.25, warm-up' in n._ready_line(str(path))
     finally:
