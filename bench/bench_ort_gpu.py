@@ -72,7 +72,8 @@ def provider_plan(
     return plan
 
 
-def _labels(o: Dict[str, np.ndarray]) -> np.ndarray:
+def _labels(o: Dict[str, np.ndarray], w3d: float = 0.5) -> np.ndarray:
+    """The fused labels of one run's outputs with the model's fusion weight (arch fusion_w3d)."""
     import torch
 
     from depth3dseg_ros.core.fusion import source_labels
@@ -82,6 +83,7 @@ def _labels(o: Dict[str, np.ndarray]) -> np.ndarray:
         torch.from_numpy(o['seg3d']).float(),
         torch.from_numpy(o['valid']),
         'fused',
+        w3d=w3d,
     ).numpy()
 
 
@@ -92,7 +94,10 @@ def run_size(
     import onnxruntime as ort
 
     from depth3dseg_ros.core.backends import session_options
+    from depth3dseg_ros.core.onnx_export import read_onnx_meta
     from depth3dseg_ros.core.onnx_graph import OUTPUT_NAMES
+
+    w3d = read_onnx_meta(onnx_path)['arch'].get('fusion_w3d', 0.5)  # the node's fused labels
 
     rng = np.random.default_rng(0)
     feeds = {
@@ -139,7 +144,7 @@ def run_size(
             ref = o
         else:
             row['max_depth_diff_m'] = float(np.nanmax(np.abs(o['depth'] - ref['depth'])))
-            row['labels_equal_pct'] = float(100 * (_labels(o) == _labels(ref)).mean())
+            row['labels_equal_pct'] = float(100 * (_labels(o, w3d) == _labels(ref, w3d)).mean())
         rows.append(row)
     return rows
 

@@ -70,19 +70,13 @@ def sweep(
             b = ds[i]
             md = b['depth'][None] if measured_depth else None
             out = model(b['rgb'][None], b['K'][None], md)
-            p2 = class_probs(out['seg2d'], classes.void_id)
-            p3 = class_probs(out['seg3d'], classes.void_id)
-            rule = source_probs(
-                out['seg2d'],
-                out['seg3d'],
-                out['valid'],
-                'fused',
-                classes.void_id,
-                w3d=model.arch['fusion_w3d'],
-            )
+            s2, s3, void = out['seg2d'], out['seg3d'], classes.void_id
+            p2 = class_probs(s2, void)
+            rule = source_probs(s2, s3, out['valid'], 'fused', void, w3d=model.arch['fusion_w3d'])
             measured = out['valid'] if everywhere else out['measured'] & out['valid']
-            for w in weights:
-                p = torch.where(measured, (1 - w) * p2 + w * p3, rule)
+            for w in weights:  # through core.fusion, so w = fusion_w3d is the rule bit for bit
+                fw = p2 if w == 0 else source_probs(s2, s3, None, 'fused', void, w3d=w)
+                p = torch.where(measured, fw, rule)
                 cms[w].update(labels_confidence(p)[0], b['labels'][None])
     return {w: cm.summary(classes.names) for w, cm in cms.items()}
 

@@ -23,6 +23,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from depth3dseg_ros.core.modelfile import load_model
 from depth3dseg_ros.samples import real_camera_bag
 from depth3dseg_ros.training import evaluate
 from real_depth_split import source_name, split
@@ -61,6 +62,9 @@ def main() -> int:
         bag = ['--bag', str(real_camera_bag())]
         card = {
             'model': Path(a.model).name,
+            # the measured file's arch: its depth_gain and fusion_w3d change the figures without
+            # changing the weights (test_shipped_model checks the shipped file still has it)
+            'arch': load_model(a.model, map_location='cpu')[1]['arch'],
             'synthetic_val': synth,
             'real_bag': run_eval(Path(a.model), bag, Path(tmp) / 'r'),
             # the real frames with measured depth, without and with that depth given to the model

@@ -3,10 +3,11 @@
 
 Such keys change how the trained weights are used, not the weights: ``fusion_w3d`` (the weight of
 the 3D labels in the fused ones, METHOD M7), ``depth_focal``, ``p_stride`` / ``p_window`` /
-``p_k`` (the 3D net's sampling), the depth range. ``depth_gain`` has its own command,
-``depth3dseg-calibrate``, which measures it. Values are YAML scalars; the new arch is checked
+``p_k`` (the 3D net's sampling), the depth range (``max_depth`` also sets the file's top-level
+``max_depth``). ``depth_gain`` has its own command, ``depth3dseg-calibrate``, which measures it and
+records how. Values are YAML scalars (numbers such as ``1e-1`` too); the new arch is checked
 (core.arch.check_arch) and the weights must load unchanged into the new network, else nothing is
-written. Metadata other than ``arch`` and ``created`` is kept.
+written. Metadata other than ``arch`` and ``created`` is kept; ``--out`` must be a new file.
 
 Usage: python scripts/set_arch.py --model M --set fusion_w3d=0.25 [--set KEY=VALUE ...] --out M2
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from depth3dseg_ros.core.arch import DEFAULT_ARCH
 from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import load_model, save_model
 
@@ -30,16 +32,32 @@ def set_arch(model_path: str, changes: dict, out: str) -> dict:
     (check_arch) or a key that changes the weights' shapes, and when ``out`` is the input file."""
     if Path(out).resolve() == Path(model_path).resolve():
         raise ValueError(f'--out {out} is the input model file: write a new file')
+    if Path(out).exists():
+        raise ValueError(f'--out {out} exists: write a new file')
     if 'num_classes' in changes:
-        raise ValueError('num_classes sizes the heads: it cannot change without retraining')
+        raise ValueError(
+            f"num_classes={changes['num_classes']!r}: it sizes the heads and cannot change "
+            'without retraining'
+        )
+    if 'depth_gain' in changes:
+        raise ValueError('depth_gain: fit it with depth3dseg-calibrate, which records how')
     model, meta = load_model(model_path, map_location='cpu')
+    changes = {  # an integer for a float key is that float (max_depth=8 -> 8.0)
+        k: float(v) if isinstance(DEFAULT_ARCH.get(k), float) and type(v) is int else v
+        for k, v in changes.items()
+    }
     arch = dict(model.arch, **changes)
     new = Depth3DSeg.from_arch(arch)  # check_arch: unknown keys and bad values
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     if {k: tuple(v.shape) for k, v in new.state_dict().items()} != shapes:
-        raise ValueError(f'{sorted(changes)}: changes the shape of the weights (retrain instead)')
+        was = {k: model.arch.get(k) for k in changes}
+        raise ValueError(
+            f'{changes} (was {was}): changes the shape of the weights (retrain instead)'
+        )
     new.load_state_dict(model.state_dict())
     keep = {k: v for k, v in meta.items() if k not in ('arch', 'created')}
+    if 'max_depth' in changes:  # the file's top-level depth range follows the network's
+        keep['max_depth'] = float(new.arch['max_depth'])
     save_model(out, new.eval(), keep)
     return {k: (model.arch[k], new.arch[k]) for k in changes}
 
@@ -57,7 +75,13 @@ def main(argv: list[str] | None = None) -> int:
             key, sep, value = item.partition('=')
             if not sep or not key:
                 raise ValueError(f'--set {item!r} must be KEY=VALUE')
-            changes[key.strip()] = yaml.safe_load(value)
+            v = yaml.safe_load(value)
+            if isinstance(v, str):  # YAML 1.1 reads 1e-1 as a string
+                try:
+                    v = float(v)
+                except ValueError:
+                    pass
+            changes[key.strip()] = v
         for k, (old, new) in set_arch(a.model, changes, a.out).items():
             print(f'{k}: {old!r} -> {new!r}')
     except (ValueError, OSError) as e:

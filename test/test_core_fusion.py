@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from depth3dseg_ros.core.classes import NYU13
-from depth3dseg_ros.core.fusion import class_probs, labels_confidence, source_labels, source_probs
+from depth3dseg_ros.core.fusion import (
+    all_source_labels,
+    class_probs,
+    labels_confidence,
+    source_labels,
+    source_probs,
+)
 from depth3dseg_ros.core.inference import Segmenter
 from depth3dseg_ros.core.keys import INF_KEY, float_keys
 from depth3dseg_ros.core.metrics import SegDepthEvaluator
@@ -93,6 +99,23 @@ def test_sources_and_the_2d_fallback_where_no_3d_point():
         source_probs(s2, s3, valid, 'both')
     with pytest.raises(ValueError, match='logits3d shape'):
         source_probs(s2, s3[:, :2], valid, 'fused')
+
+
+def test_the_weight_leaves_the_callers_logits_and_half_is_the_plain_mean():
+    """At w3d != 0.5 without ``inplace`` the caller's logits are untouched; at 0.5 the rule is
+    the mean (p2 + p3) / 2 exactly, as before the weight existed, on any layout and mask."""
+    g = torch.Generator().manual_seed(3)
+    s2, s3 = torch.randn(2, 14, 6, 9, generator=g), torch.randn(2, 14, 6, 9, generator=g)
+    valid = torch.rand(2, 1, 6, 9, generator=g) > 0.3
+    k2, k3 = s2.clone(), s3.clone()
+    source_probs(s2, s3, valid, 'fused', w3d=0.25)
+    all_source_labels(s2, s3, valid, w3d=0.25)
+    assert torch.equal(s2, k2) and torch.equal(s3, k3)
+    p2, p3 = class_probs(s2), class_probs(s3)
+    mean = torch.where(valid, (p3 + p2) * 0.5, p2)
+    for a in (s2, s2.to(memory_format=torch.channels_last)):
+        assert torch.equal(source_probs(a, s3, valid, 'fused'), mean)
+    assert torch.equal(all_source_labels(s2, s3, valid)['fused'], labels_confidence(mean)[0])
 
 
 def test_labels_confidence_matches_argmax_and_never_picks_void():

@@ -16,7 +16,7 @@ pytest.importorskip('onnxruntime')
 from depth3dseg_ros.core.classes import NYU13  # noqa: E402
 from depth3dseg_ros.core.inference import Segmenter  # noqa: E402
 from depth3dseg_ros.core.model import Depth3DSeg  # noqa: E402
-from depth3dseg_ros.core.modelfile import save_model  # noqa: E402
+from depth3dseg_ros.core.modelfile import load_model, save_model  # noqa: E402
 from depth3dseg_ros.core.onnx_export import export_onnx, read_onnx_meta  # noqa: E402
 from depth3dseg_ros.core.ort_split import (  # noqa: E402
     POINTNET_KEY,
@@ -31,19 +31,25 @@ TINY = dict(width=0.25, depth_mult=0.5, dec_ch=16, head_ch=8, p_channels=[8, 16]
 
 @pytest.fixture(
     scope='module',
-    params=[(0.0, 0.0, 1.0), (1.0, 0.0, 1.0), (0.0, 1.5, 1.0), (0.0, 0.0, 1.3)],
-    ids=['plain', 'depth_focal', 'input_blur', 'depth_gain'],
+    params=[
+        (0.0, 0.0, 1.0, 0.5),
+        (1.0, 0.0, 1.0, 0.5),
+        (0.0, 1.5, 1.0, 0.5),
+        (0.0, 0.0, 1.3, 0.25),
+    ],
+    ids=['plain', 'depth_focal', 'input_blur', 'depth_gain+fusion_w3d'],
 )
 def pt_onnx(tmp_path_factory, request):
     """A tiny model file and its export; also with arch depth_focal (depth scaled to K's camera,
     focal_depth: the split must find the heads behind the scaling and redo it in torch) and
     with arch input_blur (core.lowpass: a blur in front of the encoder, inside the ONNX graph) and
-    with arch depth_gain (a calibrated depth scale: the same Clip(Mul(...)) behind the heads)."""
+    with arch depth_gain (a calibrated depth scale: the same Clip(Mul(...)) behind the heads) and
+    fusion_w3d (the fused labels' 3D weight, carried by the ONNX metadata to the Segmenter)."""
     d = tmp_path_factory.mktemp('split')
     torch.manual_seed(1)
-    focal, blur, gain = request.param
+    focal, blur, gain, w3d = request.param
     model = Depth3DSeg(
-        len(NYU13), **TINY, depth_focal=focal, input_blur=blur, depth_gain=gain
+        len(NYU13), **TINY, depth_focal=focal, input_blur=blur, depth_gain=gain, fusion_w3d=w3d
     ).eval()
     with torch.no_grad():
         model.net.depth_head[-1].weight.normal_(0, 0.05)
@@ -72,6 +78,8 @@ def test_split_is_the_cpu_default_and_matches_torch(pt_onnx):
     assert (s.backend, s.ort.mode, s.model) == ('onnxruntime', 'split', None)
     assert w.ort.mode == 'whole' and s.ort.providers == ['CPUExecutionProvider']
     assert s.ort.split_model.net.cut is not None  # heads upsampled after ONNX Runtime (cv2)
+    want = load_model(pt)[1]['arch']['fusion_w3d']  # the fused labels' rule, from the metadata
+    assert t.fusion_w3d == s.fusion_w3d == w.fusion_w3d == want
     rng = np.random.default_rng(4)
     rgb = rng.integers(0, 256, (96, 128, 3), dtype=np.uint8)
     K = np.array([[110.0, 0, 63.5], [0, 110.0, 47.5], [0, 0, 1]])

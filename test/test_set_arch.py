@@ -29,10 +29,11 @@ def test_set_a_key_keeps_the_weights_and_refuses_what_cannot_work(tmp_path, caps
         assert torch.equal(m1.state_dict()[k], v), k
     bad = tmp_path / 'bad.pt'
     cases = [
-        (['--set', 'fusion_w3d=0'], "fusion_w3d']=0 must be in (0, 1]"),
+        (['--set', 'fusion_w3d=0'], "fusion_w3d']=0.0 must be in (0, 1]"),
+        (['--set', 'depth_gain=2'], 'fit it with depth3dseg-calibrate'),
         (['--set', 'width=1.0'], 'changes the shape of the weights'),
         (['--set', 'widht=1.0'], 'unknown keys'),
-        (['--set', 'num_classes=5'], 'num_classes sizes the heads'),
+        (['--set', 'num_classes=5'], 'num_classes=5: it sizes the heads'),
         (['--set', 'fusion_w3d'], 'must be KEY=VALUE'),
     ]
     for args, msg in cases:
@@ -42,4 +43,15 @@ def test_set_a_key_keeps_the_weights_and_refuses_what_cannot_work(tmp_path, caps
     with pytest.raises(SystemExit):
         script['main'](['--model', str(src), '--set', 'p_k=6', '--out', str(src)])
     assert 'is the input model file' in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        script['main'](['--model', str(src), '--set', 'p_k=6', '--out', str(out)])
+    assert f'--out {out} exists' in capsys.readouterr().err
     assert not bad.exists()
+    # integers for float keys become floats; the file's top-level max_depth follows the network's;
+    # YAML 1.1's string 1e-1 is the number
+    depth = tmp_path / 'depth8.pt'
+    args = ['--set', 'max_depth=8', '--set', 'fusion_w3d=1e-1', '--out', str(depth)]
+    assert script['main'](['--model', str(src), *args]) == 0
+    meta = load_model(depth)[1]
+    assert meta['arch']['max_depth'] == 8.0 and type(meta['arch']['max_depth']) is float
+    assert meta['max_depth'] == 8.0 and meta['arch']['fusion_w3d'] == 0.1

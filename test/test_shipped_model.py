@@ -19,6 +19,17 @@ MODEL = REPO / 'models' / 'depth3dseg_nyu13.pt'
 CARD = json.loads((REPO / 'models' / 'model_card.json').read_text())
 
 
+def test_the_card_measured_this_model_file():
+    """The card's figures belong to the shipped file's arch: its depth_gain (depth3dseg-calibrate)
+    and fusion_w3d change the figures without changing the weights, so a file whose arch differs
+    from the one the card recorded has not been re-measured (python scripts/model_card.py)."""
+    from depth3dseg_ros.core.modelfile import load_model
+
+    arch = load_model(MODEL, map_location='cpu')[1]['arch']
+    assert arch == CARD['arch']
+    assert arch['depth_gain'] != 1.0 and arch['fusion_w3d'] != 0.5  # both levers shipped
+
+
 def test_shipped_model_is_small_and_describes_itself():
     assert MODEL.stat().st_size <= 20 * 2**20
     seg = Segmenter(str(MODEL), device='cpu')

@@ -34,6 +34,7 @@ __all__ = [
     'labels_confidence',
     'source_labels',
     'all_source_labels',
+    'check_w3d',
 ]
 
 LABEL_SOURCES = ('2d', '3d', 'fused')
@@ -75,11 +76,19 @@ def source_probs(
     """
     if source not in LABEL_SOURCES:
         raise ValueError(f'label source {source!r} must be one of {LABEL_SOURCES}')
+    check_w3d(w3d)
     p2 = class_probs(logits2d, void_id, inplace)
     if source == '2d' or logits3d is None:
         return p2
     p3 = class_probs(logits3d, void_id, inplace)
     return _combine(p2, p3, valid, source, overwrite_p3=True, w3d=w3d)
+
+
+def check_w3d(w3d: float) -> float:
+    """``w3d`` as a float; ValueError naming it unless 0 < w3d <= 1 (arch ``fusion_w3d``)."""
+    if isinstance(w3d, bool) or not 0.0 < float(w3d) <= 1.0:
+        raise ValueError(f'fusion weight w3d={w3d!r} must be in (0, 1] (arch fusion_w3d)')
+    return float(w3d)
 
 
 def _combine(
@@ -95,8 +104,8 @@ def _combine(
     w3d is outside (0, 1]."""
     if p3.shape != p2.shape:
         raise ValueError(f'logits3d shape {tuple(p3.shape)} != logits2d shape {tuple(p2.shape)}')
-    if not 0.0 < w3d <= 1.0:
-        raise ValueError(f'fusion weight w3d={w3d!r} must be in (0, 1] (arch fusion_w3d)')
+    if source == 'fused':
+        check_w3d(w3d)
     p = p3
     if source == 'fused' and w3d == 0.5:  # the mean, as before the weight existed
         p = p3.add_(p2) if overwrite_p3 else p3 + p2
@@ -151,6 +160,7 @@ def all_source_labels(
     """``{source: source_labels(logits2d, logits3d, valid, source, void_id, w3d)}`` for every
     label source, with each head's softmax computed once (evaluation scores all three per
     batch)."""
+    check_w3d(w3d)
     p2, p3 = class_probs(logits2d, void_id), class_probs(logits3d, void_id)
     return {
         '2d': labels_confidence(p2)[0],

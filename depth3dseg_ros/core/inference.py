@@ -45,7 +45,7 @@ import torch
 
 from .backends import BACKENDS, OrtGraph, choose_backend
 from .classes import ClassSet
-from .fusion import LABEL_SOURCES, labels_confidence, source_probs
+from .fusion import LABEL_SOURCES, check_w3d, labels_confidence, source_probs
 from .geometry import check_intrinsics_np, resize_intrinsics
 from .imageops import resize_depth
 from .model import Depth3DSeg, fold_batchnorm
@@ -169,7 +169,7 @@ class Segmenter:
         self.meta = meta
         self.classes = ClassSet.from_dict(meta['classes'])
         #: the weight of S3D in the fused labels (arch fusion_w3d; files without it: the mean)
-        self.fusion_w3d = float(meta.get('arch', {}).get('fusion_w3d', 0.5))
+        self.fusion_w3d = check_w3d(meta.get('arch', {}).get('fusion_w3d', 0.5))
 
     def _setup_buffers(self, memory_format: torch.memory_format) -> None:
         w, h = self.input_size

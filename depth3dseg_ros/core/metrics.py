@@ -23,7 +23,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from .fusion import all_source_labels, source_labels, source_probs
+from .fusion import all_source_labels, check_w3d, source_labels, source_probs
 
 __all__ = ['ConfusionMatrix', 'DepthMetrics', 'SegDepthEvaluator', 'fuse_probs', 'predict_labels']
 
@@ -277,7 +277,7 @@ class SegDepthEvaluator:
         self.cm = {k: ConfusionMatrix(num_classes, void_id) for k in ('2d', '3d', 'fused')}
         self.depth = DepthMetrics(max_depth)
         self.void_id = void_id
-        self.fusion_w3d = float(fusion_w3d)
+        self.fusion_w3d = check_w3d(fusion_w3d)
 
     @torch.no_grad()
     def update(

@@ -146,9 +146,11 @@ class SetupSteps:
         """The log line once the node is set up: model, topics, QoS, classes."""
         p = self.p
         # a segmenter_factory may wrap the Segmenter without its model-file metadata
-        meta = getattr(self.seg, 'meta', None) or {}
-        gain = float(meta.get('arch', {}).get('depth_gain', 1.0))
+        arch = (getattr(self.seg, 'meta', None) or {}).get('arch', {})
+        # model-file keys that change the outputs without changing the weights, when set
+        gain, w3d = float(arch.get('depth_gain', 1.0)), float(arch.get('fusion_w3d', 0.5))
         cal = f'depth_gain {gain:.4g}, ' if gain != 1.0 else ''  # depth3dseg-calibrate
+        cal += f'fusion_w3d {w3d:g}, ' if w3d != 0.5 else ''
         return (
             f'model {model_file} ({len(self.classes)} classes, {cal}'
             f'warm-up {self._warm_ms:.0f} ms), '
