@@ -20,7 +20,6 @@ from pathlib import Path
 import yaml
 
 from depth3dseg_ros.core.arch import DEFAULT_ARCH
-from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import load_model, save_model
 
 __all__ = ['set_arch', 'main']
@@ -46,19 +45,11 @@ def set_arch(model_path: str, changes: dict, out: str) -> dict:
         k: float(v) if isinstance(DEFAULT_ARCH.get(k), float) and type(v) is int else v
         for k, v in changes.items()
     }
-    arch = dict(model.arch, **changes)
-    new = Depth3DSeg.from_arch(arch)  # check_arch: unknown keys and bad values
-    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    if {k: tuple(v.shape) for k, v in new.state_dict().items()} != shapes:
-        was = {k: model.arch.get(k) for k in changes}
-        raise ValueError(
-            f'{changes} (was {was}): changes the shape of the weights (retrain instead)'
-        )
-    new.load_state_dict(model.state_dict())
+    new = model.with_arch(**changes)  # check_arch, and the weights' shapes kept
     keep = {k: v for k, v in meta.items() if k not in ('arch', 'created')}
     if 'max_depth' in changes:  # the file's top-level depth range follows the network's
         keep['max_depth'] = float(new.arch['max_depth'])
-    save_model(out, new.eval(), keep)
+    save_model(out, new, keep)
     return {k: (model.arch[k], new.arch[k]) for k in changes}
 
 

@@ -70,8 +70,7 @@ def test_the_model_applies_the_gain_everywhere_depth_is_used():
     scaled depth, so the 3D net sees the calibrated metres."""
     torch.manual_seed(0)
     plain = Depth3DSeg(14, **SMALL).eval()
-    gained = Depth3DSeg(14, **SMALL, depth_gain=1.3).eval()
-    gained.load_state_dict(plain.state_dict())
+    gained = plain.with_arch(depth_gain=1.3)  # same weights
     x = torch.randn(1, 3, 48, 64)
     K = torch.tensor([[[60.0, 0, 32], [0, 60.0, 24], [0, 0, 1]]])
     with torch.no_grad():

@@ -60,11 +60,9 @@ def test_everywhere_at_the_models_own_weight_is_depth3dseg_eval(setup, tmp_path)
     reports for that file, and another weight gives other labels."""
     script, path, data = setup
     model, meta = load_model(path, map_location='cpu')
-    arch = dict(meta['arch'], fusion_w3d=0.25)
-    model25 = Depth3DSeg.from_arch(arch)
-    model25.load_state_dict(model.state_dict())
+    model25 = model.with_arch(fusion_w3d=0.25)
     p25 = tmp_path / 'w25.pt'
-    save_model(p25, model25, dict({k: v for k, v in meta.items() if k != 'arch'}, arch=arch))
+    save_model(p25, model25, {k: v for k, v in meta.items() if k != 'arch'})
     res = script['sweep'](str(p25), str(data), [0.25, 0.5, 1.0], everywhere=True)
     records = [r for r in load_records([data], NYU13) if r.get('labels')]
     assert len(records) > 2  # every labelled frame, with or without depth

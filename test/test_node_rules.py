@@ -106,17 +106,14 @@ def test_the_ready_line_names_a_calibrated_depth_gain(node, tmp_path):
     """A model file calibrated by depth3dseg-calibrate (arch depth_gain) or with a fusion weight
     other than the mean (arch fusion_w3d) says so in the node's start-up line; a plain one does
     not mention them."""
-    from depth3dseg_ros.core.model import Depth3DSeg
 
     from depth3dseg_ros.core.modelfile import load_model, save_model
-    from depth3dseg_ros.training.calibrate import with_depth_gain
 
     line = node._ready_line('x.pt')
     assert 'depth_gain' not in line and 'fusion_w3d' not in line
     model, meta = load_model(make_tiny_model(tmp_path / 'tiny.pt'))
     path = tmp_path / 'calibrated.pt'
-    model = with_depth_gain(model, 1.25)
-    model = Depth3DSeg.from_arch(dict(model.arch, fusion_w3d=0.25)).eval()
+    model = model.with_arch(depth_gain=1.25, fusion_w3d=0.25)
     save_model(path, model, {k: v for k, v in meta.items() if k != 'arch'})
     n = _in_process_node('d3s_rules_gain', path)
     try:

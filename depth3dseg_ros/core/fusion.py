@@ -100,12 +100,10 @@ def _combine(
     w3d: float = 0.5,
 ) -> torch.Tensor:
     """The '3d' or 'fused' distribution from the S2D and S3D distributions (module docstring);
-    ``overwrite_p3``: p3 may be reused as the output buffer. ValueError when the shapes differ or
-    w3d is outside (0, 1]."""
+    ``overwrite_p3``: p3 may be reused as the output buffer; ``w3d`` already checked by the public
+    callers (check_w3d). ValueError when the shapes differ."""
     if p3.shape != p2.shape:
         raise ValueError(f'logits3d shape {tuple(p3.shape)} != logits2d shape {tuple(p2.shape)}')
-    if source == 'fused':
-        check_w3d(w3d)
     p = p3
     if source == 'fused' and w3d == 0.5:  # the mean, as before the weight existed
         p = p3.add_(p2) if overwrite_p3 else p3 + p2

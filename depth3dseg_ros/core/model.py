@@ -260,6 +260,21 @@ class Depth3DSeg(nn.Module):
         arch = check_arch(arch)
         return cls(**arch)
 
+    def with_arch(self, **changes: Any) -> 'Depth3DSeg':
+        """A copy in eval mode with the same weights and ``changes`` applied to its arch: keys
+        that size no tensor (depth_gain, fusion_w3d, depth_focal, the 3D net's sampling, the depth
+        range). Raises ValueError for an unknown key or bad value (check_arch), and naming the
+        changes and their old values when they would change the shape of a weight."""
+        new = Depth3DSeg.from_arch(dict(self.arch, **changes))
+        shapes = {k: tuple(v.shape) for k, v in self.state_dict().items()}
+        if {k: tuple(v.shape) for k, v in new.state_dict().items()} != shapes:
+            was = {k: self.arch.get(k) for k in changes}
+            raise ValueError(
+                f'{changes} (was {was}): changes the shape of the weights (retrain instead)'
+            )
+        new.load_state_dict(self.state_dict())
+        return new.eval()
+
     def forward_2d(
         self, rgb_norm: torch.Tensor, K: Optional[torch.Tensor] = None
     ) -> Dict[str, torch.Tensor]:

@@ -33,11 +33,10 @@ from torch.utils.data import DataLoader
 
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.depth_calibration import fit_depth_gain, frame_scale_stats
-from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.training.dataset import load_records
 from depth3dseg_ros.training.evaluate import model_dataset
 
-__all__ = ['frame_scales', 'depth_scale', 'with_depth_gain', 'main']
+__all__ = ['frame_scales', 'depth_scale', 'main']
 
 
 @torch.no_grad()
@@ -73,21 +72,18 @@ def depth_scale(
     rows, _ = frame_scales(model, meta, data, max_frames)
     if not rows:
         raise ValueError(f'{data}: no frame with valid depth')
+    return {'frames': len(rows), **_summary(rows)}
+
+
+def _summary(rows: list[tuple[str, tuple[float, float, float]]]) -> dict[str, float]:
+    """AbsRel and median-scaled AbsRel (means over frames) and the scale (median over frames) of
+    `frame_scales` rows (at least one)."""
     a = np.array([r for _, r in rows])
     return {
-        'frames': len(rows),
         'absrel': float(a[:, 0].mean()),
         'scale': float(np.median(a[:, 1])),
         'scaled_absrel': float(a[:, 2].mean()),
     }
-
-
-def with_depth_gain(model: Depth3DSeg, gain: float) -> Depth3DSeg:
-    """A copy of ``model`` (same weights, eval mode) whose arch ``depth_gain`` is ``gain``.
-    Raises ValueError for a gain outside core.depth_calibration.GAIN_RANGE (arch.check_arch)."""
-    out = Depth3DSeg.from_arch(dict(model.arch, depth_gain=float(gain)))
-    out.load_state_dict(model.state_dict())
-    return out.eval()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -137,9 +133,10 @@ def _check_args(a: argparse.Namespace) -> dict[str, str | None]:
         for d in a.data:
             if not Path(d).is_dir():
                 raise FileNotFoundError(f'--data {d}: no such dataset directory')
-            if Path(d).resolve() in seen:
-                raise ValueError(f'--data names {d} twice (as {seen[Path(d).resolve()]})')
-            seen[Path(d).resolve()] = d
+            r = Path(d).resolve()
+            if r in seen:
+                raise ValueError(f'--data names {d} twice (as {seen[r]})')
+            seen[r] = d
     return topics
 
 
@@ -181,10 +178,10 @@ def _calibrate(a: argparse.Namespace, dirs: list[str], sources: list[str]) -> in
     print('|---|---|---|---|---|---|')
     scales: list[float] = []
     for name, rows, skipped in measured:
-        st = np.array([r for _, r in rows]).reshape(-1, 3)
+        s = _summary(rows) if rows else None
         figs = (
-            f'{st[:, 0].mean():.3f} | {np.median(st[:, 1]):.3f} | {st[:, 2].mean():.3f}'
-            if rows
+            f"{s['absrel']:.3f} | {s['scale']:.3f} | {s['scaled_absrel']:.3f}"
+            if s
             else '- | - | -'
         )
         print(f'| {name} | {len(rows)} | {len(skipped)} | {figs} |')
@@ -218,7 +215,7 @@ def _calibrate(a: argparse.Namespace, dirs: list[str], sources: list[str]) -> in
         'created': _dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'),
     }
     try:
-        save_model(a.out, with_depth_gain(model, gain), out_meta)
+        save_model(a.out, model.with_arch(depth_gain=gain), out_meta)
     except OSError as exc:
         raise ValueError(f'--out {a.out}: cannot write it ({exc.strerror or exc})') from None
     n = len(scales)
