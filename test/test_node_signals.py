@@ -10,6 +10,7 @@ arrive.
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -200,6 +201,66 @@ def test_c40_clean_up_stuck_after_a_signal_during_loading_is_bounded(tmp_path, t
         assert 'did not end within' in out, out
     finally:
         p.kill()
+
+
+KEPT_PROBE = """import os, signal, sys, time
+from depth3dseg_ros import departure
+from depth3dseg_ros.node.main import main
+from depth3dseg_ros.procutil import StopSignals
+MODE = sys.argv.pop(1)
+def factory(params, model_file):
+    print('loading', flush=True)
+    if MODE == 'error':
+        raise RuntimeError('the model file is broken')
+    os.kill(os.getpid(), signal.SIGTERM)  # StopRequested lands in the sleep below
+    time.sleep(60)
+leave_graph = departure.leave_graph
+def leave_and_report(nodes, *a, **kw):
+    nodes = [n for n in nodes if n is not None]
+    print('leaving', [n.get_name() for n in nodes], flush=True)
+    keeper = leave_graph(nodes, *a, **kw)
+    print('destroyed', [not alive(n) for n in nodes], flush=True)
+    return keeper
+def alive(node):
+    try:
+        node.get_name()  # rclpy raises once the node's handle is destroyed
+    except Exception:
+        return False
+    return True
+departure.leave_graph = leave_and_report
+def exit_now(self, code=None):  # report what stays before the process ends
+    keepers = [k.get_name() for k in departure._KEPT if hasattr(k, 'get_node_names')]
+    print('kept', keepers, 'rc', code, 'pid', os.getpid(), flush=True)
+    os._exit(0 if code is None else code)
+StopSignals.exit_now = exit_now
+sys.exit(main(sys.argv, segmenter_factory=factory))
+"""
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize('mode', ['signal', 'error'])
+def test_c40_node_stopped_while_loading_leaves_and_keeps_its_participant(
+    tmp_path, tiny_model, mode
+):
+    """A signal during model loading, or a start-up error: the half-built node was referenced only
+    by the exception's traceback, and freeing it (the context's only node) deleted the DDS
+    participant, which can deadlock on a live TCP peer with the GIL held (seen in a full run: no
+    exit until the 5 s backstop, exit status 1). Now it leaves the graph like a built node and a
+    hidden keeper node holds the participant until os._exit (depth3dseg_ros/departure.py)."""
+    script = tmp_path / 'kept_probe.py'
+    script.write_text(KEPT_PROBE)
+    name = f'sig_kept_{mode}'
+    cmd = [sys.executable, str(script), mode] + node_cmd(tiny_model, name)[3:]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+    text = out.stdout + out.stderr
+    assert 'loading' in text, text
+    assert 'Traceback' not in text, text
+    rc = StopSignals.EXIT_CODE if mode == 'signal' else 2
+    assert f"leaving ['{name}']\ndestroyed [True]\n" in text, text  # the half-built node left
+    # a hidden keeper node holds the DDS participant until os._exit; the exit status is kept
+    assert re.search(rf"^kept \['_{name}_leaving_(\d+)'\] rc {rc} pid \1$", text, re.M), text
+    if mode == 'error':
+        assert 'start-up failed: the model file is broken' in text, text
 
 
 class Streamer:

@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None, stop: Any) -> int:
-    from depth3dseg_ros.procutil import RUNNING, STARTING, STOPPING
+    from depth3dseg_ros.procutil import RUNNING, STARTING, STOPPING, StopRequested
 
     argv = sys.argv if argv is None else [sys.argv[0]] + list(argv)
     from depth3dseg_ros.rosenv import apply_ros_env
@@ -321,7 +321,7 @@ def _main(argv: list[str] | None, stop: Any) -> int:
     import rclpy
     from rclpy.signals import SignalHandlerOptions
     from rclpy.utilities import remove_ros_args
-    from depth3dseg_ros.departure import leave_graph
+    from depth3dseg_ros.departure import interrupted_node, leave_graph
 
     args = build_parser().parse_args(remove_ros_args(argv)[1:])
     if not Path(args.bag).exists():
@@ -377,6 +377,10 @@ def _main(argv: list[str] | None, stop: Any) -> int:
             rep.wait_for_acks()
         print('depth3dseg-replay: published ' + ', '.join(f'{t}={n}' for t, n in counts.items()))
         return 0
+    except StopRequested as err:
+        if node is None:  # the signal came inside create_node: that node leaves below too
+            node = interrupted_node(err)
+        raise
     finally:
         stop.set_phase(STOPPING)  # a second signal from here on ends the process at once
         if rep is not None:

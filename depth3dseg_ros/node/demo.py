@@ -126,17 +126,17 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
     ]
     from rclpy.signals import SignalHandlerOptions
 
-    from depth3dseg_ros.departure import leave_graph
+    from depth3dseg_ros.departure import interrupted_node, leave_graph
 
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # signals: procutil.StopSignals
     if stop is not None:
         stop.ros_started = True  # main ends the process with os._exit after the clean-up
         stop.set_phase(STARTING)
-    ros = rclpy.create_node('depth3dseg_demo_recorder')
-    rec = Recorder(ros, out)
-    node = popen_tied(node_cmd, stdout=node_log, stderr=subprocess.STDOUT)
-    replay = None
+    ros = node = replay = None
     try:
+        ros = rclpy.create_node('depth3dseg_demo_recorder')
+        rec = Recorder(ros, out)
+        node = popen_tied(node_cmd, stdout=node_log, stderr=subprocess.STDOUT)
         if stop is not None:
             # raise_running: a signal raises StopRequested out of the loops
             stop.set_phase(RUNNING)
@@ -230,6 +230,10 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
         )
         print(f'depth3dseg-demo: report in {out}/report.md')
         return 0 if report['frames_out'] > 0 else 1
+    except StopRequested as err:
+        if ros is None:  # the signal came inside create_node: that node leaves below too
+            ros = interrupted_node(err)
+        raise
     finally:
         if stop is not None:
             stop.set_phase(STOPPING)  # a second signal ends the process at once

@@ -171,6 +171,7 @@ def _main(
     stop: Any,
     managed: bool = False,
 ) -> int:
+    from depth3dseg_ros.departure import interrupted_node
     from depth3dseg_ros.procutil import RUNNING, STARTING, STOPPING, StopRequested
 
     prog = MANAGED_PROG if managed else PROG
@@ -219,6 +220,8 @@ def _main(
         try:
             node = NodeClass(segmenter_factory=segmenter_factory)
         except Exception as err:  # noqa: BLE001 - start-up failure: one clear line, no traceback
+            node = interrupted_node(err)  # leaves below; freed with err it would take the
+            # DDS participant with it, which can deadlock (departure.py)
             print(f'{prog}: start-up failed: {err}', file=sys.stderr)
             return 2
         executor.add_node(node)
@@ -229,7 +232,9 @@ def _main(
         spinner.start()
         wait_for_stop(stop.event)
         return 0
-    except StopRequested:
+    except StopRequested as err:
+        if node is None:  # the signal came while the node was being built (model loading)
+            node = interrupted_node(err)  # its endpoints leave below, like a built node's
         return stop.EXIT_CODE
     finally:
         stop.set_phase(STOPPING)  # a second signal from here on ends the process at once
