@@ -43,6 +43,7 @@ import cv2
 import numpy as np
 import torch
 
+from .arch import DEFAULT_ARCH
 from .backends import BACKENDS, OrtGraph, choose_backend
 from .classes import ClassSet
 from .fusion import LABEL_SOURCES, check_w3d, labels_confidence, source_probs
@@ -169,7 +170,9 @@ class Segmenter:
         self.meta = meta
         self.classes = ClassSet.from_dict(meta['classes'])
         #: the weight of S3D in the fused labels (arch fusion_w3d; files without it: the mean)
-        self.fusion_w3d = check_w3d(meta.get('arch', {}).get('fusion_w3d', 0.5))
+        self.fusion_w3d = check_w3d(
+            meta.get('arch', {}).get('fusion_w3d', DEFAULT_ARCH['fusion_w3d'])
+        )
 
     def _setup_buffers(self, memory_format: torch.memory_format) -> None:
         w, h = self.input_size

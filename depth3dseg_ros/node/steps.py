@@ -23,6 +23,7 @@ from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from std_msgs.msg import String
 
+from depth3dseg_ros.core.arch import DEFAULT_ARCH
 from depth3dseg_ros.core.palette import ClassPalette, load_palette
 from depth3dseg_ros.node.diagnostics import AgeFilteredStats, CameraSlot, Health
 from depth3dseg_ros.node.outputs import publisher_specs
@@ -148,9 +149,9 @@ class SetupSteps:
         # a segmenter_factory may wrap the Segmenter without its model-file metadata
         arch = (getattr(self.seg, 'meta', None) or {}).get('arch', {})
         # model-file keys that change the outputs without changing the weights, when set
-        gain, w3d = float(arch.get('depth_gain', 1.0)), float(arch.get('fusion_w3d', 0.5))
-        cal = f'depth_gain {gain:.4g}, ' if gain != 1.0 else ''  # depth3dseg-calibrate
-        cal += f'fusion_w3d {w3d:g}, ' if w3d != 0.5 else ''
+        gain, w3d = (float(arch.get(k, DEFAULT_ARCH[k])) for k in ('depth_gain', 'fusion_w3d'))
+        cal = f'depth_gain {gain:.4g}, ' if gain != DEFAULT_ARCH['depth_gain'] else ''  # calibrate
+        cal += f'fusion_w3d {w3d:g}, ' if w3d != DEFAULT_ARCH['fusion_w3d'] else ''
         return (
             f'model {model_file} ({len(self.classes)} classes, {cal}'
             f'warm-up {self._warm_ms:.0f} ms), '

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from depth3dseg_ros.core.arch import DEFAULT_ARCH
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.fusion import source_labels
 from depth3dseg_ros.core.imageops import colorize_depth, colorize_labels
@@ -52,7 +53,7 @@ def sample_grid(
     out = model(rgb, K)
     model.train(was_training)
     arch = model_arch(model)
-    w3d = arch.get('fusion_w3d', 0.5)
+    w3d = arch.get('fusion_w3d', DEFAULT_ARCH['fusion_w3d'])
     pred = source_labels(
         out['seg2d'], out['seg3d'], out['valid'], 'fused', classes.void_id, w3d=w3d
     )

@@ -31,6 +31,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from depth3dseg_ros.bags.dataset_writer import check_label_range
+from depth3dseg_ros.core.arch import DEFAULT_ARCH
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.inference import resolve_device
 from depth3dseg_ros.core.metrics import SegDepthEvaluator
@@ -108,7 +109,7 @@ def evaluate_model(
         classes.void_id,
         classes.names,
         max_depth=arch.get('max_depth'),
-        fusion_w3d=arch.get('fusion_w3d', 0.5),
+        fusion_w3d=arch.get('fusion_w3d', DEFAULT_ARCH['fusion_w3d']),
     )
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=0)
     loss_sum, n_frames, t_fwd = 0.0, 0, 0.0
@@ -284,9 +285,10 @@ def _run(args: argparse.Namespace) -> int:
             only_with_depth=args.only_with_depth,
             device=str(device),
             input_size=list(meta['input_size']),
-            # the model file's keys that change the figures without changing the weights
-            depth_gain=meta['arch'].get('depth_gain', 1.0),
-            fusion_w3d=meta['arch'].get('fusion_w3d', 0.5),
+            # the model file's keys that change the figures without changing the weights (the
+            # loaded network's arch: a file written before a key existed has its default)
+            depth_gain=model.arch['depth_gain'],
+            fusion_w3d=model.arch['fusion_w3d'],
         )
         for g in range(max(0, args.grids)):
             if g * 4 >= len(ds):
