@@ -93,11 +93,13 @@ def run_size(
     """Time every planned provider on one random frame at w×h; returns one dict per plan entry."""
     import onnxruntime as ort
 
+    from depth3dseg_ros.core.arch import DEFAULT_ARCH
     from depth3dseg_ros.core.backends import session_options
     from depth3dseg_ros.core.onnx_export import read_onnx_meta
     from depth3dseg_ros.core.onnx_graph import OUTPUT_NAMES
 
-    w3d = read_onnx_meta(onnx_path)['arch'].get('fusion_w3d', 0.5)  # the node's fused labels
+    arch = read_onnx_meta(onnx_path)['arch']
+    w3d = arch.get('fusion_w3d', DEFAULT_ARCH['fusion_w3d'])  # the node's fused labels
 
     rng = np.random.default_rng(0)
     feeds = {
