@@ -16,7 +16,8 @@ from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.core.modelfile import load_model
 from depth3dseg_ros.training import evaluate, train
 from depth3dseg_ros.training.checkpoint import load_checkpoint
-from depth3dseg_ros.training.config import DEFAULTS, load_config, update_early_stop
+from depth3dseg_ros.training.config import DEFAULTS, load_config
+from depth3dseg_ros.training.early_stop import update_early_stop
 from trainutil import make_dataset_dir, tiny_train_args
 
 REPO = Path(__file__).resolve().parents[1]

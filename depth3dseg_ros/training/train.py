@@ -38,11 +38,8 @@ from depth3dseg_ros.training.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from depth3dseg_ros.training.config import (
-    USER_ERRORS,
-    early_stop_reason,
-    update_early_stop,
-)
+from depth3dseg_ros.training.config import USER_ERRORS
+from depth3dseg_ros.training.early_stop import early_stop_reason, update_early_stop
 from depth3dseg_ros.training.distributed import (
     agree,
     worker_init,
