@@ -38,17 +38,19 @@ def sweep(
     weights: list[float],
     everywhere: bool = False,
     measured_depth: bool = False,
+    loaded: tuple | None = None,
 ) -> dict[float, dict]:
     """{w: ConfusionMatrix summary} over the labelled frames with depth of ``data``, w on the
     measured pixels; with ``everywhere``, w on every pixel with a 3D point, over the labelled
-    frames, their measured depth given only when ``measured_depth``.
+    frames, their measured depth given only when ``measured_depth``. ``loaded``: the
+    ``(model, meta)`` of ``load_model(model_path)`` when the caller has it already.
 
     Raises ValueError when no frame there has labels (and depth where it is needed), or a weight is
     outside [0, 1]."""
     bad = [w for w in weights if not 0.0 <= w <= 1.0]
     if bad:
         raise ValueError(f'--weights {bad} must lie in [0, 1]')
-    model, meta = load_model(model_path, map_location='cpu')
+    model, meta = loaded or load_model(model_path, map_location='cpu')
     model.eval()
     classes = ClassSet.from_dict(meta['classes'])
     measured_depth = measured_depth or not everywhere
@@ -92,8 +94,10 @@ def main() -> int:
     ap.add_argument('--measured-depth', action='store_true', help='with --everywhere: depth given')
     args = ap.parse_args()
     try:
-        res = sweep(args.model, args.data, args.weights, args.everywhere, args.measured_depth)
-        own = load_model(args.model, map_location='cpu')[1]['arch'].get('fusion_w3d', 0.5)
+        loaded = load_model(args.model, map_location='cpu')
+        a = args
+        res = sweep(a.model, a.data, a.weights, a.everywhere, a.measured_depth, loaded)
+        own = loaded[0].arch['fusion_w3d']  # checked, with core.arch's default filled in
     except ValueError as e:
         raise SystemExit(f'measured_fusion_sweep: {e}') from None
     where = 'every pixel with a 3D point' if args.everywhere else 'measured pixels'

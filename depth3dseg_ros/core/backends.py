@@ -375,7 +375,9 @@ class OrtGraph:
         h, w = x.shape[-2:]
         # no K: a nominal camera, the depth head's own calibration camera when it has one (so
         # its depth comes out unscaled, as Depth3DSeg.forward_2d gives it)
-        f = self.meta['arch'].get('depth_focal', 0.0) * h or w
+        from depth3dseg_ros.core.arch import DEFAULT_ARCH
+
+        f = self.meta['arch'].get('depth_focal', DEFAULT_ARCH['depth_focal']) * h or w
         K = Kn if Kn is not None else np.array([[f, 0, w / 2], [0, f, h / 2], [0, 0, 1]])
         md = (
             np.full((1, 1, h, w), np.nan, np.float32)
