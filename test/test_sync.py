@@ -281,3 +281,67 @@ def test_first_images_wait_for_the_first_info_when_one_is_expected():
         out += s.add_image(msg(k * MS, f'm{k}'), info_expected=True)
     assert [p.image.tag for p in out] == ['m0', 'm1'] and all(p.how == NONE for p in out)
     assert s.waiting == 2
+
+
+def _pass_of_a_bag(n=8, t0=100.0, period=1 / 15):
+    """n frames (more than the 6 CameraInfos kept), image and CameraInfo of the same stamp."""
+    return [(int((t0 + k * period) * 10**9),) * 2 for k in range(n)]
+
+
+@pytest.mark.parametrize('info_first', [True, False])
+@pytest.mark.parametrize('passes', [2, 3])
+def test_bag_played_again_pairs_each_image_with_its_own_camera_info(info_first, passes):
+    """A bag replayed again or looped: the stamps go back to the bag's start. Each image of every
+    pass is matched with the CameraInfo of its own stamp (before: the first images of a pass went
+    out with the previous pass's last CameraInfo, 'passed', often of another camera size: no
+    cloud)."""
+    s = StampSync(slop=0.01, queue_size=3)
+    frames = _pass_of_a_bag() * passes
+    released_at, pairs = _stream(s, frames, info_first=info_first)
+    assert [p.image.tag for p in pairs] == [f'm{k}' for k in range(len(frames))]
+    # image first, the very first image has no CameraInfo yet (none expected): NONE
+    rest = pairs if info_first else pairs[1:]
+    assert all(p.how == MATCHED and p.dt_ns == 0 for p in rest)
+    assert all(header_stamp_ns(p.info) == header_stamp_ns(p.image) for p in rest)
+    # released by its own frame's messages (image first: by its CameraInfo, in the same frame)
+    assert released_at == {f'm{k}': k for k in range(len(frames))}
+    assert s.jumps == passes - 1 and s.last_jump_ns == frames[7][0] - frames[0][0]
+    assert not s.stale and s.waiting == 0
+
+
+def test_time_jump_releases_the_waiting_image_of_the_old_timeline_with_its_info():
+    """An image of the old timeline still waiting when the stamps go back goes out first, with the
+    old timeline's CameraInfo; the new image waits for its own."""
+    s = StampSync(slop=0.01, queue_size=3)
+    _stream(s, _pass_of_a_bag(3))
+    assert s.add_image(msg(int(100.2 * 10**9), 'old')) == []  # waits for its CameraInfo
+    out = s.add_image(msg(50 * 10**9, 'new'))  # the stamps go back before it came
+    assert [(p.image.tag, p.how, p.info.tag) for p in out] == [('old', LATEST, 'i2')]
+    assert s.waiting == 1 and s.jumps == 1 and s.latest_info is None
+    (p,) = s.add_info(msg(50 * 10**9, 'i-new'))
+    assert (p.image.tag, p.info.tag, p.how) == ('new', 'i-new', MATCHED)
+
+
+@pytest.mark.parametrize('info_stamp', [0, 5 * 10**9], ids=['unset', 'constant'])
+def test_time_jump_keeps_a_camera_info_of_unset_or_constant_stamp(info_stamp):
+    """A CameraInfo stamped 0 or constant is not after the new timeline's start: kept, and each
+    image of the second pass still goes out at once with it, also when it was published once."""
+    s = StampSync(slop=0.01, queue_size=3)
+    frames = [(t, info_stamp) for t, _ in _pass_of_a_bag()] * 2
+    released_at, pairs = _stream(s, frames)
+    assert released_at == {f'm{k}': k for k in range(len(frames))}
+    assert all(p.how == LATEST and p.info.tag[1:] == p.image.tag[1:] for p in pairs)
+    s = StampSync(slop=0.01, queue_size=3)
+    s.add_info(msg(info_stamp, 'once'))  # latched, published once
+    _, pairs = _stream(s, [(t, None) for t, _ in _pass_of_a_bag()] * 2)
+    assert len(pairs) == 16 and all(p.info.tag == 'once' for p in pairs)
+
+
+def test_camera_info_clock_going_back_alone_drops_the_old_timeline():
+    """A camera driver restarted with another clock: its CameraInfo goes back first; the old
+    CameraInfos are dropped so the new images match the new ones."""
+    s = StampSync(slop=0.01, queue_size=3)
+    _stream(s, [(t + 50 * 10**9, t + 50 * 10**9) for t, _ in _pass_of_a_bag()])
+    released_at, pairs = _stream(s, _pass_of_a_bag())
+    assert all(p.how == MATCHED and p.info.tag == p.image.tag.replace('m', 'i') for p in pairs)
+    assert s.jumps == 1

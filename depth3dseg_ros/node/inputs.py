@@ -33,15 +33,28 @@ class InputHandling:
             expected = (
                 self.sync.latest_info is None and self.count_publishers(self._info_topic) > 0
             )
+            jumps = self.sync.jumps
             self._to_slot(self.sync.add_image(msg, info_expected=expected))
+            self._log_jump(jumps, 'image')
         except Exception as err:  # noqa: BLE001 - exceptions never escape callbacks (C04)
             self.get_logger().error(f'image callback: {err}', throttle_duration_sec=5.0)
 
     def _on_info(self, msg: Any) -> None:
         try:
+            jumps = self.sync.jumps
             self._to_slot(self.sync.add_info(msg))
+            self._log_jump(jumps, 'CameraInfo')
         except Exception as err:  # noqa: BLE001
             self.get_logger().error(f'camera_info callback: {err}', throttle_duration_sec=5.0)
+
+    def _log_jump(self, jumps_before: int, which: str) -> None:
+        """One INFO line when the stamps went back (a bag played again or looped: ros/sync.py)."""
+        if self.sync.jumps != jumps_before:
+            self.get_logger().info(
+                f'{which} stamps went back {self.sync.last_jump_ns / 1e9:.3f} s (bag played again '
+                'or looped?): pairing starts again, CameraInfos stamped after that dropped',
+                throttle_duration_sec=1.0,
+            )
 
     def _to_slot(self, pairs: list[Pair]) -> None:
         for pair in pairs:

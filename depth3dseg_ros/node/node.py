@@ -275,6 +275,7 @@ class NodePipeline(SetupSteps, InputHandling, RuntimeParameters):
                 outputs=outputs_text(getattr(self, 'last_outputs', None)),
                 age_ignored=self.stats.age_ignored,
                 **{f'camera_info_{k}': v for k, v in self.sync.counts.items()},
+                time_jumps=self.sync.jumps,
             )
             rep = self._health.report(
                 time.monotonic(), counts, self.slot.last_put, self.slot.frame_id, extra=s

@@ -39,6 +39,13 @@ before the oldest waiting (or, with none waiting, the latest) image, or when two
 were released ``late`` without a CameraInfo arriving meanwhile (e.g. a CameraInfo published once);
 a CameraInfo stamped in step ends it. Release order is arrival order.
 
+**Time going back** (a bag played again or looped, ``--clock`` or not; a camera driver restarted
+with another clock): an image or CameraInfo stamped more than ``slop`` before the newest one of its
+stream starts a new timeline. The CameraInfos stamped after it belong to the old one and could
+never be the right ones (a looped bag's last CameraInfo is "newer" than every image of its next
+pass): they are dropped, so the images of the new pass wait for and match their own (``jumps``
+counts these restarts). Images still waiting go out first, paired on the old timeline.
+
 Pure Python, duck-typed: works on rclpy and rosbags messages alike (anything with
 ``header.stamp.sec`` / ``nanosec``). No rclpy import.
 """
@@ -125,6 +132,8 @@ class StampSync:
         self.stale = False
         self._late_in_a_row = 0
         self.counts = {MATCHED: 0, LATEST: 0, NONE: 0}
+        self.jumps = 0  # times the stamps went back by more than the slop (a new timeline)
+        self.last_jump_ns = 0  # how far the last one went back, ns
 
     def set_slop(self, slop: float) -> None:
         """Change the slop (s) from the next message on (run-time ``sync_slop``, C44). Raises
@@ -152,13 +161,19 @@ class StampSync:
     def add_info(self, info: Any) -> list[Pair]:
         """Add a CameraInfo; return the waiting images it releases (in arrival order)."""
         t_info = header_stamp_ns(info)
+        out: list[Pair] = []
+        newest = max((header_stamp_ns(i) for i in self._infos), default=None)
+        if newest is not None and t_info < newest - self.slop_ns:  # the CameraInfo clock went back
+            while self._images:  # images of the old timeline go out with its CameraInfos
+                out.append(self._decide(self._images.popleft(), superseded=True))
+            self._new_timeline(t_info, newest)
+            self._last_image_ns = None
         ref = header_stamp_ns(self._images[0]) if self._images else self._last_image_ns
         if ref is None or t_info >= ref - self.slop_ns:
             self.stale, self._late_in_a_row = False, 0  # stamped in step with the images
         else:
             self.stale = True  # behind the images: constant/unset/offset/late
         self._infos.append(info)
-        out: list[Pair] = []
         while self._images:
             pair = self._decide(self._images[0])
             if pair is None:
@@ -179,6 +194,12 @@ class StampSync:
             self._gaps.append(t - self._prev_image_ns)
         self._prev_image_ns = t
         out: list[Pair] = []
+        back = self._last_image_ns is not None and t < self._last_image_ns - self.slop_ns
+        if back and self._infos:  # the image clock went back: a new timeline
+            while self._images:  # images of the old timeline go out with its CameraInfos
+                out.append(self._decide(self._images.popleft(), superseded=True))
+            self._new_timeline(t, self._last_image_ns)
+            info_expected = True  # its CameraInfo is on its way, as on the old timeline
         if not self._infos:
             self._images.append(image)
             keep = self.queue_size if info_expected else 0
@@ -205,6 +226,16 @@ class StampSync:
         if not outlier:  # an image far from the last one is no reference
             self._last_image_ns = t
         return out
+
+    def _new_timeline(self, t_ns: int, before_ns: int) -> None:
+        """Stamps went back from ``before_ns`` to ``t_ns``: drop the CameraInfos stamped after
+        ``t_ns + slop`` (the old timeline's) and the stream state learnt from them."""
+        keep = [i for i in self._infos if header_stamp_ns(i) <= t_ns + self.slop_ns]
+        self._infos.clear()
+        self._infos.extend(keep)
+        self.stale, self._late_in_a_row = False, 0
+        self.jumps += 1
+        self.last_jump_ns = before_ns - t_ns
 
     def _closest(self, t_ns: int) -> tuple[Any | None, int]:
         best, best_dt = None, None
