@@ -96,6 +96,7 @@ SLOW_MODULES = {
     'test_synth_cycles',
     'test_train_cli',
     'test_train_ddp',
+    'test_train_interrupt',
     'test_train_resume',
 }
 

@@ -55,7 +55,11 @@ def seed_everything(seed: int, deterministic: bool, device: torch.device) -> Non
 
 
 def worker_init(worker_id: int) -> None:
-    """Seed Python/NumPy in each DataLoader worker from its torch seed (generator-derived)."""
+    """Seed Python/NumPy in each DataLoader worker from its torch seed (generator-derived); the
+    worker ignores SIGINT/SIGTERM (the main process stops it: training.interrupt)."""
+    from depth3dseg_ros.training.interrupt import ignore_in_worker
+
+    ignore_in_worker()
     s = torch.initial_seed() % 2**32
     random.seed(s)
     np.random.seed(s)

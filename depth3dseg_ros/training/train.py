@@ -14,8 +14,8 @@ Files in ``--out``: ``config.yaml`` (resolved), ``last.pt`` / ``best.pt`` (train
 checkpoint.py), ``model.pt`` (model file of the best epoch, or of the last state when the
 directory has no best.pt, e.g. a copied last.pt resumed there; core.modelfile), ``summary.json``
 (why it stopped, best metric, history), ``tb/`` (TensorBoard). Stopping (M6): early stopping on
-``early_stop.metric`` with ``patience``, the ``train.epochs`` cap, or the time limit of a resumable
-chunk.
+``early_stop.metric`` with ``patience``, the ``train.epochs`` cap, the time limit of a resumable
+chunk, or SIGINT/SIGTERM (training.interrupt: saved at the step, exit 130/143).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from depth3dseg_ros.training.distributed import (
     worker_init,
 )
 from depth3dseg_ros.training.evaluate import evaluate_model, sample_grid
+from depth3dseg_ros.training.interrupt import StopNow, StopSignals
 from depth3dseg_ros.training.run import Run, setup_run
 from depth3dseg_ros.training.sampling import EpochBatchSampler, steps_before
 from depth3dseg_ros.training.trainable import freeze_frozen_batchnorm
@@ -130,9 +131,7 @@ def train_epoch(run: Run, epoch: int, limit_s: float | None) -> bool:
         run.samples_in_epoch, run.step_in_epoch = batches.positions_after(k), done_before + k
         bar.set_postfix({key[:5]: f'{v:.3f}' for key, v in vals.items()}, refresh=False)
         bar.update(1)
-        if limit_s is not None and agree(
-            time.monotonic() - run.t0 >= limit_s, run.world, run.device
-        ):
+        if agree(_stop_requested(run, limit_s), run.world, run.device):
             bar.close()
             if run.master:
                 save_checkpoint(run.out / 'last.pt', run.checkpoint())
@@ -140,6 +139,18 @@ def train_epoch(run: Run, epoch: int, limit_s: float | None) -> bool:
     bar.close()
     run.epoch, run.samples_in_epoch, run.step_in_epoch = epoch + 1, 0, 0
     return True
+
+
+def _stop_requested(run: Run, limit_s: float | None) -> bool:
+    """The chunk's time limit is reached, or a SIGINT/SIGTERM asked to stop
+    (training.interrupt)."""
+    signalled = run.stop is not None and run.stop.requested
+    return signalled or (limit_s is not None and time.monotonic() - run.t0 >= limit_s)
+
+
+def _signalled(run: Run) -> bool:
+    """Every rank: rank 0 received a stop signal."""
+    return agree(run.stop is not None and run.stop.requested, run.world, run.device)
 
 
 def train_step(run: Run, batch: dict[str, torch.Tensor]) -> dict[str, float]:
@@ -232,11 +243,29 @@ def train(run: Run) -> str:
     ):  # resuming a run that had converged
         return early_stop_reason(run.cfg, run.es)
     for epoch in range(run.epoch, tc['epochs']):
+        if _signalled(run):  # before training, or during the last validation
+            if run.master:  # at an epoch boundary: resumable from here
+                save_checkpoint(run.out / 'last.pt', run.checkpoint())
+            return _interrupted(run)
         if not train_epoch(run, epoch, limit_s):
-            return 'time limit (resume with --resume)'
+            return (
+                _interrupted(run)
+                if run.stop is not None and run.stop.requested
+                else ('time limit (resume with --resume)')
+            )
         if validate_and_checkpoint(run, epoch):
             return early_stop_reason(run.cfg, run.es)
     return f"max epochs ({tc['epochs']})"
+
+
+def _interrupted(run: Run) -> str:
+    """The stop reason after a stop signal (it starts with 'interrupted'), saying where the run
+    stands."""
+    name = run.stop.name if run.stop is not None and run.stop.requested else 'a stop signal'
+    return (
+        f'interrupted by {name} at epoch {run.epoch + 1}, step {run.step_in_epoch} '
+        '(resume with --resume)'
+    )
 
 
 def export(run: Run, stop_reason: str) -> None:
@@ -303,7 +332,11 @@ def main(argv: list[str] | None = None) -> int:
         torch.is_deterministic_algorithms_warn_only_enabled(),
     )
     try:
-        return _run(parse_args(argv))
+        with StopSignals('depth3dseg-train') as stop:
+            return _run(parse_args(argv), stop)
+    except StopNow as exc:  # a second signal: at once, the last complete last.pt kept
+        print(f'depth3dseg-train: {exc}, nothing more saved', file=sys.stderr, flush=True)
+        return 128 + exc.signum
     except USER_ERRORS as exc:
         print(
             f'depth3dseg-train: error: {" ".join(str(exc).split())}', file=sys.stderr, flush=True
@@ -313,8 +346,9 @@ def main(argv: list[str] | None = None) -> int:
         torch.use_deterministic_algorithms(prev[0], warn_only=prev[1])
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
     run = setup_run(args)
+    run.stop = stop
     stop_reason = train(run)
     export(run, stop_reason)
     if run.writer is not None:
@@ -322,7 +356,8 @@ def _run(args: argparse.Namespace) -> int:
     if run.world > 1:
         dist.barrier()
         dist.destroy_process_group()
-    return 0
+    interrupted = stop_reason.startswith('interrupted')
+    return stop.exit_code if interrupted and stop is not None else 0  # 130 / 143: SIGINT / SIGTERM
 
 
 if __name__ == '__main__':
