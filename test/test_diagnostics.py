@@ -18,6 +18,7 @@ from depth3dseg_ros.node.diagnostics import (
     Counts,
     Health,
     age_is_valid,
+    no_input_hint,
 )
 
 
@@ -226,7 +227,67 @@ def test_node_diagnostics_across_processes_sim_time_jump_back_stamp_zero_and_dec
             late[-1].level == DiagnosticStatus.ERROR and 'no input frame for' in late[-1].message
         )
         assert float(v['seconds_since_input']) >= 5.0
+        log = proc.log()  # said on the console too, naming the topic and its publisher
+        assert f'1 publisher(s) on /{name}/in/image but no frame received' in log, log
     finally:
         code = proc.stop()  # the node first: harness.close's order (test_node.Harness.close)
+        h.destroy_node()
+        assert code == 0, proc.log()
+
+
+def test_no_input_hint_names_the_topic_and_the_image_topics_the_graph_has():
+    graph = [
+        ('/camera/color/image_raw', ['sensor_msgs/msg/Image']),
+        ('/camera/color/image_raw/compressed', ['sensor_msgs/msg/CompressedImage']),
+        ('/camera/color/camera_info', ['sensor_msgs/msg/CameraInfo']),
+        ('/depth3dseg/labels/image', ['sensor_msgs/msg/Image']),  # the node's own output
+    ]
+    hint = no_input_hint('/camera/rgb/image_raw', 0, graph, own_prefix='/depth3dseg/')
+    assert hint == (
+        "no publisher on /camera/rgb/image_raw; image topics in the graph: "
+        "['/camera/color/image_raw', '/camera/color/image_raw/compressed'] "
+        '(remap with -r image:=TOPIC)'
+    )
+    assert 'image topics in the graph: none' in no_input_hint(
+        '/image', 0, graph[2:], '/depth3dseg/'
+    )
+    assert no_input_hint('/camera/color/image_raw', 2, graph).startswith(
+        '2 publisher(s) on /camera/color/image_raw but no frame received'
+    )
+
+
+def test_node_with_a_wrong_input_topic_says_so_on_the_console(tmp_path, ros):
+    """The node remapped to a topic nobody publishes, while a camera publishes another: a WARN
+    on the console (not only the ERROR in /diagnostics) names both topics."""
+    import rclpy
+    from sensor_msgs.msg import Image
+
+    from nodeutil import NodeProcess, make_tiny_model, spin_until
+
+    name = 'd3s_wrong_topic'
+    h = rclpy.create_node('wrong_topic_harness')
+    h.create_publisher(Image, f'/{name}_cam/color/image_raw', 1)
+    proc = NodeProcess(
+        tmp_path / 'node.log',
+        dict(
+            model_file=str(make_tiny_model(tmp_path / 'tiny.pt')),
+            device='cpu',
+            input_width=64,
+            input_height=48,
+            torch_threads=1,
+            diagnostics_period=0.5,
+        ),
+        name=name,
+        remaps={'image': f'/{name}_cam/rgb/image_raw'},
+    )
+    want = (
+        f'no publisher on /{name}_cam/rgb/image_raw; image topics in the graph: '
+        f"['/{name}_cam/color/image_raw'] (remap with -r image:=TOPIC)"
+    )
+    try:
+        assert spin_until(h, lambda: want in proc.log(), 40, proc), proc.log()
+        assert '[WARN]' in proc.log() and 'no input frame since start-up' in proc.log()
+    finally:
+        code = proc.stop()
         h.destroy_node()
         assert code == 0, proc.log()

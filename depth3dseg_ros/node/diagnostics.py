@@ -27,6 +27,9 @@ Rules (the thresholds are the documented constants below, docs/node.md "Diagnost
   starts again from that sample. The node runs its diagnostics timer on the steady clock, so a
   ``/clock`` jump back (a looped bag with ``use_sim_time``) no longer stops it for good; only the
   DiagnosticArray header stamp and the frame ages use the node clock (sim time when asked).
+* **No input is also said on the console** (:func:`no_input_hint`): /diagnostics is not where a
+  user looks first, and a wrong topic name is the usual cause, so the node logs a throttled WARN
+  naming its input topic, its publishers and the image topics the graph has.
 """
 
 from __future__ import annotations
@@ -234,3 +237,35 @@ class Health:
 def format_value(v: Any) -> str:
     """A KeyValue value: floats with 3 decimals, the rest as str."""
     return f'{v:.3f}' if isinstance(v, float) else str(v)
+
+
+IMAGE_TYPES = ('sensor_msgs/msg/Image', 'sensor_msgs/msg/CompressedImage')
+
+
+def no_input_hint(
+    topic: str, publishers: int, graph: list[tuple[str, list[str]]], own_prefix: str = ''
+) -> str:
+    """Why no frame arrives on the input ``topic`` (resolved name), for the console WARN that goes
+    with the ERROR "no input frame" (docs/node.md "Diagnostics").
+
+    ``publishers``: the publisher count on ``topic``; ``graph``: ``get_topic_names_and_types()``;
+    topics under ``own_prefix`` (the node's own outputs, e.g. ``/depth3dseg/``) are left out.
+    Returns e.g. ``no publisher on /camera/rgb/image_raw; image topics in the graph:
+    ['/camera/color/image_raw'] (remap with -r image:=TOPIC)``.
+    """
+    if publishers:
+        return (
+            f'{publishers} publisher(s) on {topic} but no frame received: is it publishing, and '
+            'do the QoS settings match (input_reliability=reliable needs a reliable publisher)?'
+        )
+    seen = sorted(
+        name
+        for name, types in graph
+        if name != topic
+        and not (own_prefix and name.startswith(own_prefix))
+        and any(t in IMAGE_TYPES for t in types)
+    )
+    return (
+        f'no publisher on {topic}; image topics in the graph: {seen if seen else "none"} '
+        '(remap with -r image:=TOPIC)'
+    )

@@ -70,8 +70,10 @@ from std_msgs.msg import String
 from depth3dseg_ros.core.imageops import colorize_labels
 from depth3dseg_ros.core.palette import load_palette
 from depth3dseg_ros.node.diagnostics import (
+    ERROR,
     Counts,
     format_value,
+    no_input_hint,
 )
 from depth3dseg_ros.node.frame import frame_outputs, plan_input
 from depth3dseg_ros.node.inputs import InputHandling
@@ -283,6 +285,8 @@ class NodePipeline(SetupSteps, InputHandling, RuntimeParameters):
             line = summary_line(rep.values)
             if rep.values['rate_hz'] > 0:
                 self.get_logger().info(line)
+            elif rep.level == ERROR and rep.message.startswith('no input frame'):
+                self._warn_no_input(rep.message)
             message = line if rep.message == 'ok' else f'{rep.message}; {line}'
             status = DiagnosticStatus(
                 level=bytes([rep.level]),
@@ -296,6 +300,18 @@ class NodePipeline(SetupSteps, InputHandling, RuntimeParameters):
             self.pub_diag.publish(arr)
         except Exception as err:  # noqa: BLE001
             self.get_logger().error(f'diagnostics: {err}', throttle_duration_sec=30.0)
+
+    def _warn_no_input(self, message: str) -> None:
+        """The console side of the "no input frame" ERROR: which topic, who publishes it, which
+        image topics exist (node/diagnostics.no_input_hint); every 10 s at most."""
+        topic = self._image_topic
+        hint = no_input_hint(
+            topic,
+            self.count_publishers(topic),
+            self.get_topic_names_and_types(),
+            own_prefix=self.get_fully_qualified_name().rstrip('/') + '/',
+        )
+        self.get_logger().warning(f'{message}: {hint}', throttle_duration_sec=10.0)
 
     def destroy_node(self) -> bool:
         """Stop the worker, then destroy the node. Returns False (node left alone) when the worker

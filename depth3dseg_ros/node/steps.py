@@ -86,10 +86,13 @@ class SetupSteps:
         self.slot = CameraSlot()
         self._subs: list[Any] = []
         in_qos = make_qos(p.input_reliability, p.input_depth)
+        self._image_topic = self.resolve_topic_name('image')
         if p.use_compressed:  # like image_transport: <image topic after remapping>/compressed
-            topic = self.resolve_topic_name('image') + '/compressed'
+            self._image_topic += '/compressed'
             self._subs.append(
-                self.create_subscription(CompressedImage, topic, self._on_image, in_qos)
+                self.create_subscription(
+                    CompressedImage, self._image_topic, self._on_image, in_qos
+                )
             )
         else:
             self._subs.append(self.create_subscription(Image, 'image', self._on_image, in_qos))
