@@ -17,7 +17,7 @@ import pytest
 
 from depth3dseg_ros.training import train
 from depth3dseg_ros.training.checkpoint import load_checkpoint
-from depth3dseg_ros.training.interrupt import StopNow, StopSignals
+from depth3dseg_ros.training.interrupt import StopNow, StopAtStep
 from trainutil import make_dataset_dir, tiny_train_args
 
 
@@ -33,7 +33,7 @@ def test_stop_signals_first_requests_second_stops_now_and_handlers_come_back():
     class Out:
         write, flush = lines.append, staticmethod(lambda: None)
 
-    with StopSignals('prog', stream=Out()) as stop:
+    with StopAtStep('prog', stream=Out()) as stop:
         assert not stop.requested and stop.exit_code == 0 and stop.name == ''
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.05)  # the handler runs in the main thread between bytecodes

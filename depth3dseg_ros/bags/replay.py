@@ -10,7 +10,7 @@ Any bag bags.reader.BagReader opens (rosbag2 sqlite3/MCAP, compressed, ROS 1) is
   (no decode); ROS 1 messages are decoded and copied into the rclpy type (:func:`to_rclpy`: ROS 1
   Header.seq dropped, ``K`` -> ``k``); at the bag's receive-time spacing divided by ``--rate``;
 * ``--clock`` publishes rosgraph_msgs/Clock on ``/clock`` (bag time, before each message and every
-  ``--clock-period`` s in between) so nodes started with ``use_sim_time:=true`` follow the bag;
+  10 ms in between) so nodes started with ``use_sim_time:=true`` follow the bag;
 * QoS: RELIABLE, KEEP_LAST ``--depth`` by default (like ``ros2 bag play``); ``--qos best_effort``;
 * before the first message it waits (``--wait-subscribers``, default 10 s; 0 = not at all) until a
   subscriber has matched, and then until no further one matches for 1 s, saying so on stderr: a
@@ -268,7 +268,10 @@ class Replayer:
 
 def build_parser() -> argparse.ArgumentParser:
     """The CLI of ``depth3dseg-replay``."""
-    p = argparse.ArgumentParser(prog='depth3dseg-replay', description=__doc__.split('\n')[0])
+    p = argparse.ArgumentParser(
+        prog='depth3dseg-replay',
+        description=' '.join(__doc__.split('\n\n')[0].replace('``', '').split()),
+    )
     p.add_argument('bag', help='rosbag2 directory, .db3/.mcap file or ROS 1 .bag')
     p.add_argument('--rate', type=float, default=1.0, help='time scale (2 = twice as fast)')
     p.add_argument('--loop', action='store_true', help='replay forever')

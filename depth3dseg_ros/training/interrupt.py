@@ -5,11 +5,14 @@ what was saved: before this, SIGINT raised ``KeyboardInterrupt`` wherever it lan
 traceback, the epoch's steps since the last validation lost) and SIGTERM (a job scheduler, ``docker
 stop``, ``timeout``) killed the process with nothing written.
 
-`StopSignals` turns the first SIGINT/SIGTERM into a request: the trainer finishes the optimiser
+`StopAtStep` turns the first SIGINT/SIGTERM into a request: the trainer finishes the optimiser
 step (or the validation) in progress, writes ``last.pt`` at that sample, exports what it has and
 exits with 128 + the signal number (130 for SIGINT, 143 for SIGTERM), as a shell expects of an
 interrupted program. A second signal stops at once (`StopNow`), saving nothing more; ``last.pt``
 stays the previous complete checkpoint (checkpoints are written atomically).
+
+Unlike the ROS executables' rule (procutil.StopSignals: end within 2 s, exit 0), a training run
+is worth the seconds a step takes to save, and its exit code says it did not finish.
 
 DataLoader workers ignore both signals (`ignore_in_worker`): a terminal's Ctrl-C reaches the whole
 process group, and a worker that died of it would fail the main process's next batch. The main
@@ -24,7 +27,7 @@ import threading
 from types import FrameType
 from typing import Any, TextIO
 
-__all__ = ['StopNow', 'StopSignals', 'ignore_in_worker']
+__all__ = ['StopNow', 'StopAtStep', 'ignore_in_worker']
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -38,10 +41,10 @@ class StopNow(BaseException):
         self.signum = signum
 
 
-class StopSignals:
+class StopAtStep:
     """The stop request of the first SIGINT/SIGTERM, as a context manager.
 
-    Inside ``with StopSignals(prog) as stop:`` (main thread only; elsewhere the handlers are left
+    Inside ``with StopAtStep(prog) as stop:`` (main thread only; elsewhere the handlers are left
     as they are and ``signum`` stays None) the first signal sets ``signum`` and writes one line to
     ``stream``; a second raises `StopNow` in the main thread. The previous handlers come back on
     exit.
@@ -82,7 +85,7 @@ class StopSignals:
         )
         stream.flush()
 
-    def __enter__(self) -> StopSignals:
+    def __enter__(self) -> StopAtStep:
         if threading.current_thread() is threading.main_thread():
             for s in SIGNALS:
                 self._previous[s] = signal.signal(s, self._handle)

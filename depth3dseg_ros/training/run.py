@@ -96,7 +96,7 @@ class Run:
     amp_ctx: Callable
     teacher: Any = None
     writer: Any = None
-    stop: Any = None  # training.interrupt.StopSignals: a SIGINT/SIGTERM asks to stop and save
+    stop: Any = None  # training.interrupt.StopAtStep: a SIGINT/SIGTERM asks to stop and save
     epoch: int = 0
     samples_in_epoch: int = 0
     step_in_epoch: int = 0

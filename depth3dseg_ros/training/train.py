@@ -45,7 +45,7 @@ from depth3dseg_ros.training.distributed import (
     worker_init,
 )
 from depth3dseg_ros.training.evaluate import evaluate_model, sample_grid
-from depth3dseg_ros.training.interrupt import StopNow, StopSignals
+from depth3dseg_ros.training.interrupt import StopNow, StopAtStep
 from depth3dseg_ros.training.run import Run, setup_run
 from depth3dseg_ros.training.sampling import EpochBatchSampler, steps_before
 from depth3dseg_ros.training.trainable import freeze_frozen_batchnorm
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.is_deterministic_algorithms_warn_only_enabled(),
     )
     try:
-        with StopSignals('depth3dseg-train') as stop:
+        with StopAtStep('depth3dseg-train') as stop:
             return _run(parse_args(argv), stop)
     except StopNow as exc:  # a second signal: at once, the last complete last.pt kept
         print(f'depth3dseg-train: {exc}, nothing more saved', file=sys.stderr, flush=True)
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.use_deterministic_algorithms(prev[0], warn_only=prev[1])
 
 
-def _run(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
+def _run(args: argparse.Namespace, stop: StopAtStep | None = None) -> int:
     run = setup_run(args)
     run.stop = stop
     stop_reason = train(run)
