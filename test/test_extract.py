@@ -408,9 +408,13 @@ def test_cli_yaml_preset_and_errors(tmp_path, real_dir, capsys):
     assert '/camera/aligned_depth_to_color/image_raw' in printed and 'read' in printed
     entries = _check_frames(out, frames)
     assert len(entries) == 4 and all(e['depth'] for e in entries)
-    assert main([str(bag), '-o', str(tmp_path / 'x'), '--rgb-topic', '/nope']) == 1
+    assert main([str(bag), '-o', str(tmp_path / 'x'), '--rgb-topic', '/nope']) == 2
     err = capsys.readouterr().err
     assert "rgb_topic='/nope'" in err and '/camera/color/image_raw' in err
+    assert err.count('\n') == 1 and 'pass --rgb-topic TOPIC' in err
+    assert main([str(tmp_path / 'no_such_bag'), '-o', str(tmp_path / 'y')]) == 2  # a user error
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and 'no_such_bag' in err and not (tmp_path / 'y').exists()
     with pytest.raises(ValueError, match='every=0'):
         load_extract_config(None, overrides={'every': 0})
     with pytest.raises(ValueError, match="unknown key 'rgb'"):

@@ -327,8 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Console entry point; returns 0 on success, 1 on an extraction error, 2 on bad arguments or a
-    requested topic missing from a bag (:class:`MissingTopics`, one error line)."""
+    """Console entry point; returns 0 on success, 1 on an extraction error (a corrupt or
+    unsupported bag), 2 on a user error: bad arguments, a bag or config path that does not exist,
+    or a requested topic missing from a bag (:class:`MissingTopics`); one error line."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
     overrides = {
@@ -341,10 +342,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if cfg.allow_missing is None:  # the CLI always checks the requested topics (issue 15)
             cfg.allow_missing = []
         report = extract(args.bags, args.output, cfg, progress=show_progress(args.no_progress))
-    except MissingTopics as err:
+    except (MissingTopics, FileNotFoundError) as err:
         print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
         return 2
-    except (ValueError, FileNotFoundError, RuntimeError) as err:
+    except (ValueError, RuntimeError) as err:
         print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
         return 1
     if not args.quiet:

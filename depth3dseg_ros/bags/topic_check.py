@@ -108,8 +108,8 @@ def check_topics(
             sensor_msgs/msg/CompressedImage topics in this bag:
             ['/camera/depth/image_raw (sensor_msgs/msg/Image)']); pass --depth-topic TOPIC, or
             --allow-missing depth to write its frames without depth``.
-        ValueError: a bag has no image topic ``topics['rgb']`` (the message lists its image topics;
-            the CLI exits 1 as for any unreadable input).
+            Also when a bag has no image topic ``topics['rgb']`` (the message lists its image
+            topics and says ``pass --rgb-topic TOPIC``).
     """
     problems = []
     wanted = {r: t for r, t in topics.items() if r != 'rgb'}
@@ -117,9 +117,9 @@ def check_topics(
         have = bag_topic_types(path, fmt, typestore)
         if have.get(topics.get('rgb') or '') not in ALLOWED_TYPES['rgb']:
             images = sorted(t for t, typ in have.items() if 'Image' in typ)
-            raise ValueError(
+            raise MissingTopics(
                 f'bag {str(path)!r}: rgb_topic={topics.get("rgb")!r} is not an image topic of '
-                f'this bag; image topics: {images}'
+                f'this bag; image topics: {images}; pass --rgb-topic TOPIC'
             )
         for role in missing_roles(wanted, have):
             if role in allow_missing:
