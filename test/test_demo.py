@@ -66,7 +66,7 @@ def test_demo_on_real_sample_bag_writes_report(tmp_path, real_bag):
     assert gt['depth_frames'] >= 1 and gt['absrel'] is not None  # 14 of the 22 frames carry depth
     assert rep['classes'][0] == 'void' and len(rep['classes']) == 14
     md = (out / 'report.md').read_text()
-    assert 'latency p50 / p95' in md and 'mIoU' in md
+    assert 'latency p50 / p95' in md and 'mIoU' in md and 'SYNTHETIC' not in md and not rep['note']
     assert 'processed' in rep['node_diagnostics'] and 'inference_ms' in rep['node_diagnostics']
 
 
@@ -121,6 +121,10 @@ def test_demo_offline_without_samples_renders_a_synthetic_bag_and_says_so(tmp_pa
         and rep['frames_out'] >= 1
     )
     assert rep['ground_truth']['labelled_frames'] >= 1  # rendered frames carry labels
+    md = (out / 'report.md').read_text()  # the report itself says so, above every figure
+    assert rep['note'].startswith('SYNTHETIC frames') and md.index('SYNTHETIC frames') < md.index(
+        '| frames in'
+    )
 
 
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)

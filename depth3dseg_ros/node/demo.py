@@ -67,14 +67,21 @@ def _find(parts: tuple[str, ...], given: str | None, what: str) -> Path:
         ) from None
 
 
-def default_bag(out: Path) -> Path:
-    """The real-camera sample bag; when the sample files cannot be had (offline, no cache, no local
-    copy), a 1-room synthetic bag of 18 frames rendered into ``out/synthetic_bag`` (said on
-    stderr)."""
+#: what the report says of the data when the real sample frames could not be had
+SYNTHETIC_NOTE = (
+    'SYNTHETIC frames: the real sample frames were unavailable ({why}), so a synthetic bag was '
+    'rendered and replayed instead: these are not real-camera figures (README, model card).'
+)
+
+
+def default_bag(out: Path) -> tuple[Path, str]:
+    """The real-camera sample bag and '' ; when the sample files cannot be had (offline, no cache,
+    no local copy), a 1-room synthetic bag of 18 frames rendered into ``out/synthetic_bag`` and the
+    note the report carries (:data:`SYNTHETIC_NOTE`; also said on stderr)."""
     from depth3dseg_ros.samples import SampleDataUnavailable, real_camera_bag
 
     try:
-        return real_camera_bag()
+        return real_camera_bag(), ''
     except SampleDataUnavailable as err:
         from depth3dseg_ros.synth.cli import generate
 
@@ -86,7 +93,7 @@ def default_bag(out: Path) -> Path:
             file=sys.stderr,
         )
         generate(bag, scenes=1, frames_per_scene=18, seed=0, noise=True, progress=False)
-        return bag
+        return bag, SYNTHETIC_NOTE.format(why=' '.join(str(err).split()))
 
 
 def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
@@ -96,7 +103,7 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     try:
         model = _find(('models', 'depth3dseg_nyu13.pt'), args.model, 'model file')
-        bag = _find((), args.bag, 'bag') if args.bag else default_bag(out)
+        bag, note = (_find((), args.bag, 'bag'), '') if args.bag else default_bag(out)
     except FileNotFoundError as err:
         print(f'depth3dseg-demo: {err}', file=sys.stderr)
         return 2
@@ -206,6 +213,7 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
                 last, quiet_end = len(rec.t_out), time.monotonic() + 3.0
         info = dict(
             bag=str(bag),
+            note=note,
             model=str(model),
             rate=args.rate,
             device=args.device,

@@ -219,6 +219,7 @@ def write_report(out: Path, rec: Recorder, info: dict) -> dict:
     lines = [
         '# depth3dseg demo report',
         '',
+        *([f"**{info['note']}**", ''] if info.get('note') else []),
         f"Bag `{info['bag']}`, model `{info['model']}`, replay rate {info['rate']}.",
         '',
         '| quantity | value |',
