@@ -107,6 +107,10 @@ def test_wrong_format_version_and_missing_keys(tmp_path):
     with pytest.raises(ModelFileError, match='not a depth3dseg model file') as err:
         load_model(tmp_path / 'junk.pt')
     assert 'weights_only=False' not in str(err.value)  # never advise unpickling arbitrary code
+    # a file that is no torch file at all says so plainly (was "KeyError: 101" for a text file)
+    (tmp_path / 'text.pt').write_text('hello\n')
+    with pytest.raises(ModelFileError, match=r"not a torch file: it starts with b'hello\\n'"):
+        load_model(tmp_path / 'text.pt')
     # a training checkpoint (what --resume reads) is named as such, with the file to use instead
     torch.save({'model': good['state_dict'], 'optimizer': {}, 'config': {}}, tmp_path / 'last.pt')
     with pytest.raises(ModelFileError, match=r"training checkpoint .*use the run's model.pt"):

@@ -180,6 +180,11 @@ def save_model(path: Union[str, Path], model: Depth3DSeg, meta: Dict[str, Any]) 
     return path
 
 
+#: the first bytes of what torch.save writes: a zip archive (PK 03 04), or a legacy pickle
+#: (the protocol 2-5 opcode 0x80)
+TORCH_MAGIC = (b'PK\x03\x04', b'\x80')
+
+
 def _load_failure(exc: BaseException) -> str:
     """Why ``torch.load(weights_only=True)`` failed, as one short line.
 
@@ -226,9 +231,15 @@ def load_plain(
     except (
         Exception
     ) as exc:  # UnpicklingError (unsafe global), RuntimeError (not a zip), EOFError, KeyError ...
-        raise ModelFileError(
-            f'{path}: not a {what} ({size} bytes; {_load_failure(exc)})'
-        ) from None
+        with open(path, 'rb') as f:
+            head = f.read(8)
+        why = (
+            _load_failure(exc)
+            if head.startswith(TORCH_MAGIC)
+            else f'not a torch file: it starts with {head!r}, a torch file with {TORCH_MAGIC[0]!r}'
+            ' (zip) or a pickle protocol byte'
+        )
+        raise ModelFileError(f'{path}: not a {what} ({size} bytes; {why})') from None
 
 
 def read_model_file(path: Union[str, Path], map_location: Any = 'cpu') -> Dict[str, Any]:
