@@ -168,8 +168,11 @@ def test_namespaced_rviz_config_renames_every_topic_and_nothing_else(ns, prefix)
     assert after == [prefix + t for t in before]
     changed = [(a, b) for a, b in zip(text.splitlines(), out.splitlines()) if a != b]
     assert len(out.splitlines()) == len(text.splitlines())
-    assert len(changed) == (0 if not prefix else 5)
-    assert all(a.strip().startswith('Value: /depth3dseg/') for a, _ in changed)
+    assert len(changed) == (0 if not prefix else 6)
+    assert all(a.strip().startswith('Value: /depth3dseg/') for a, _ in changed[1:])
+    if prefix:  # the header comment names the namespace instead of "no namespace"
+        assert changed[0][1].startswith('# RViz2 display config for depth3dseg_node:')
+        assert f"in namespace '{prefix}' ({prefix}/depth3dseg/...)" in changed[0][1]
 
 
 def test_bad_namespace_and_launch_arguments_are_named():

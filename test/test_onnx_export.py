@@ -212,6 +212,7 @@ def test_cli_export_and_errors(tiny_pt, tmp_path, capsys):
     assert export_main([str(tiny_pt), '-o', str(out), '--dynamic', '--verify']) == 0
     text = capsys.readouterr().out
     assert 'onnx.checker passed' in text and 'ONNX Runtime vs PyTorch' in text
+    assert text.rstrip().endswith(': OK') and 'labels differ at 0 (2D)' in text
     assert read_onnx_meta(out)['dynamic_size'] is True
     assert export_main([str(tmp_path / 'missing.pt'), '-o', str(tmp_path / 'x.onnx')]) == 2
     bad = tmp_path / 'bad.pt'
@@ -220,6 +221,16 @@ def test_cli_export_and_errors(tiny_pt, tmp_path, capsys):
     err = capsys.readouterr().err
     assert 'bad.pt' in err and len(err.strip().splitlines()) == 2
     assert not (tmp_path / 'bad.onnx').exists()
+
+
+def test_cli_verify_fails_with_exit_1_outside_its_tolerances(
+    tiny_pt, tmp_path, capsys, monkeypatch
+):
+    import depth3dseg_ros.export as export_mod
+
+    monkeypatch.setattr(export_mod, 'VERIFY_DEPTH_M', -1.0)  # no difference can be that small
+    assert export_main([str(tiny_pt), '-o', str(tmp_path / 'v.onnx'), '--verify']) == 1
+    assert ': FAILED (tolerances: depth -1.0 m' in capsys.readouterr().out
 
 
 def _strip(src: Path, dst: Path, drop: tuple) -> Path:

@@ -47,7 +47,9 @@ def namespaced_rviz_config(text: str, namespace: str, node_name: str = NODE_NAME
     """``text`` (an RViz config) with every topic ``/depth3dseg/...`` renamed to
     ``/<namespace>/<node_name>/...``; everything else byte for byte the same.
 
-    Only YAML lines ``Value: /depth3dseg/...`` (a display's ``Topic: Value``) change.
+    Only YAML lines ``Value: /depth3dseg/...`` (a display's ``Topic: Value``) change, and, in a
+    namespace, the header comment that says which node's topics the file names.
+
     Raises:
         ValueError: a bad namespace or node name (named).
     """
@@ -55,7 +57,14 @@ def namespaced_rviz_config(text: str, namespace: str, node_name: str = NODE_NAME
     if not _TOKEN.fullmatch(node_name):
         raise ValueError(f'node_name={node_name!r} is not a valid ROS node name')
     pattern = re.compile(rf'^(\s*Value:\s*)/{NODE_NAME}(/\S*)\s*$', re.MULTILINE)
-    return pattern.sub(lambda m: f'{m.group(1)}{ns}/{node_name}{m.group(2)}', text)
+    out = pattern.sub(lambda m: f'{m.group(1)}{ns}/{node_name}{m.group(2)}', text)
+    if ns or node_name != NODE_NAME:
+        out = out.replace(
+            f"topics of the node '{NODE_NAME}' in no namespace.",
+            f"topics of the node '{node_name}' in namespace '{ns}' ({ns}/{node_name}/...).",
+            1,
+        )
+    return out
 
 
 def write_namespaced_rviz(
