@@ -250,7 +250,12 @@ def write_report(out: Path, rec: Recorder, info: dict) -> dict:
         '',
     ]
     lines += [f'- {k}: {v}' for k, v in report['node_diagnostics'].items()]
-    lines += ['', '(frame age is left out: the replayed stamps are the recording time, not now)']
+    lines += [
+        '',
+        '(frame age is left out: the replayed stamps are the recording time, not now; rate_hz and '
+        "input_rate_hz count the frames of the node's last 5 s, the idle end of the replay "
+        'included, so they read lower than the output rate above (over the replayed frames))',
+    ]
     lines += [
         '',
         'Per frame: `overlay/<stamp_ns>.png`, `depth/<stamp_ns>.png` (turbo colour map, black = '
