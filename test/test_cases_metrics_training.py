@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import torch
 
 from depth3dseg_ros.core.metrics import ConfusionMatrix
 from depth3dseg_ros.training import train
+from depth3dseg_ros.training.checkpoint import load_checkpoint, save_checkpoint
 from depth3dseg_ros.training.config import DEFAULTS
 from depth3dseg_ros.training.dataset import FrameDataset, read_index
 from depth3dseg_ros.training.sampling import EpochBatchSampler
@@ -89,6 +91,28 @@ def test_c33_checkpoints_load_weights_only_with_no_numpy_inside(ds_dir, tmp_path
         state = torch.load(out / name, weights_only=True)  # the safe unpickler accepts every file
         _plain(state, name)
     json.loads((out / 'summary.json').read_text())  # plain JSON
+
+
+def test_c33_save_checkpoint_makes_numpy_and_paths_plain_and_names_what_it_cannot(tmp_path):
+    """Whatever a caller puts in (a metric as np.float64, a flag as np.bool_, an array, a Path),
+    save_checkpoint writes what the weights-only loader accepts, with the same values."""
+    state = {
+        'model': {'w': torch.ones(2)},
+        'epoch': np.int64(3),
+        'early_stop': {'best': np.float32(0.25), 'stale': np.bool_(True), 'hist': np.arange(3)},
+        'out': Path('/tmp/run'),
+        'shape': (np.int32(2), 4),
+    }
+    save_checkpoint(tmp_path / 'c.pt', state)
+    got = load_checkpoint(tmp_path / 'c.pt')
+    _plain(got, 'c.pt')
+    assert got['epoch'] == 3 and type(got['epoch']) is int
+    assert got['early_stop']['best'] == 0.25 and got['early_stop']['stale'] is True
+    assert torch.equal(got['early_stop']['hist'], torch.arange(3)) and got['out'] == '/tmp/run'
+    assert got['shape'] == (2, 4)
+    with pytest.raises(TypeError, match=r"checkpoint\['early_stop'\]\['fn'\] is a function"):
+        save_checkpoint(tmp_path / 'd.pt', {'model': {}, 'early_stop': {'fn': lambda: 0}})
+    assert not (tmp_path / 'd.pt').exists()
 
 
 def test_c35_each_epoch_has_its_own_order_and_ranks_are_disjoint():

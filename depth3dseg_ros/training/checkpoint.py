@@ -62,8 +62,41 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all([s.cpu() for s in state['cuda']])
 
 
+def plain(value: Any, where: str = 'checkpoint') -> Any:
+    """``value`` with everything the weights-only unpickler refuses made plain (C33): numpy scalars
+    -> int/float/bool, numpy arrays -> tensors, ``Path`` -> str, tuples kept, through dicts and
+    lists; tensors and plain values unchanged.
+
+    Raises:
+        TypeError: any other object, naming where it is (``checkpoint['early_stop']['best']``)
+            and its type.
+    """
+    if value is None or isinstance(value, (bool, int, float, str, bytes, torch.Tensor)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(value))
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, torch.Size):
+        return value
+    if isinstance(value, dict):
+        return {k: plain(v, f'{where}[{k!r}]') for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [plain(v, f'{where}[{i}]') for i, v in enumerate(value)]
+        return items if isinstance(value, list) else tuple(items)
+    raise TypeError(
+        f'{where} is a {type(value).__name__}: a checkpoint holds only tensors and plain data, '
+        'which torch.load(weights_only=True) accepts'
+    )
+
+
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
-    """Write ``state`` to ``path`` atomically (tmp file + fsync + os.replace). Returns the path."""
+    """Write ``state`` to ``path`` atomically (tmp file + fsync + os.replace), made `plain` first
+    (C33: numpy scalars/arrays and paths would make the weights-only loader refuse it). Returns the
+    path. Raises TypeError for an object that has no plain form (named)."""
+    state = plain(state)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + '.tmp')
