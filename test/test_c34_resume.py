@@ -115,3 +115,49 @@ def test_c34_old_mid_epoch_checkpoint_is_refused_naming_it(ds_dir, tmp_path, cap
     assert 'samples_in_epoch' not in after and all(
         torch.equal(after['model'][k], v) for k, v in ck['model'].items()
     )  # nothing overwritten
+
+
+def test_c34_resume_with_another_seed_finishes_the_epoch_in_its_own_order(
+    ds_dir, tmp_path, monkeypatch, capsys
+):
+    """A mid-epoch resume with another train.seed: the interrupted epoch's remaining samples are
+    those of the order it began in (the stored sampler seed), each trained once; the next epoch
+    follows the new seed. Before, the rest of the epoch was drawn from the new seed's order:
+    some samples twice, others never."""
+    seen: list[list[int]] = []
+    real = train.compute_losses
+
+    def spy(model, batch, *a, **k):
+        seen.append(batch['index'].tolist())
+        return real(model, batch, *a, **k)
+
+    monkeypatch.setattr(train, 'compute_losses', spy)
+    out = tmp_path / 'run'
+    args = tiny_train_args(
+        ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=2
+    )
+    assert train.main(args) == 0  # one step of batch 2 with seed 0, then the time limit
+    resumed = ['--out', str(out), '--resume', '--set', 'train.time_limit_min=null']
+    assert train.main([*resumed, '--set', 'train.seed=4']) == 0
+    assert 'its remaining samples follow seed 0, later epochs seed 4' in capsys.readouterr().out
+    flat = [i for b in seen for i in b]
+    assert Counter(flat[:7]) == Counter(range(7))  # epoch 1: every frame once
+    assert Counter(flat[7:]) == Counter(range(7))  # epoch 2 (seed 4): every frame once
+    assert flat[:7] == epoch_order(7, 0, 0).tolist()  # all of epoch 1 in seed 0's order
+    assert flat[7:] == epoch_order(7, 4, 1).tolist()
+
+
+def test_c34_mid_epoch_resume_on_changed_training_data_is_refused(
+    ds_dir, real_dir, tmp_path, capsys
+):
+    out = tmp_path / 'run'
+    args = tiny_train_args(
+        ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=1
+    )
+    assert train.main(args) == 0
+    more = make_dataset_dir(real_dir, tmp_path / 'more', size=(80, 60))
+    capsys.readouterr()
+    code = train.main(['--out', str(out), '--resume', '--set', f'data.train=[{ds_dir},{more}]'])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert 'stops mid-epoch (sample 2 of 7) but the training data now has' in err

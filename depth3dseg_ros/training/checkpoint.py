@@ -299,7 +299,8 @@ def resume_position(ckpt: dict[str, Any], path: Path, n: int) -> int:
 
     Raises:
         ValueError: a mid-epoch checkpoint without ``samples_in_epoch``, or a position beyond the
-            dataset (the training data changed since the checkpoint).
+            dataset, or mid-epoch with another number of training samples than it stored
+            (``train_samples``: the training data changed since the checkpoint).
     """
     if 'samples_in_epoch' not in ckpt:
         if ckpt['step_in_epoch'] == 0:
@@ -311,6 +312,14 @@ def resume_position(ckpt: dict[str, Any], path: Path, n: int) -> int:
             'a new run from its weights (model.init with an exported model)'
         )
     pos = int(ckpt['samples_in_epoch'])
+    was = ckpt.get('train_samples')
+    if pos and was is not None and int(was) != n:
+        raise ValueError(
+            f'{path} stops mid-epoch (sample {pos} of {was}) but the training data now has {n} '
+            'samples: the epoch order is drawn over the whole set, so the samples not yet trained '
+            'cannot be identified; restore the datasets of that run, or start a new run from its '
+            'weights (model.init with an exported model)'
+        )
     if pos > n:
         raise ValueError(
             f'{path}: samples_in_epoch={pos} but the training data now has {n} samples (the '

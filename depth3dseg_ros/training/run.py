@@ -97,6 +97,9 @@ class Run:
     teacher: Any = None
     writer: Any = None
     stop: Any = None  # training.interrupt.StopAtStep: a SIGINT/SIGTERM asks to stop and save
+    # the sampler seed of the epoch in progress when it differs from train.seed: a run resumed
+    # mid-epoch with another seed finishes that epoch in the order it began (C34)
+    epoch_seed: Any = None
     epoch: int = 0
     samples_in_epoch: int = 0
     step_in_epoch: int = 0
@@ -125,7 +128,8 @@ class Run:
             'samples_in_epoch': self.samples_in_epoch,
             'batch_size': tc['batch_size'],
             'world_size': self.world,
-            'sampler_seed': tc['seed'],
+            'sampler_seed': tc['seed'] if self.epoch_seed is None else self.epoch_seed,
+            'train_samples': len(self.train_ds),
             'global_step': self.global_step,
             'early_stop': dict(self.es),
             'history': list(self.history),
@@ -280,6 +284,14 @@ def setup_run(args: argparse.Namespace) -> Run:
         )
         run.es, run.history = ckpt['early_stop'], ckpt['history']
         set_rng_state(ckpt['rng'])
+        was = int(ckpt.get('sampler_seed', tc['seed']))
+        if start_pos and was != tc['seed']:  # the interrupted epoch keeps the order it began in
+            run.epoch_seed = was
+            if rank == 0:
+                print(
+                    f'train.seed is {tc["seed"]} now, {was} when epoch {run.epoch + 1} began: '
+                    f'its remaining samples follow seed {was}, later epochs seed {tc["seed"]}'
+                )
         if rank == 0:
             shape = (ckpt.get('batch_size', tc['batch_size']), ckpt.get('world_size', world))
             note = (

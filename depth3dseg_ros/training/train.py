@@ -87,12 +87,14 @@ def train_epoch(run: Run, epoch: int, limit_s: float | None) -> bool:
     when it ended, False when the time limit stopped it (last.pt then holds the position)."""
     tc, bs = run.cfg['train'], run.cfg['train']['batch_size']
     start = run.samples_in_epoch if epoch == run.epoch else 0
+    if not start:
+        run.epoch_seed = None  # a new epoch: train.seed's order
     batches = EpochBatchSampler(
         len(run.train_ds),
         bs,
         run.world,
         run.rank,
-        tc['seed'],
+        tc['seed'] if run.epoch_seed is None else run.epoch_seed,
         epoch,
         start,
         tc['max_steps_per_epoch'],
