@@ -40,6 +40,16 @@ def test_c08_rounding_like_depth_image_proc():
     assert meters_to_16uc1(np.array([[1.2345]], np.float32))[0, 0] == 1235
     got = meters_to_16uc1(np.array([0.0004, 0.0005, 1.0, 65.535, 65.5354], np.float32))
     assert got.tolist() == [0, 1, 1000, 65535, 65535]
+    # every x.xxx5 m from 0 to 65.535 m as depth_image_proc's float32 `d * 1000.0f + 0.5f` (a
+    # float64 product gave 2000 for 2.0005 m, where depth_image_proc gives 2001)
+    d = ((np.arange(65535, dtype=np.float64) + 0.5) / 1000).astype(np.float32)
+    ref = np.trunc(d * np.float32(1000.0) + np.float32(0.5))
+    assert meters_to_16uc1(d).tolist() == ref.astype(np.int64).tolist()
+    assert meters_to_16uc1(np.array([2.0005, 3.0005, 10.0005], np.float32)).tolist() == [
+        2001,
+        3001,
+        10001,
+    ]
 
 
 def test_c08_out_of_range_nan_negative_become_zero_never_wrap():

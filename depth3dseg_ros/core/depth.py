@@ -76,17 +76,19 @@ def meters_to_16uc1(depth_m: np.ndarray) -> np.ndarray:
     """Convert metric depth to 16UC1 millimetres like depth_image_proc, never wrapping (C08).
 
     The input is taken as float32 (the network's output type, as in depth_image_proc's
-    ``DepthTraits<uint16_t>::fromMeters(float)``): ``mm = trunc(m * 1000 + 0.5)``, so 1.2345 m ->
-    1235. NaN, ±inf, values <= 0 and values whose millimetres exceed 65535 become 0 (no data).
+    ``DepthTraits<uint16_t>::fromMeters(float)``): ``mm = trunc(m * 1000 + 0.5)`` computed in
+    float32, so 1.2345 m -> 1235 and 2.0005 m -> 2001. NaN, ±inf, values <= 0 and values whose millimetres exceed 65535 become 0 (no data).
 
     Args:
         depth_m: H×W float depth in metres.
     Returns:
         uint16 H×W millimetres.
     """
-    d = np.asarray(depth_m, dtype=np.float32).astype(np.float64)
+    d = np.asarray(depth_m, dtype=np.float32)
     with np.errstate(invalid='ignore', over='ignore'):
-        mm = np.floor(d * 1000.0 + 0.5)
+        # float32 arithmetic throughout, as depth_image_proc's `d * 1000.0f + 0.5f`: 2.0005 m is
+        # 2000.49996 in float64 but 2000.5 in float32, so 2001 (a float64 product gives 2000)
+        mm = np.floor(d * np.float32(1000.0) + np.float32(0.5))
         ok = valid_depth(d) & (mm <= UINT16_MAX)
     out = np.zeros(d.shape, dtype=np.uint16)
     out[ok] = mm[ok].astype(np.uint16)
