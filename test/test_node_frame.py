@@ -262,6 +262,22 @@ def test_network_resolution_outputs_use_the_networks_k_and_points_with_max_depth
     assert np.allclose(out.xyz, backproject_np(out.depth, out.camera.K), equal_nan=True, atol=1e-6)
 
 
+@pytest.mark.parametrize('resolution', ['network', 'camera'])
+def test_c09_published_32fc1_depth_is_nan_where_not_positive(resolution):
+    """A result whose depth holds 0, a negative value or inf (a backend, a custom model) is
+    published as NaN there, like the cloud: never 0.0, which depth_image_proc would take as a
+    point at the optical centre."""
+    res = result()
+    res.depth[1, 1:4] = [0.0, -0.3, np.inf]
+    out = frame_outputs(res, plan_input(intr(), (W, H)), rgb_image(), 10.0, resolution)
+    assert (
+        np.isfinite(out.depth[np.isfinite(out.depth)]).all()
+        and (out.depth[np.isfinite(out.depth)] > 0).all()
+    )
+    if resolution == 'network':
+        assert np.isnan(out.depth[1, 1:4]).all() and np.isnan(out.xyz[1, 1:4]).all()
+
+
 def test_camera_resolution_outputs_are_resized_and_described_by_the_camera_k_unscaled():
     res, img = result(), rgb_image()
     plan = plan_input(intr(), (W, H))

@@ -77,7 +77,8 @@ def meters_to_16uc1(depth_m: np.ndarray) -> np.ndarray:
 
     The input is taken as float32 (the network's output type, as in depth_image_proc's
     ``DepthTraits<uint16_t>::fromMeters(float)``): ``mm = trunc(m * 1000 + 0.5)`` computed in
-    float32, so 1.2345 m -> 1235 and 2.0005 m -> 2001. NaN, ±inf, values <= 0 and values whose millimetres exceed 65535 become 0 (no data).
+    float32, so 1.2345 m -> 1235 and 2.0005 m -> 2001. NaN, ±inf, values <= 0 and values whose
+    millimetres exceed 65535 become 0 (no data).
 
     Args:
         depth_m: H×W float depth in metres.

@@ -29,7 +29,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from depth3dseg_ros.core.depth import depth_to_meters
+from depth3dseg_ros.core.depth import depth_to_meters, meters_to_32fc1
 from depth3dseg_ros.core.geometry import backproject_np, resize_intrinsics
 from depth3dseg_ros.core.imageops import resize_depth, resize_labels
 from depth3dseg_ros.ros.camera_info import Intrinsics
@@ -349,7 +349,7 @@ def frame_outputs(
     camera K) of the published depth (depth_image_proc's point_cloud_xyz rule).
     """
     labels, conf, rgb_out = res.labels, res.confidence, res.rgb
-    depth = np.array(res.depth, np.float32)
+    depth = meters_to_32fc1(res.depth)  # NaN where not finite and > 0 (C09: 0 is no data)
     depth[~(depth <= max_depth)] = np.nan  # beyond max_depth (and NaN) = no data
     nh, nw = labels.shape
     h, w = rgb.shape[:2]
