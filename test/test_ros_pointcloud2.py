@@ -105,6 +105,64 @@ def test_c12_padded_lidar_layout_round_trip_through_rclpy():
     assert (again['intensity'] == 5.0).all() and (again['ring'] == 7).all()
 
 
+def test_c12_read_then_write_keeps_the_padded_layout_without_a_cast():
+    """read_points keeps each field's offset and point_step (as sensor_msgs_py does), so writing
+    its result back gives the same fields, offsets and point_step, padding zero."""
+    dt = np.dtype(
+        {
+            'names': ['x', 'y', 'z', 'intensity', 't', 'ring', 'range'],
+            'formats': ['<f4', '<f4', '<f4', '<f4', '<f8', '<u2', '<u4'],
+            'offsets': [0, 4, 8, 16, 20, 28, 32],
+            'itemsize': 48,
+        }
+    )
+    pts = np.zeros((2, 3), dt)
+    pts['x'], pts['range'] = np.arange(6).reshape(2, 3), 70000
+    msg = create_cloud_from_array(None, pts)
+    back = read_points(msg, organized=True)
+    assert back.dtype.itemsize == 48 and [back.dtype.fields[n][1] for n in dt.names] == [
+        0,
+        4,
+        8,
+        16,
+        20,
+        28,
+        32,
+    ]
+    back['intensity'] = 5.0
+    again = create_cloud_from_array(msg.header, back)
+    assert (again.point_step, again.row_step) == (48, 144)
+    assert [(f.name, f.offset, f.datatype) for f in again.fields] == [
+        (f.name, f.offset, f.datatype) for f in msg.fields
+    ]
+    out = read_points(again, organized=True)
+    assert (out['intensity'] == 5.0).all() and out['range'].tolist() == pts['range'].tolist()
+    sub = read_points(msg, field_names=['x', 'ring'])  # a subset keeps its offsets too
+    assert sub.dtype.itemsize == 48 and sub.dtype.fields['ring'][1] == 28
+
+
+def test_c12_big_endian_structured_array_is_written_little_endian_with_its_values():
+    """A structured array whose fields are big-endian (a dtype's own byteorder is '|', so a
+    check of it alone misses them) is converted field by field, values kept."""
+    arr = np.zeros(2, [('x', '>f4'), ('y', '>f4'), ('z', '>f4'), ('rgb', '>u4'), ('label', '>u4')])
+    arr['x'], arr['z'], arr['rgb'], arr['label'] = [1.0, 4.0], 2.0, [0xFF8200, 0x82FF], [7, 300]
+    msg = create_cloud_from_array(None, arr)
+    assert msg.is_bigendian is False
+    back = read_points(msg)
+    assert back['x'].tolist() == [1.0, 4.0] and back['label'].tolist() == [7, 300]
+    assert back['rgb'].tolist() == [0xFF8200, 0x82FF]
+
+
+@pytest.mark.parametrize('shape', [(3, 3), (2, 5), (2, 5, 2), (2, 5, 4)])
+def test_c20_cloud_colours_of_another_layout_are_refused_naming_the_shape(shape):
+    """Mono (H×W: a square one used to give wrong colours silently), two- or four-channel colour
+    for the cloud: one ValueError naming the shape, never wrong colours or an IndexError."""
+    h, w = shape[:2]
+    xyz = np.ones((h, w, 3), np.float32)
+    with pytest.raises(ValueError, match=rf'rgb shape=\({shape[0]}, {shape[1]}'):
+        create_cloud(None, xyz, rgb=np.zeros(shape, np.uint8))
+
+
 def test_reader_any_field_order_row_padding_and_big_endian():
     dt = np.dtype(
         {

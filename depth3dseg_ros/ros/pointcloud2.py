@@ -142,14 +142,28 @@ def _cloud_msg(cls: type, header: Any, pts: np.ndarray, data: Any, is_dense: boo
     )
 
 
+def _little_endian(dt: np.dtype) -> np.dtype:
+    """Structured ``dt`` with every field little-endian, offsets and itemsize kept (a structured
+    dtype's own byteorder is '|' whatever its fields are, so each field is converted)."""
+    return np.dtype(
+        {
+            'names': list(dt.names),
+            'formats': [dt.fields[n][0].newbyteorder('<') for n in dt.names],
+            'offsets': [dt.fields[n][1] for n in dt.names],
+            'itemsize': dt.itemsize,
+        }
+    )
+
+
 def create_cloud_from_array(
     header: Any, points: np.ndarray, is_dense: bool | None = None, msg_cls: type | None = None
 ) -> Any:
     """Structured array (H×W organized or N unorganized) -> PointCloud2 (sensor_msgs_py
     ``create_cloud``).
 
-    point_step = ``points.dtype.itemsize`` (trailing padding kept), row_step = width*point_step,
-    little-endian.
+    point_step = ``points.dtype.itemsize`` (trailing padding kept), field offsets those of the
+    dtype, row_step = width*point_step, little-endian (fields of a big-endian dtype are converted,
+    values kept).
 
     ``is_dense``: None (default) = True exactly when every x, y, z is finite (no NaN, no ±inf; a
     cloud without x, y, z fields or with integer ones is dense); False is kept as given; True for a
@@ -166,8 +180,7 @@ def create_cloud_from_array(
         )
     if pts.ndim == 1:
         pts = pts.reshape(1, -1)
-    le = pts.dtype.newbyteorder('<') if pts.dtype.byteorder == '>' else pts.dtype
-    pts = np.ascontiguousarray(pts, dtype=le)
+    pts = np.ascontiguousarray(pts, dtype=_little_endian(pts.dtype))  # converts '>' fields' values
     n_bad = int(pts.size - np.count_nonzero(_finite_xyz(pts)))
     if is_dense is None:
         is_dense = n_bad == 0
@@ -195,7 +208,8 @@ def pack_cloud(
     Args:
         xyz: H×W×3 float32 organized cloud in metres, NaN where invalid
             (core.geometry.backproject_np).
-        rgb: H×W×3 uint8 RGB; labels: H×W integer ids (< 2**32, or < 2**16 for uint16);
+        rgb: H×W×3 uint8 RGB (else ValueError naming shape and dtype); labels: H×W integer ids
+            (< 2**32, or < 2**16 for uint16);
         confidence: H×W float. All must share H×W (C20: else ValueError naming both sizes).
         organized: keep H×W with NaN x, y, z for invalid points; else drop them (height 1).
         stride: keep every stride-th row and column (decimation, C25).
@@ -212,6 +226,13 @@ def pack_cloud(
     if p.ndim != 3 or p.shape[2] != 3:
         raise ValueError(f'xyz shape={p.shape} must be H×W×3')
     check_same_hw(xyz=p, rgb=rgb, labels=labels, confidence=confidence)
+    if rgb is not None:
+        c = np.asarray(rgb)
+        if c.ndim != 3 or c.shape[2] != 3 or c.dtype != np.uint8:  # C05/C20: no mono or RGBA
+            raise ValueError(
+                f'rgb shape={c.shape} dtype={c.dtype} must be H×W×3 uint8 (convert mono or '
+                'four-channel images to RGB first: ros.image.to_rgb)'
+            )
     s = int(stride)
     if s > 1:
         p, rgb, labels, confidence = (

@@ -77,6 +77,11 @@ def read_points(
     """PointCloud2 -> structured array (native byte order), honouring offsets, padding and
     row_step.
 
+    The array keeps the message's layout (each field at its offset, ``itemsize = point_step``,
+    padding bytes zero), as sensor_msgs_py's ``read_points`` does, so that
+    ``create_cloud_from_array(header, read_points(msg))`` writes the same fields, offsets and
+    point_step back (C12: a driver's padded layout, e.g. 48-byte points, survives a round trip).
+
     Args:
         msg: PointCloud2 (rclpy or rosbags): fields, point_step, row_step, height, width,
             is_bigendian, data.
@@ -92,8 +97,15 @@ def read_points(
     view, dt = _cloud_view(msg)
     names = _check_names(dt, field_names)
     h, w = view.shape
-    out_dt = np.dtype([(n, dt.fields[n][0].newbyteorder('=')) for n in names])
-    out = np.empty((h, w), dtype=out_dt)
+    out_dt = np.dtype(
+        {
+            'names': names,
+            'formats': [dt.fields[n][0].newbyteorder('=') for n in names],
+            'offsets': [dt.fields[n][1] for n in names],
+            'itemsize': dt.itemsize,
+        }
+    )
+    out = np.zeros((h, w), dtype=out_dt)
     for n in names:
         out[n] = view[n]
     if skip_nans and {'x', 'y', 'z'} <= set(dt.names):
