@@ -62,8 +62,13 @@ def test_c17_rectified_uses_p():
     )
 
 
+def _forget_p_zero_warnings():
+    for key in [k for k in ci._warned if k.startswith('p_zero')]:
+        ci._warned.discard(key)
+
+
 def test_c17_all_zero_p_falls_back_to_k_with_one_warning(caplog):
-    ci._warned.discard('p_zero')
+    _forget_p_zero_warnings()
     msg = info(K17, np.zeros((3, 4)))
     with caplog.at_level(logging.WARNING, logger=ci.__name__):
         first = intrinsics_from_camera_info(msg, use_rectified=True)
@@ -74,6 +79,33 @@ def test_c17_all_zero_p_falls_back_to_k_with_one_warning(caplog):
     assert np.array_equal(second.K, first.K)
     p = point_at(first.K, 640, 480, 410, 240, 2.0)
     assert np.isfinite(p).all() and tuple(p) == pytest.approx((0.36, 0.0, 2.0))
+
+
+def test_c17_all_zero_p_on_a_rectified_image_with_d_never_undistorts_it_again(caplog):
+    """use_rectified with P all zero and D not zero: K is used and D dropped (the image is
+    undistorted already), so the node's plan builds no remap; each camera's D gets its warning."""
+    from depth3dseg_ros.node.frame import plan_input
+
+    _forget_p_zero_warnings()
+    d1, d2 = [0.1, -0.05, 0, 0, 0], [0.2, 0.0, 0, 0, 0]
+    with caplog.at_level(logging.WARNING, logger=ci.__name__):
+        intr = intrinsics_from_camera_info(info(K17, np.zeros((3, 4)), D=d1), use_rectified=True)
+        intrinsics_from_camera_info(info(K17, np.zeros((3, 4)), D=d2), use_rectified=True)
+    warned = [r.getMessage() for r in caplog.records if 'all-zero P' in r.getMessage()]
+    assert len(warned) == 2 and 'is not zero' in warned[0] and 'not applied again' in warned[0]
+    assert np.array_equal(intr.K, np.asarray(K17, float)) and not np.any(intr.D)
+    plan = plan_input(intr, (640, 480), distortion='rectify')
+    assert plan.maps is None and plan.cloud and plan.problems == []
+    raw = intrinsics_from_camera_info(info(K17, np.zeros((3, 4)), D=d1), use_rectified=False)
+    assert raw.D.tolist() == d1  # a raw image keeps its D: the node undistorts it once
+
+
+def test_roi_outside_the_image_is_refused_naming_it():
+    roi = RegionOfInterest(x_offset=600, y_offset=400, width=320, height=240)
+    with pytest.raises(
+        ValueError, match=r'CameraInfo\.roi x_offset=600 .* not inside the 640x480'
+    ):
+        intrinsics_from_camera_info(info(K17, P17, roi=roi))
 
 
 def test_c17_zero_k_is_refused_naming_the_field():

@@ -120,13 +120,14 @@ def intrinsics_from_camera_info(msg: Any, use_rectified: bool = False) -> Intrin
     Args:
         msg: sensor_msgs/CameraInfo (rclpy, rosbags, or ROS 1 field names).
         use_rectified: True for rectified images (image_rect*): use P. If P is all zero (fx = 0)
-            fall back to K with a one-time warning (C17; correct only if D is zero or the image is
-            undistorted).
+            fall back to K with a warning once per D (C17); the image being rectified, D is then
+            returned as zeros so that nothing undistorts it again.
     Returns:
         Intrinsics at the received image's size ((roi.width or width) / binning_x, likewise y).
     Raises:
         ValueError: K/P not 9/12 numbers, fx or fy <= 0 or a non-finite entry in the matrix used
-            (names the field and value), a zero image size, or binning that leaves no pixel
+            (names the field and value), a zero image size, an ROI not inside the image (names
+            the ROI and the size), or binning that leaves no pixel
             (binning_x=2**32-1). Implausible but finite values (fx = 5e-324) pass:
             node.frame.intrinsics_problem judges them.
     """
@@ -145,10 +146,12 @@ def intrinsics_from_camera_info(msg: Any, use_rectified: bool = False) -> Intrin
             else f' (D={d.tolist()} is not zero: correct only for undistorted images)'
         )
         _warn_once(
-            'p_zero',
-            f'CameraInfo.p has fx={P[0, 0]} fy={P[1, 1]} (all-zero P?): using K instead{dnote}',
+            f'p_zero {d.tolist()}',  # once per distortion: another camera gets its own warning
+            f'CameraInfo.p has fx={P[0, 0]} fy={P[1, 1]} (all-zero P?): using K instead{dnote}; '
+            'the image is taken as rectified (use_rectified), so D is not applied again',
         )
         rectified = False
+        d = np.zeros_like(d)  # a rectified image is undistorted: never undistort it a second time
     if not rectified:
         check_intrinsics_np(K, 'CameraInfo.k')
         if not (P[0, 0] > 0 and P[1, 1] > 0):
@@ -164,6 +167,11 @@ def intrinsics_from_camera_info(msg: Any, use_rectified: bool = False) -> Intrin
     x0 = y0 = 0
     if roi is not None and int(roi.width) > 0 and int(roi.height) > 0:
         x0, y0 = int(roi.x_offset), int(roi.y_offset)
+        if (x0 + int(roi.width) > width or y0 + int(roi.height) > height) and width and height:
+            raise ValueError(
+                f'CameraInfo.roi x_offset={x0} y_offset={y0} width={roi.width} '
+                f'height={roi.height} is not inside the {width}x{height} image it is a window of'
+            )
         width, height = int(roi.width), int(roi.height)
     if width <= 0 or height <= 0:
         raise ValueError(
