@@ -1,7 +1,9 @@
 """Image operations on label and depth images: nearest resize, colour maps, palette overlay.
 
-Nearest resize maps destination pixel ``u'`` to source pixel ``floor(u' * W0 / W1)`` (OpenCV's
-INTER_NEAREST, no half-pixel shift), the same convention as K scaling in core.geometry
+Nearest resize maps destination pixel ``u'`` to source pixel ``floor(u' * W0 / W1)`` (the rule of
+OpenCV's INTER_NEAREST, no half-pixel shift, but in exact integers: OpenCV's float scale picks the
+neighbouring pixel at a few sizes, e.g. 6 -> 34 px, destination 17: source 2 there, 3 = floor(17 *
+6 / 34) here), the same convention as K scaling in core.geometry
 (docs/ARCHITECTURE.md), so a resized label image, a resized depth image and the scaled K stay
 aligned. Labels and depth are never interpolated: bilinear invents class ids (docs/cases.md C22)
 and blends valid with invalid depth (C09). Colour maps use the range of finite values only (C10).
