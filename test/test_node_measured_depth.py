@@ -111,6 +111,21 @@ def test_node_builds_the_cloud_from_the_measured_depth(ros, tmp_path):
         assert not np.allclose(pred[right], 2.5)
         left = ~right & np.isfinite(pred)
         assert np.allclose(z[left], pred[left], rtol=1e-5)  # the prediction fills the hole
+        # C20: a depth image of another size is refused for the cloud, the log describing both
+        # messages (sizes, encodings, steps); the frame still comes out
+        t2 = t + 100_000_000
+        small = cv2_to_imgmsg(np.full((H // 2, W // 2), 2.5, np.float32), '32FC1')
+        small.header.stamp.sec, small.header.stamp.nanosec = divmod(t2, 10**9)
+        pub_depth.publish(small)
+        h.wait(proc, lambda: False, 0.3)
+        h.pub_info.publish(camera_info_msg(K_CAM, W, H, t2))
+        h.pub_img.publish(camera_image(W, H, t2))
+        assert h.wait(proc, lambda: t2 in h.got['points'], 60), proc.log()
+        want = (
+            f'[depth {W // 2}x{H // 2} 32FC1 step={W // 2 * 4} len(data)={W * H}; '
+            f'colour {W}x{H} rgb8 step={W * 3}'
+        )
+        assert 'is not registered to the' in proc.log() and want in proc.log(), proc.log()
         assert 'Traceback' not in proc.log()
     finally:
         h.close(proc)

@@ -134,8 +134,13 @@ class InputHandling:
             self._error_throttled('depth', f'ignoring depth image [{describe(dmsg)}]: {err}')
             return None
         depth, problem = registered_depth(raw, dmsg.encoding, (rgb.shape[1], rgb.shape[0]), plan)
-        if problem is not None:
-            self._error_throttled(problem.key, problem.text)
+        if problem is not None:  # both messages described: sizes, encodings, steps (C20)
+            what = (
+                f' [depth {describe(dmsg)}; colour {describe(msg)}]'
+                if isinstance(msg, Image)
+                else (f' [depth {describe(dmsg)}]')
+            )
+            self._error_throttled(problem.key, problem.text + what)
         return depth
 
     def _error_throttled(self, key: str, text: str, period: float = 5.0) -> None:
