@@ -74,6 +74,7 @@ SLOW_MODULES = {
     'test_diagnostics',
     'test_core_purity',
     'test_cutoff_recordings',
+    'test_cutoff_splits',
     'test_demo',
     'test_departure',
     'test_eval_cli',

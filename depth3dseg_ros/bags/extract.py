@@ -326,6 +326,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _storage_errors() -> tuple:
+    """SQLite's errors (sqlite3 and apsw, which rosbags reads .db3 with) for damage that only
+    shows while reading (bags.sqlite_salvage catches what it can before)."""
+    import sqlite3
+
+    try:
+        import apsw
+    except ImportError:  # pragma: no cover - rosbags installs it
+        return (sqlite3.Error,)
+    return (sqlite3.Error, apsw.Error)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Console entry point; returns 0 on success, 1 on an extraction error (a corrupt or
     unsupported bag), 2 on a user error: bad arguments, a bag or config path that does not exist,
@@ -345,7 +357,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (MissingTopics, FileNotFoundError) as err:
         print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
         return 2
-    except (ValueError, RuntimeError) as err:
+    except (ValueError, RuntimeError, *_storage_errors()) as err:  # an unreadable bag
         print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
         return 1
     if not args.quiet:

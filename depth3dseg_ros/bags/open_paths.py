@@ -31,6 +31,8 @@ from depth3dseg_ros.bags.sniff import (
     sniff_file,
     storage_files_of_dir,
 )
+from depth3dseg_ros.bags.mcap_salvage import cached_scan
+from depth3dseg_ros.bags.sqlite_salvage import salvaged_copy, sqlite_problem
 from depth3dseg_ros.bags.sqlite_wal import checkpointed_copy, wal_bytes
 
 LOG = logging.getLogger('depth3dseg_ros.bags.reader')  # the reader's warnings, as before the split
@@ -53,12 +55,19 @@ class OpenPaths:
         fmt = detect_format(self.path)
         self.format = fmt
         if fmt.kind == 'rosbag2':
-            if fmt.recovery or (
-                fmt.storage == 'mcap'
-                and fmt.compression_mode != 'file'
-                and not all(mcap_is_closed(f) for f in self._dir_files())
+            listed = self._dir_files()
+            extra = self._unlisted_files(listed) if not fmt.recovery else []
+            if (
+                fmt.recovery
+                or extra
+                or (
+                    fmt.storage == 'mcap'
+                    and fmt.compression_mode != 'file'
+                    and not all(mcap_is_closed(f) for f in listed)
+                )
+                or (fmt.storage == 'sqlite3' and any(map(wal_bytes, listed)))
             ):
-                return self._storage_files(fmt)  # a cut-off recording (C38)
+                return self._storage_files(fmt, listed + extra)  # a cut-off recording (C38)
             if fmt.storage == fmt.metadata_storage:
                 return [self.path]
             return self._relabelled_dir(fmt)
@@ -75,6 +84,8 @@ class OpenPaths:
         # rosbags picks the reader from the suffix: give it a name that matches the contents.
         if kind == 'sqlite3' and src == self.path and wal_bytes(src):
             src = self._with_wal(src, 0)  # a bare .db3 next to its -wal (C38)
+        if kind == 'sqlite3':
+            src = self._readable_sqlite(src, 0, alone=True)  # cut off or damaged: salvaged
         if kind == 'mcap' and not mcap_is_closed(src):
             self._salvage.add(src)  # read in file order (C38); the link below keeps the name right
         if src.suffix == _STORAGE_SUFFIX[kind] and src == self.path:
@@ -102,25 +113,93 @@ class OpenPaths:
         )
         return checkpointed_copy(db, sub)
 
+    def _warn(self, text: str, *args: object) -> None:
+        (LOG.warning if self.warn else LOG.debug)(text, *args)
+
+    def _readable_sqlite(self, db: Path, i: int, alone: bool = False) -> Optional[Path]:
+        """``db`` when SQLite reads it whole; else a salvaged copy of its readable rows
+        (bags.sqlite_salvage, with a warning), or None (nothing readable: skipped, with a
+        warning) unless it is the bag's only file (``alone``: ValueError naming it)."""
+        problem = sqlite_problem(db)
+        if problem is None:
+            return db
+        assert self._tmp is not None
+        sub = Path(self._tmp.name, f'salvaged_{i}')
+        sub.mkdir(exist_ok=True)
+        try:
+            copy, n = salvaged_copy(db, sub / db.name)
+        except ValueError as err:
+            if alone:
+                raise
+            return self._skip(db, str(err))
+        if not n:
+            if alone:
+                raise ValueError(
+                    f'bag file {str(db)!r} is damaged ({problem}): no message is readable'
+                )
+            return self._skip(db, f'damaged ({problem}) and no message is readable')
+        self._warn(
+            'bag file %s is damaged (%s): reading the %d messages that are still '
+            'readable, the rest is lost',
+            db,
+            problem,
+            n,
+        )
+        return copy
+
+    def _skip(self, f: Path, why: str) -> None:
+        """Leave storage file ``f`` out of the bag, with a warning (kept for the error when no
+        file is left)."""
+        self._warn('bag file %s skipped: %s', f, why)
+        self.__dict__.setdefault('_skipped', []).append(why)
+
+    def _unlisted_files(self, listed: List[Path]) -> List[Path]:
+        """Storage files in the rosbag2 directory that its metadata.yaml does not list (a split
+        written after the metadata, C38), with a warning: they are read too."""
+        if not (self.path / 'metadata.yaml').is_file():
+            return []
+        known = {f.resolve() for f in listed}
+        extra = [
+            f
+            for f in sorted(self.path.iterdir())
+            if f.is_file()
+            and f.resolve() not in known
+            and any(f.name.endswith(s + c) for s in ('.db3', '.mcap') for c in ('', '.zstd'))
+        ]
+        if extra:
+            self._warn(
+                'bag %s: metadata.yaml lists %s, the directory also holds %s (written after the '
+                'metadata?): reading all of them; topics, types and counts come from the files',
+                self.path,
+                [f.name for f in listed],
+                [f.name for f in extra],
+            )
+        return extra
+
     def _dir_files(self) -> List[Path]:
         """Storage files of the rosbag2 directory (metadata.yaml's list, else the files found,
-        C38)."""
+        C38; files there that are no storage, e.g. an empty last split, are skipped with a
+        warning)."""
         meta_path = self.path / 'metadata.yaml'
         if not meta_path.is_file():
-            return list(storage_files_of_dir(self.path))
+            skipped: dict = {}
+            files = list(storage_files_of_dir(self.path, skipped))
+            for f, why in skipped.items():
+                self._warn('bag file %s skipped (last split of a killed recording?): %s', f, why)
+            return files
         meta = (yaml.safe_load(meta_path.read_text(encoding='utf-8')) or {}).get(
             'rosbag2_bagfile_information', {}
         )
         return _rosbag2_files(self.path, meta)
 
-    def _storage_files(self, fmt: BagFormat) -> List[Path]:
+    def _storage_files(self, fmt: BagFormat, files: List[Path]) -> List[Path]:
         """A cut-off rosbag2 directory (C38): no metadata.yaml, or an MCAP file that was not
         closed. Each storage file is handed to rosbags as a bare storage file (a correctly named
         link, a decompressed copy for file-mode compression), so topics, types and counts come from
         the files (SQLite ``topics`` table, MCAP Channel/Schema records); MCAP files without footer
-        are read in file order (bags.mcap_salvage). Message-mode compression is undone in
-        :meth:`messages`."""
-        files = self._dir_files()
+        are read in file order (bags.mcap_salvage), damaged SQLite files from a salvaged copy
+        (bags.sqlite_salvage); a file of which nothing is readable is skipped with a warning, as
+        long as another one is. Message-mode compression is undone in :meth:`messages`."""
         if fmt.recovery:
             (LOG.warning if self.warn else LOG.debug)(
                 'bag %s has no metadata.yaml (the recording was not closed?): reading its %d %s '
@@ -138,11 +217,16 @@ class OpenPaths:
         links = []
         for i, f in enumerate(files):
             src = f
-            if fmt.compression_mode == 'file':
+            outer = sniff_file(f)  # each file by its own bytes: a killed file-mode recording
+            if outer in ('zstd', 'lz4'):  # leaves its closed splits compressed, the last plain
                 src = Path(self._tmp.name, f'plain_{i}')
-                _decompress_stream(f, fmt.compression_format, src)
+                _decompress_stream(f, outer, src)
             elif fmt.storage == 'sqlite3' and wal_bytes(f):
                 src = self._with_wal(f, i)
+            usable = self._usable(src, fmt.storage, i, f)
+            if usable is None:
+                continue
+            src = usable
             links.append(
                 Path(
                     self._tmp.name, f'{i:04d}_{f.name.split(".")[0]}{_STORAGE_SUFFIX[fmt.storage]}'
@@ -151,7 +235,24 @@ class OpenPaths:
             os.symlink(src.resolve(), links[-1])
             if fmt.storage == 'mcap' and not mcap_is_closed(src):
                 self._salvage.add(links[-1])
+        if not links:
+            why = '; '.join(self.__dict__.get('_skipped', []))
+            raise ValueError(
+                f'bag {str(self.path)!r}: none of its storage files is readable: {why}'
+            )
         return links
+
+    def _usable(self, src: Path, storage: str, i: int, name: Path) -> Optional[Path]:
+        """``src`` (storage file ``name`` of the directory, maybe decompressed) as it can be
+        read, or None (skipped, with a warning)."""
+        if storage == 'sqlite3':
+            return self._readable_sqlite(src, i)
+        if storage == 'mcap' and not mcap_is_closed(src):
+            try:
+                cached_scan(src)
+            except ValueError as err:  # e.g. cut inside its Header record: no message
+                return self._skip(name, str(err))
+        return src
 
     def _relabelled_dir(self, fmt: BagFormat) -> List[Path]:
         """A rosbag2 directory whose metadata.yaml names another storage plugin than its files

@@ -273,16 +273,20 @@ def _split_key(p: Path) -> tuple:
     return tuple(int(t) if t.isdigit() else t for t in re.split(r'(\d+)', p.name))
 
 
-def storage_files_of_dir(path: Path) -> Dict[Path, str]:
+def storage_files_of_dir(
+    path: Path, skipped: Optional[Dict[Path, str]] = None
+) -> Dict[Path, str]:
     """The bag storage files of a rosbag2 directory without metadata.yaml (C38), in split order,
     with their storage kind from their contents (``'sqlite3'``/``'mcap'``; file-mode compressed
     files are looked inside). Hidden files and SQLite side files (``-wal``, ``-shm``, ``-journal``)
-    are not storage; other files must be storage.
+    are not storage. A file that is no bag storage (empty: a split created as the recorder was
+    killed; unknown bytes) is left out and, with ``skipped`` given, put there with the reason,
+    as long as another file is storage.
 
     Raises:
         ValueError: no file in the directory (the message says a rosbag2 directory needs
-            metadata.yaml or its storage files), or a file that is no bag storage (first 16 bytes
-            in hex).
+            metadata.yaml or its storage files), or no file that is bag storage (the first
+            file's problem: first 16 bytes in hex, or empty).
     """
     files = sorted(
         (
@@ -298,17 +302,26 @@ def storage_files_of_dir(path: Path) -> Dict[Path, str]:
             f'bag directory {str(path)!r} has no metadata.yaml and no storage file '
             f'(found: {found}); pass the .db3/.mcap/.bag files directly if they are elsewhere'
         )
-    try:
-        return {f: sniff_storage(f) for f in files}
-    except ValueError as err:
-        raise ValueError(f'bag directory {str(path)!r} has no metadata.yaml, and {err}') from None
+    kinds: Dict[Path, str] = {}
+    problems: Dict[Path, str] = {}
+    for f in files:
+        try:
+            kinds[f] = sniff_storage(f)
+        except ValueError as err:
+            problems[f] = str(err)
+    if not kinds:
+        first = next(iter(problems.values()))
+        raise ValueError(f'bag directory {str(path)!r} has no metadata.yaml, and {first}')
+    if skipped is not None:
+        skipped.update(problems)
+    return kinds
 
 
 def _format_without_metadata(path: Path) -> BagFormat:
     kinds = storage_files_of_dir(path)
     if len(set(kinds.values())) > 1:
         raise ValueError(
-            f'bag directory {str(path)!r} mixes storage formats: '
+            f'bag directory {str(path)!r} has no metadata.yaml and mixes storage formats: '
             f'{ {f.name: k for f, k in kinds.items()} }'
         )
     storage = next(iter(kinds.values()))

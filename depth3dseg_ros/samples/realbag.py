@@ -33,7 +33,7 @@ START_NS = 1_751_000_000 * 10**9
 PERIOD_NS = 10**9 // 15
 #: Bumped whenever the frame list or the encoding changes, so a cached bag of an older layout is
 #: rebuilt.
-BAG_VERSION = 2
+BAG_VERSION = 3  # 3: 16UC1 depth rounded in float32 as depth_image_proc (C08)
 _STAMP = '.complete'
 
 
