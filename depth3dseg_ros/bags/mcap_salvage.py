@@ -40,7 +40,9 @@ from typing import Any, Collection, Dict, Iterator, List, Optional, Tuple
 import lz4.frame
 from rosbags.interfaces import Connection, ConnectionExtRosbag2
 from rosbags.rosbag2.metadata import ReaderMetadata
-from rosbags.rosbag2.storage_mcap import Schema, get_msgdef, get_qos
+from rosbags.rosbag2.storage_mcap import Schema, get_qos
+
+from depth3dseg_ros.bags.msgdef_compat import tolerant_get_msgdef as get_msgdef
 
 from depth3dseg_ros.bags.sniff import MAGIC_MCAP, UnsupportedCompression, zstd
 

@@ -32,7 +32,12 @@ from depth3dseg_ros.bags.sniff import (
     storage_files_of_dir,
 )
 from depth3dseg_ros.bags.mcap_salvage import cached_scan
-from depth3dseg_ros.bags.sqlite_salvage import salvaged_copy, sqlite_problem
+from depth3dseg_ros.bags.sqlite_salvage import (
+    salvaged_copy,
+    sqlite_problem,
+    unreadable_definitions,
+    without_definitions,
+)
 from depth3dseg_ros.bags.sqlite_wal import checkpointed_copy, wal_bytes
 
 LOG = logging.getLogger('depth3dseg_ros.bags.reader')  # the reader's warnings, as before the split
@@ -66,6 +71,7 @@ class OpenPaths:
                     and not all(mcap_is_closed(f) for f in listed)
                 )
                 or (fmt.storage == 'sqlite3' and any(map(wal_bytes, listed)))
+                or (fmt.storage == 'sqlite3' and any(map(unreadable_definitions, listed)))
             ):
                 return self._storage_files(fmt, listed + extra)  # a cut-off recording (C38)
             if fmt.storage == fmt.metadata_storage:
@@ -122,7 +128,7 @@ class OpenPaths:
         warning) unless it is the bag's only file (``alone``: ValueError naming it)."""
         problem = sqlite_problem(db)
         if problem is None:
-            return db
+            return self._known_definitions(db, i)
         assert self._tmp is not None
         sub = Path(self._tmp.name, f'salvaged_{i}')
         sub.mkdir(exist_ok=True)
@@ -145,7 +151,25 @@ class OpenPaths:
             problem,
             n,
         )
-        return copy
+        return self._known_definitions(copy, i)
+
+    def _known_definitions(self, db: Path, i: int) -> Path:
+        """``db``, or a copy without the message definitions rosbags cannot read (encoding
+        'unknown' for a type not installed at record time, C28: rosbags would fail on the whole
+        bag), with a warning naming the types."""
+        bad = unreadable_definitions(db)
+        if not bad:
+            return db
+        assert self._tmp is not None
+        sub = Path(self._tmp.name, f'definitions_{i}')
+        sub.mkdir(exist_ok=True)
+        self._warn(
+            'bag file %s stores no readable definition of %s: those types are unknown unless the '
+            'typestore knows them; reading a copy without those rows',
+            db,
+            ', '.join(f'{t} (encoding {e!r})' for t, e in bad),
+        )
+        return without_definitions(db, sub / db.name)
 
     def _skip(self, f: Path, why: str) -> None:
         """Leave storage file ``f`` out of the bag, with a warning (kept for the error when no

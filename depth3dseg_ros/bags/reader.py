@@ -54,6 +54,7 @@ from rosbags.highlevel import AnyReader, AnyReaderError
 from rosbags.typesys import Stores, get_typestore
 
 from depth3dseg_ros.bags.mcap_salvage import SalvagedMcap, cached_scan
+from depth3dseg_ros.bags.msgdef_compat import install as _tolerate_unknown_definitions
 from depth3dseg_ros.bags.open_paths import OpenPaths
 from depth3dseg_ros.bags.sniff import (  # noqa: F401  (re-exported: the reader's public names)
     MAGIC_LZ4,
@@ -77,6 +78,8 @@ from depth3dseg_ros.bags.sniff import (  # noqa: F401  (re-exported: the reader'
     storage_files_of_dir,
     zstd,
 )
+
+_tolerate_unknown_definitions()  # C28: a schema of encoding 'unknown' is no definition
 
 LOG = logging.getLogger(__name__)
 

@@ -8,13 +8,21 @@ its small tables and its messages in row order up to the first unreadable one in
 and after it each further row that still reads, by id (the bag itself is never written), which
 rosbags then reads as usual. The caller warns with the
 counts, and skips a file of which nothing is readable.
+
+:func:`unreadable_definitions` / :func:`without_definitions` handle a file whose
+``message_definitions`` table holds an encoding rosbags cannot read: rosbag2 writes encoding
+``unknown`` with an empty text for a type whose package was not installed at record time (C28),
+and rosbags' SQLite reader then fails with ``KeyError: 'unknown'`` while opening the bag, for every
+topic. The copy leaves those rows out, so those types are simply unknown (skipped with a warning,
+unless the typestore knows them) and the other topics read as usual.
 """
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 #: rosbag2's SQLite tables other than ``messages`` (small: copied whole when readable)
 SMALL_TABLES = ('topics', 'schema', 'metadata', 'message_definitions')
@@ -140,3 +148,42 @@ def salvaged_copy(db: Path, dst: Path) -> Tuple[Path, int]:
     finally:
         src.close()
     return dst, n
+
+
+#: the definition encodings rosbags' SQLite reader knows
+KNOWN_ENCODINGS = ('ros2msg', 'ros2idl')
+
+
+def unreadable_definitions(db: Path) -> List[Tuple[str, str]]:
+    """``(type, encoding)`` of the ``message_definitions`` rows of ``db`` whose encoding rosbags
+    cannot read (e.g. ``('my_pkg/msg/Detections', 'unknown')``); [] when none or no such table."""
+    try:
+        con = _ro(db)
+        try:
+            names = {
+                r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            if 'message_definitions' not in names:
+                return []
+            rows = con.execute('SELECT topic_type, encoding FROM message_definitions').fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return []  # a damaged file: salvaged_copy's business
+    return [(t, e) for t, e in rows if e not in KNOWN_ENCODINGS]
+
+
+def without_definitions(db: Path, dst: Path) -> Path:
+    """A copy of ``db`` at ``dst`` without its unreadable ``message_definitions`` rows
+    (:func:`unreadable_definitions`); the bag itself is never written. Returns ``dst``."""
+    shutil.copyfile(db, dst)
+    con = sqlite3.connect(dst)
+    try:
+        marks = ','.join('?' * len(KNOWN_ENCODINGS))
+        con.execute(
+            f'DELETE FROM message_definitions WHERE encoding NOT IN ({marks})', KNOWN_ENCODINGS
+        )
+        con.commit()
+    finally:
+        con.close()
+    return dst
