@@ -240,3 +240,35 @@ def test_c43_eval_refuses_before_any_frame(tmp_path, real_dir, capsys):
     assert err.count('\n') == 1 and err.startswith(
         'depth3dseg-eval: error: 1 of 2 label images hold ids'
     )
+
+
+@pytest.mark.parametrize(
+    'encoding,dtype', [('32SC1', np.int32), ('16SC1', np.int16), ('8SC1', np.int8)]
+)
+def test_c43_signed_label_images_decode_and_negative_ids_become_void(encoding, dtype):
+    """Label images in signed encodings (a simulator's 32SC1 with -1 for "no class") decode;
+    negative and too large ids are out of range like 255: mapped to void and counted, the frame
+    written as uint8 (before: the whole label image was dropped as undecodable)."""
+    from rosbags.typesys import Stores, get_typestore
+
+    from bagutil import image_msg
+    from depth3dseg_ros.bags.decode import decode_labels
+    from depth3dseg_ros.bags.frames import FrameData
+    from depth3dseg_ros.bags.label_policy import LabelRange
+
+    ts = get_typestore(Stores.ROS2_KILTED)
+    lab = np.array([[-1, 3, 12], [13, 100 if dtype is np.int8 else 255, 5]], dtype)
+    got = decode_labels(image_msg(ts, lab, encoding, 0), 'sensor_msgs/msg/Image')
+    assert got.tolist() == lab.tolist()
+    rng = LabelRange(NYU13, 'void')
+    fr = rng.apply(FrameData(0, 0, np.zeros((2, 3, 3), np.uint8), np.eye(3), labels=got))
+    assert fr.labels.dtype == np.uint8 and fr.labels.tolist() == [[0, 3, 12], [13, 0, 5]]
+    assert (rng.frames, rng.pixels, rng.ids) == (1, 2, {-1, int(lab[1, 1])})
+    ok = rng.apply(FrameData(1, 0, np.zeros((1, 2, 3), np.uint8), np.eye(3), labels=got[:1, 1:]))
+    assert ok.labels.dtype == np.uint8 and ok.labels.tolist() == [[3, 12]]  # in range: cast only
+    assert (
+        LabelRange(NYU13, 'refuse').apply(
+            FrameData(0, 0, np.zeros((2, 3, 3), np.uint8), np.eye(3), labels=got)
+        )
+        is None
+    )

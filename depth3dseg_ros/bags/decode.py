@@ -38,8 +38,10 @@ def decode_depth(msg: Any, msgtype: str, depth_scale: Optional[float]) -> np.nda
 
 
 def decode_labels(msg: Any, msgtype: str) -> np.ndarray:
-    """H×W uint8/uint16 class ids from a mono8/8UC1/mono16/16UC1 Image or a gray PNG
-    CompressedImage.
+    """H×W class ids from a 1-channel integer Image (mono8/8UC1/mono16/16UC1, and the signed or
+    32-bit 8SC1/16SC1/32SC1 some simulators publish, e.g. -1 for "no class") or a gray PNG
+    CompressedImage: uint8/uint16 as stored, other integer types as int64 (negative ids kept, so
+    that the out-of-range policy, bags.label_policy, counts and maps them; C43).
 
     Raises:
         ValueError: a colour or float label image (encoding named).
@@ -48,8 +50,10 @@ def decode_labels(msg: Any, msgtype: str) -> np.ndarray:
         arr, enc = decode_compressed(msg)
     else:
         arr, enc = imgmsg_to_cv2(msg), msg.encoding
-    if arr.ndim != 2 or arr.dtype not in (np.uint8, np.uint16):
+    if arr.ndim != 2 or arr.dtype.kind not in 'iu':
         raise ValueError(
-            f'label image encoding={enc!r} shape={arr.shape}: expected 1-channel 8/16-bit ids'
+            f'label image encoding={enc!r} shape={arr.shape}: expected 1-channel integer ids'
         )
+    if arr.dtype not in (np.uint8, np.uint16):
+        return arr.astype(np.int64)
     return np.ascontiguousarray(arr)

@@ -30,8 +30,9 @@ def refused_reason(num_classes: int) -> str:
 class LabelRange:
     """Applies the out-of-range label policy (C43) to the frames of one bag and counts what it did.
 
-    ``apply(frame)`` returns the frame to write (labels with out-of-range pixels set to ``void_id``
-    under 'void'; unchanged when all ids are in range) or None under 'refuse'. ``to_dict()``:
+    ``apply(frame)`` returns the frame to write (labels with out-of-range pixels, negative ones
+    included, set to ``void_id`` under 'void'; unchanged when all ids are in range, signed or
+    32-bit ids stored as uint8/uint16) or None under 'refuse'. ``to_dict()``:
     policy, num_classes, void_id, ``frames`` (frames with out-of-range ids), ``pixels`` (their
     count), ``ids`` (the distinct out-of-range ids, sorted).
     """
@@ -45,9 +46,11 @@ class LabelRange:
         """Apply the policy to one frame: the frame to write (out-of-range ids set to void) or None
         (refused)."""
         lab = fr.labels
-        if lab is None or not lab.size or int(lab.max()) < self.n:
+        if lab is None or not lab.size or (int(lab.max()) < self.n and int(lab.min()) >= 0):
+            if lab is not None and lab.dtype not in (np.uint8, np.uint16):  # signed / wide ids
+                fr.labels = lab.astype(np.uint8 if self.n <= 256 else np.uint16)
             return fr
-        bad = lab >= self.n
+        bad = (lab >= self.n) | (lab < 0)
         self.frames += 1
         self.pixels += int(np.count_nonzero(bad))
         self.ids.update(int(i) for i in np.unique(lab[bad]))
@@ -55,7 +58,7 @@ class LabelRange:
             return None
         fixed = lab.copy()
         fixed[bad] = self.void
-        fr.labels = fixed
+        fr.labels = fixed.astype(np.uint8 if self.n <= 256 else np.uint16, copy=False)
         return fr
 
     def to_dict(self) -> Dict[str, Any]:
