@@ -237,6 +237,8 @@ def test_c38_unindexed_ros1_bag_is_a_one_line_error(tmp_path, real_dir, capsys):
     bag = write_bag(tmp_path / 'active.bag', frames, storage='ros1')
     cut = tmp_path / 'cut.bag'
     cut.write_bytes(bag.read_bytes()[: bag.stat().st_size // 2])
+    in_index = tmp_path / 'in_index.bag'  # cut inside the index section after the chunks
+    in_index.write_bytes(bag.read_bytes()[:-10])
     _unindex_ros1(bag)
     out = tmp_path / 'ds'
     assert main([str(bag), '-o', str(out)]) == 1
@@ -252,6 +254,10 @@ def test_c38_unindexed_ros1_bag_is_a_one_line_error(tmp_path, real_dir, capsys):
     assert (
         err.count('\n') == 1 and 'its index is missing (index_pos ' in err and 'truncated' in err
     )
+    assert main([str(in_index), '-o', str(out)]) == 1  # was rosbags' 'Bag index looks damaged'
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and 'its index is cut off (index_pos ' in err
+    assert 'rosbag reindex in_index.bag' in err
     assert not out.exists()
 
 

@@ -384,7 +384,36 @@ def ros1_index_problem(path: Path) -> Optional[str]:
             f'its index is missing (index_pos {index_pos} is past the end of the {size}-byte '
             'file: truncated)'
         )
+    want = sum(
+        struct.unpack('<I', fields[k])[0] if len(fields.get(k, b'')) == 4 else 0
+        for k in ('conn_count', 'chunk_count')
+    )
+    found = _records_from(path, index_pos, size)
+    if found < want:
+        return (
+            f'its index is cut off (index_pos {index_pos}: {found} of its {want} connection and '
+            f'chunk records fit in the {size}-byte file: truncated)'
+        )
     return None
+
+
+def _records_from(path: Path, pos: int, size: int) -> int:
+    """How many whole ROS 1 records (header length, header, data length, data) follow ``pos``
+    before the end of the file."""
+    n = 0
+    with open(path, 'rb') as fh:
+        while pos + 4 <= size:
+            fh.seek(pos)
+            (hlen,) = struct.unpack('<I', fh.read(4))
+            if pos + 8 + hlen > size:
+                break
+            fh.seek(pos + 4 + hlen)
+            (dlen,) = struct.unpack('<I', fh.read(4))
+            if pos + 8 + hlen + dlen > size:
+                break
+            pos += 8 + hlen + dlen
+            n += 1
+    return n
 
 
 def _refuse_unindexed(path: Path) -> None:
