@@ -52,12 +52,8 @@ def test_c34_last_partial_step_is_shared_out_and_only_less_than_world_is_left():
         step_sizes(7, 3, 1, start=9)
 
 
-@pytest.fixture(scope='module')
-def ds_dir(real_dir, tmp_path_factory):
-    return make_dataset_dir(real_dir, tmp_path_factory.mktemp('ds') / 'd', size=(80, 60))
-
-
-def test_c34_resume_with_batch_size_2_then_5_end_to_end(ds_dir, tmp_path, monkeypatch, capsys):
+def _record_indices(monkeypatch) -> list[list[int]]:
+    """The sample indices of every optimiser step from now on, one list per step."""
     seen: list[list[int]] = []
     real = train.compute_losses
 
@@ -66,6 +62,16 @@ def test_c34_resume_with_batch_size_2_then_5_end_to_end(ds_dir, tmp_path, monkey
         return real(model, batch, *a, **k)
 
     monkeypatch.setattr(train, 'compute_losses', spy)
+    return seen
+
+
+@pytest.fixture(scope='module')
+def ds_dir(real_dir, tmp_path_factory):
+    return make_dataset_dir(real_dir, tmp_path_factory.mktemp('ds') / 'd', size=(80, 60))
+
+
+def test_c34_resume_with_batch_size_2_then_5_end_to_end(ds_dir, tmp_path, monkeypatch, capsys):
+    seen = _record_indices(monkeypatch)
     out = tmp_path / 'run'
     args = tiny_train_args(
         ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=1
@@ -124,14 +130,7 @@ def test_c34_resume_with_another_seed_finishes_the_epoch_in_its_own_order(
     those of the order it began in (the stored sampler seed), each trained once; the next epoch
     follows the new seed. Before, the rest of the epoch was drawn from the new seed's order:
     some samples twice, others never."""
-    seen: list[list[int]] = []
-    real = train.compute_losses
-
-    def spy(model, batch, *a, **k):
-        seen.append(batch['index'].tolist())
-        return real(model, batch, *a, **k)
-
-    monkeypatch.setattr(train, 'compute_losses', spy)
+    seen = _record_indices(monkeypatch)
     out = tmp_path / 'run'
     args = tiny_train_args(
         ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=2

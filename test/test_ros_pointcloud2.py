@@ -81,17 +81,21 @@ def test_c12_point_step_with_trailing_padding_read():
     )
 
 
+#: an Ouster-like padded layout: fields end at 36 bytes, point_step 48
+LIDAR_DT = np.dtype(
+    {
+        'names': ['x', 'y', 'z', 'intensity', 't', 'ring', 'range'],
+        'formats': ['<f4', '<f4', '<f4', '<f4', '<f8', '<u2', '<u4'],
+        'offsets': [0, 4, 8, 16, 20, 28, 32],
+        'itemsize': 48,
+    }
+)
+
+
 def test_c12_padded_lidar_layout_round_trip_through_rclpy():
     """Fields end at 36 bytes, point_step 48 (the layout of the report): read, modify, write,
     read."""
-    dt = np.dtype(
-        {
-            'names': ['x', 'y', 'z', 'intensity', 't', 'ring', 'range'],
-            'formats': ['<f4', '<f4', '<f4', '<f4', '<f8', '<u2', '<u4'],
-            'offsets': [0, 4, 8, 16, 20, 28, 32],
-            'itemsize': 48,
-        }
-    )
+    dt = LIDAR_DT
     pts = np.zeros((2, 3), dt)
     pts['x'] = np.arange(6).reshape(2, 3)
     pts['t'] = 1e-3 * np.arange(6).reshape(2, 3)
@@ -108,14 +112,7 @@ def test_c12_padded_lidar_layout_round_trip_through_rclpy():
 def test_c12_read_then_write_keeps_the_padded_layout_without_a_cast():
     """read_points keeps each field's offset and point_step (as sensor_msgs_py does), so writing
     its result back gives the same fields, offsets and point_step, padding zero."""
-    dt = np.dtype(
-        {
-            'names': ['x', 'y', 'z', 'intensity', 't', 'ring', 'range'],
-            'formats': ['<f4', '<f4', '<f4', '<f4', '<f8', '<u2', '<u4'],
-            'offsets': [0, 4, 8, 16, 20, 28, 32],
-            'itemsize': 48,
-        }
-    )
+    dt = LIDAR_DT
     pts = np.zeros((2, 3), dt)
     pts['x'], pts['range'] = np.arange(6).reshape(2, 3), 70000
     msg = create_cloud_from_array(None, pts)
