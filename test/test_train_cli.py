@@ -34,6 +34,7 @@ CKPT_KEYS = {
     'batch_size',
     'world_size',
     'sampler_seed',
+    'train_samples',
     'global_step',
     'early_stop',
     'history',
