@@ -215,9 +215,12 @@ def test_refuse_cloud_and_ignore():
 def test_zero_d_and_rectified_input_need_no_rectification():
     plan = plan_input(intr(D=(0, 0, 0, 0, 0)), (W, H))
     assert plan.maps is None and plan.cloud and plan.problems == []
-    rectified = replace(intr(D=D5), rectified=True)  # use_rectified: K came from P
+    # use_rectified: K came from P; a stereo camera's CameraInfo has R != I
+    rot = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    rectified = replace(intr(D=D5), rectified=True, R=rot)
     plan = plan_input(rectified, (W, H))
     assert plan.maps is None and plan.cloud and list(plan.camera.D) == [0.0] * 5
+    assert np.array_equal(plan.camera.R, np.eye(3))  # as a rectified output describes itself
 
 
 def test_rectified_intrinsics():

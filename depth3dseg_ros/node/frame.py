@@ -207,7 +207,7 @@ def plan_input(
           CameraInfo's D, problem 'distortion'; 'ignore' -> pinhole K (the behaviour before issue
           14);
         * otherwise: K and the cloud; a rectified input (``use_rectified``) is described with D =
-          0.
+          0 and R = identity, like a rectified output.
     Raises:
         ValueError: ``distortion`` not one of ``DISTORTION_MODES``.
     """
@@ -244,8 +244,10 @@ def plan_input(
             ]
         )
     if not has_distortion(intr):
-        cam = (
-            replace(intr, D=np.zeros(5), distortion_model='plumb_bob') if intr.rectified else intr
+        cam = (  # a rectified image: no distortion, no rectifying rotation (as after 'rectify')
+            replace(intr, D=np.zeros(5), distortion_model='plumb_bob', R=np.eye(3))
+            if intr.rectified
+            else intr
         )
         return InputPlan(K=intr.K, camera=cam, cloud=True)
     if distortion == 'ignore':
