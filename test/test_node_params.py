@@ -132,6 +132,7 @@ def test_c44_publish_mask_switches_the_mask_and_its_camera_info_at_run_time(node
     [
         ('label_source', 'bogus', ["label_source='bogus' is not one of ['2d', '3d', 'fused']"]),
         ('max_depth', -3.0, ['max_depth=-3.0 must be >= 1e-06']),
+        ('max_depth', float('inf'), ['max_depth=inf must be <= 1000.0']),  # every frame failed
         ('cloud_stride', 0, ['cloud_stride=0 must be >= 1']),
         ('overlay_alpha', 'abc', ["overlay_alpha='abc' must be a number"]),
         ('publish_depth', 1, ['publish_depth=1 must be a bool']),

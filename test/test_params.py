@@ -49,6 +49,7 @@ def test_defaults_validate():
         ('cloud_stride', 0, ['cloud_stride=0', '>= 1']),
         ('sync_slop', -0.01, ['sync_slop=-0.01', '>= 0']),
         ('max_depth', 0.0, ['max_depth=0.0']),
+        ('max_depth', float('inf'), ['max_depth=inf', '<= 1000.0']),  # was accepted, then failed
         ('half', 'yes', ['half', 'bool']),
         ('input_depth', 1.5, ['input_depth', 'integer']),
     ],

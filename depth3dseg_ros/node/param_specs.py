@@ -134,8 +134,10 @@ SPECS: tuple[ParamSpec, ...] = (
     ParamSpec(
         'max_depth',
         10.0,
-        'depth beyond this (m) is no data in ~/depth/image and ~/points',
+        'depth beyond this (m) is no data in ~/depth/image and ~/points (finite: it also '
+        'scales compressedDepth)',
         min=1e-6,
+        max=1000.0,
     ),
     ParamSpec('cloud_stride', 1, 'keep every n-th row and column in ~/points (C25)', min=1),
     ParamSpec(
