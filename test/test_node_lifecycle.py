@@ -310,7 +310,12 @@ def test_lifecycle_publishers_follow_the_state_in_process(tiny_model, ros):
     node = Depth3DSegLifecycleNode(node_name='lc_inproc', parameter_overrides=overrides)
     try:
         ok = TransitionCallbackReturn.SUCCESS
+        loose = node.describe_parameters(['max_depth'])[0]
+        assert loose.dynamic_typing and not loose.floating_point_range  # any type until configure
         assert node.trigger_configure() == ok and node.state_label() == 'inactive'
+        md, mf = node.describe_parameters(['max_depth', 'model_file'])
+        assert md.type == 3 and md.floating_point_range[0].from_value == 1e-6  # as the plain node
+        assert not mf.read_only and 'read at configure' in mf.additional_constraints
         assert node.pubs and not any(p.is_activated for p in node.pubs.values())
         assert node.trigger_activate() == ok
         assert all(p.is_activated for p in node.pubs.values()) and node.worker is not None
@@ -329,6 +334,9 @@ def test_lifecycle_publishers_follow_the_state_in_process(tiny_model, ros):
         assert node.trigger_activate() == ok
         assert node.pubs['overlay/compressed'].is_activated
         assert node.trigger_deactivate() == ok
+        assert node.trigger_cleanup() == ok  # unconfigured: the loose descriptors again
+        assert not node.describe_parameters(['max_depth'])[0].floating_point_range
+        assert node.trigger_configure() == ok
 
         def broken() -> None:
             raise RuntimeError('no inputs today')

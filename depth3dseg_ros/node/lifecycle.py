@@ -34,8 +34,13 @@ from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallba
 from rclpy.node import Node
 
 from depth3dseg_ros.node.node import NodePipeline
-from depth3dseg_ros.node.param_specs import STARTUP_ONLY
-from depth3dseg_ros.node.params import NodeParams, declare_parameters, read_parameters
+from depth3dseg_ros.node.param_specs import SPECS, STARTUP_ONLY
+from depth3dseg_ros.node.params import (
+    NodeParams,
+    declare_parameters,
+    descriptor,
+    read_parameters,
+)
 
 SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
@@ -113,8 +118,31 @@ class Depth3DSegLifecycleNode(LifecycleNodeMixin, NodePipeline, Node):
             self._release()
             self.p = None
             return FAILURE
+        self._describe_parameters(configured=True)
         self.get_logger().info('configured: ' + self._ready_line(model_file))
         return SUCCESS
+
+    def _describe_parameters(self, configured: bool) -> None:
+        """Parameter descriptors for describe_parameters: once configured the plain node's
+        (node/params.descriptor: type, range, allowed values), start-up-only ones not read-only
+        (this node refuses them itself until cleanup) but saying so; unconfigured again the loose
+        ones of the constructor (any type until configure)."""
+        from rcl_interfaces.msg import ParameterDescriptor
+
+        for spec in SPECS:
+            if configured:
+                d = descriptor(spec)
+                if d.read_only:
+                    d.read_only = False
+                    d.additional_constraints = d.additional_constraints.replace(
+                        STARTUP_ONLY, 'read at configure: cleanup and configure again'
+                    )
+            else:
+                d = ParameterDescriptor(description=spec.doc, dynamic_typing=True)
+            try:
+                self.set_descriptor(spec.name, d)
+            except Exception:  # noqa: BLE001 - a value validate() coerced (no other effect)
+                pass
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Enable the publishers, publish ``~/classes``, start the subscriptions and the worker."""
@@ -141,6 +169,7 @@ class Depth3DSegLifecycleNode(LifecycleNodeMixin, NodePipeline, Node):
         """Destroy the publishers and release the model."""
         self._release()
         self.p = None
+        self._describe_parameters(configured=False)
         self.get_logger().info('unconfigured: model and publishers released')
         return SUCCESS
 
@@ -160,6 +189,7 @@ class Depth3DSegLifecycleNode(LifecycleNodeMixin, NodePipeline, Node):
             self._release()
         finally:
             self.p = None
+            self._describe_parameters(configured=False)
         return SUCCESS
 
     def _deactivate(self) -> None:
