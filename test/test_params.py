@@ -420,6 +420,22 @@ def test_c39_wrong_type_stops_start_up_with_one_line_naming_both_types(given, de
     ), r.stderr
 
 
+@pytest.mark.parametrize('given,kind', [('model_file:=[]', 'string'), ('max_depth:=[]', 'number')])
+def test_c39_empty_list_stops_start_up_naming_the_parameter_and_its_type(given, kind):
+    """`:=[]` leaves a parameter without a value (rclpy: 'not initialized', or None): one line
+    naming the parameter and the type it needs, exit 2."""
+    r = subprocess.run(
+        _node_cmd('--ros-args', '-p', 'device:=cpu', '-p', given),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    name = given.split(':=')[0]
+    assert r.returncode == 2 and 'Traceback' not in r.stderr, r.stderr
+    (line,) = [ln for ln in r.stderr.splitlines() if 'start-up failed' in ln]
+    assert f'parameter {name} has no value' in line and f'must be a {kind}' in line, line
+
+
 @pytest.mark.timeout(180)
 def test_c39_integers_for_double_parameters_are_used_as_floats(tmp_path):
     import signal

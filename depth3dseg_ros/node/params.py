@@ -133,6 +133,12 @@ def unknown_names(given: Iterable[str], known: Iterable[str]) -> list[tuple[str,
 
 def _coerce(spec: ParamSpec, value: Any) -> Any:
     kind = type(spec.default)
+    if value is None:  # NOT_SET: e.g. `-p name:=[]` (an empty list has no type) or unset
+        kind_name = {bool: 'bool', int: 'integer', float: 'number', str: 'string'}[kind]
+        raise ValueError(
+            f'parameter {spec.name} has no value (an empty list `[]` or an unset value?): it '
+            f'must be a {kind_name}'
+        )
     if kind is bool:
         if isinstance(value, bool):
             return value
@@ -283,7 +289,18 @@ def read_parameters(node: Any) -> NodeParams:
     Raises:
         ValueError: from ``validate``, naming the parameter and its value.
     """
-    return validate({s.name: node.get_parameter(s.name).value for s in SPECS})
+    return validate({s.name: _value(node, s.name) for s in SPECS})
+
+
+def _value(node: Any, name: str) -> Any:
+    """The parameter's value; None when it has none (``-p name:=[]``: rclpy then raises
+    ParameterUninitializedException on get_parameter; validate names the parameter)."""
+    try:
+        return node.get_parameter(name).value
+    except Exception as err:
+        if type(err).__name__ != 'ParameterUninitializedException':
+            raise
+        return None
 
 
 def declare_and_read(node: Any) -> NodeParams:
