@@ -53,6 +53,18 @@ class StopRequested(BaseException):
         self.signum = signum
 
 
+#: the signals that ask an executable to stop: Ctrl-C, kill / launch / docker stop, and SIGHUP (the
+#: terminal or SSH session that started it closed: it then leaves the graph cleanly too)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def stop_signals() -> tuple:
+    """:data:`STOP_SIGNALS` less SIGHUP when it is ignored (``nohup``: the user asked the process
+    to outlive its terminal)."""
+    ignored = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    return tuple(s for s in STOP_SIGNALS if not (s == signal.SIGHUP and ignored))
+
+
 class StopSignals:
     """Python-level SIGINT/SIGTERM handling with phases; install it first thing in ``main`` (C40,
     C45).
@@ -102,7 +114,7 @@ class StopSignals:
         self._done = threading.Event()  # set by finished()/restore(): no deadline needed
         self._deadline: threading.Thread | None = None
         self._previous = {
-            s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)
+            s: signal.signal(s, self._handle) for s in stop_signals()
         }
 
     @property
@@ -176,7 +188,7 @@ class StopSignals:
         hurry."""
         self.phase = STOPPING
         self._disarm()
-        for s in (signal.SIGINT, signal.SIGTERM):
+        for s in self._previous:
             signal.signal(s, signal.SIG_IGN)
 
     def restore(self) -> None:

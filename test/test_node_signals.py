@@ -138,8 +138,12 @@ def _idle_node(tmp_path, model, name):
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT], ids=['sigterm', 'sigint'])
+@pytest.mark.parametrize(
+    'sig', [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=['sigterm', 'sigint', 'sighup']
+)
 def test_c45_idle_node_ends_on_one_signal(tmp_path, tiny_model, sig):
+    """SIGHUP too (its terminal or SSH session closed): the same clean departure, not death by
+    the default action."""
     p = _idle_node(tmp_path, tiny_model, f'sig_idle_{int(sig)}')
     try:
         assert_clean(*p.signal_and_time(sig))

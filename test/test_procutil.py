@@ -90,3 +90,20 @@ def test_c40_a_finished_clean_up_disarms_the_deadline(end):
     )
     assert r.returncode == 3 and 'alive' in r.stdout, r.stderr
     assert 'did not end' not in r.stderr and 'Timeout' not in r.stderr
+
+
+def test_sighup_stops_unless_nohup_ignores_it():
+    """SIGHUP (terminal closed) is a stop signal like SIGINT/SIGTERM, except where the process was
+    started to ignore it (nohup): that wish is kept."""
+    import signal
+
+    from depth3dseg_ros.procutil import stop_signals
+
+    before = signal.getsignal(signal.SIGHUP)
+    try:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        assert stop_signals() == (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        assert stop_signals() == (signal.SIGINT, signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGHUP, before)

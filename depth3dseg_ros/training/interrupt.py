@@ -29,7 +29,7 @@ from typing import Any, TextIO
 
 __all__ = ['StopNow', 'StopAtStep', 'ignore_in_worker']
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: its terminal closed
 
 
 class StopNow(BaseException):
@@ -87,7 +87,9 @@ class StopAtStep:
 
     def __enter__(self) -> StopAtStep:
         if threading.current_thread() is threading.main_thread():
-            for s in SIGNALS:
+            from depth3dseg_ros.procutil import stop_signals  # SIGHUP unless nohup ignores it
+
+            for s in stop_signals():
                 self._previous[s] = signal.signal(s, self._handle)
         return self
 
