@@ -397,6 +397,20 @@ def test_c44_descriptor_ranges_read_only_and_description():
     assert 'restart the node' in descriptor(SPEC_BY_NAME['model_file']).additional_constraints
 
 
+def _start_up_failure(given: str) -> str:
+    """The one 'start-up failed' line of a node started with ``-p given`` (exit 2, no
+    traceback)."""
+    r = subprocess.run(
+        _node_cmd('--ros-args', '-p', 'device:=cpu', '-p', given),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2 and 'Traceback' not in r.stderr, r.stderr
+    (line,) = [ln for ln in r.stderr.splitlines() if 'start-up failed' in ln]
+    return line
+
+
 @pytest.mark.parametrize(
     'given,declared',
     [
@@ -406,33 +420,17 @@ def test_c44_descriptor_ranges_read_only_and_description():
     ],
 )
 def test_c39_wrong_type_stops_start_up_with_one_line_naming_both_types(given, declared):
-    r = subprocess.run(
-        _node_cmd('--ros-args', '-p', 'device:=cpu', '-p', given),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    line = _start_up_failure(given)
     name = given.split(':=')[0]
-    assert r.returncode == 2 and 'Traceback' not in r.stderr, r.stderr
-    line = [ln for ln in r.stderr.splitlines() if 'start-up failed' in ln]
-    assert (
-        len(line) == 1 and f"'{name}'" in line[0] and f"expecting type '{declared}'" in line[0]
-    ), r.stderr
+    assert f"'{name}'" in line and f"expecting type '{declared}'" in line, line
 
 
 @pytest.mark.parametrize('given,kind', [('model_file:=[]', 'string'), ('max_depth:=[]', 'number')])
 def test_c39_empty_list_stops_start_up_naming_the_parameter_and_its_type(given, kind):
     """`:=[]` leaves a parameter without a value (rclpy: 'not initialized', or None): one line
     naming the parameter and the type it needs, exit 2."""
-    r = subprocess.run(
-        _node_cmd('--ros-args', '-p', 'device:=cpu', '-p', given),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    line = _start_up_failure(given)
     name = given.split(':=')[0]
-    assert r.returncode == 2 and 'Traceback' not in r.stderr, r.stderr
-    (line,) = [ln for ln in r.stderr.splitlines() if 'start-up failed' in ln]
     assert f'parameter {name} has no value' in line and f'must be a {kind}' in line, line
 
 
