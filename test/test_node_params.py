@@ -10,7 +10,6 @@ whether it was applied.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
@@ -209,7 +208,9 @@ def test_c44_descriptors_carry_description_range_and_read_only(node_p):
     a = descs['overlay_alpha'].floating_point_range[0]
     assert (a.from_value, a.to_value) == (0.0, 1.0)
     m = descs['max_depth'].floating_point_range[0]
-    assert m.from_value == SPEC_BY_NAME['max_depth'].min and math.isinf(m.to_value)
+    assert (m.from_value, m.to_value) == (SPEC_BY_NAME['max_depth'].min, 1000.0)  # finite
+    i = descs['cloud_stride'].integer_range[0]  # an open end: the int64 limit
+    assert i.from_value == 1 and i.to_value == 2**63 - 1
     assert descs['max_depth'].dynamic_typing and descs['max_depth'].type in (
         ParameterType.PARAMETER_DOUBLE,
         ParameterType.PARAMETER_INTEGER,
