@@ -162,11 +162,9 @@ class StampSync:
         """Add a CameraInfo; return the waiting images it releases (in arrival order)."""
         t_info = header_stamp_ns(info)
         out: list[Pair] = []
-        newest = max((header_stamp_ns(i) for i in self._infos), default=None)
+        newest = self._newest_info_ns()
         if newest is not None and t_info < newest - self.slop_ns:  # the CameraInfo clock went back
-            while self._images:  # images of the old timeline go out with its CameraInfos
-                out.append(self._decide(self._images.popleft(), superseded=True))
-            self._new_timeline(t_info, newest)
+            out += self._new_timeline(t_info, newest)
             self._last_image_ns = None
         ref = header_stamp_ns(self._images[0]) if self._images else self._last_image_ns
         if ref is None or t_info >= ref - self.slop_ns:
@@ -196,9 +194,7 @@ class StampSync:
         out: list[Pair] = []
         back = self._last_image_ns is not None and t < self._last_image_ns - self.slop_ns
         if back and self._infos:  # the image clock went back: a new timeline
-            while self._images:  # images of the old timeline go out with its CameraInfos
-                out.append(self._decide(self._images.popleft(), superseded=True))
-            self._new_timeline(t, self._last_image_ns)
+            out += self._new_timeline(t, self._last_image_ns)
             info_expected = True  # its CameraInfo is on its way, as on the old timeline
         if not self._infos:
             self._images.append(image)
@@ -227,15 +223,24 @@ class StampSync:
             self._last_image_ns = t
         return out
 
-    def _new_timeline(self, t_ns: int, before_ns: int) -> None:
-        """Stamps went back from ``before_ns`` to ``t_ns``: drop the CameraInfos stamped after
-        ``t_ns + slop`` (the old timeline's) and the stream state learnt from them."""
+    def _newest_info_ns(self) -> int | None:
+        """The newest CameraInfo stamp kept (ns), or None when none is."""
+        return max((header_stamp_ns(i) for i in self._infos), default=None)
+
+    def _new_timeline(self, t_ns: int, before_ns: int) -> list[Pair]:
+        """Stamps went back from ``before_ns`` to ``t_ns``: release the images still waiting,
+        paired on the old timeline (returned, in arrival order); then drop the CameraInfos stamped
+        after ``t_ns + slop`` (the old timeline's) and the stream state learnt from them."""
+        out = []
+        while self._images:
+            out.append(self._decide(self._images.popleft(), superseded=True))
         keep = [i for i in self._infos if header_stamp_ns(i) <= t_ns + self.slop_ns]
         self._infos.clear()
         self._infos.extend(keep)
         self.stale, self._late_in_a_row = False, 0
         self.jumps += 1
         self.last_jump_ns = before_ns - t_ns
+        return out
 
     def _closest(self, t_ns: int) -> tuple[Any | None, int]:
         best, best_dt = None, None
@@ -247,7 +252,7 @@ class StampSync:
 
     def _no_wait_reason(self, t: int) -> str | None:
         """Why an image at ``t`` (ns) without a CameraInfo within slop must not wait, or None."""
-        newest = max(header_stamp_ns(i) for i in self._infos)
+        newest = self._newest_info_ns()
         if newest > t + self.slop_ns:
             return PASSED  # CameraInfo stamps have gone past it
         if self.stale:
