@@ -54,6 +54,7 @@ from depth3dseg_ros.ros.pointcloud2_read import (  # noqa: F401 - re-exported AP
     UINT32,
     _FROM_NP,
     _finite_xyz,
+    _with_byteorder,
     dtype_from_fields,
     read_points,
     read_points_numpy,
@@ -142,19 +143,6 @@ def _cloud_msg(cls: type, header: Any, pts: np.ndarray, data: Any, is_dense: boo
     )
 
 
-def _little_endian(dt: np.dtype) -> np.dtype:
-    """Structured ``dt`` with every field little-endian, offsets and itemsize kept (a structured
-    dtype's own byteorder is '|' whatever its fields are, so each field is converted)."""
-    return np.dtype(
-        {
-            'names': list(dt.names),
-            'formats': [dt.fields[n][0].newbyteorder('<') for n in dt.names],
-            'offsets': [dt.fields[n][1] for n in dt.names],
-            'itemsize': dt.itemsize,
-        }
-    )
-
-
 def create_cloud_from_array(
     header: Any, points: np.ndarray, is_dense: bool | None = None, msg_cls: type | None = None
 ) -> Any:
@@ -180,7 +168,7 @@ def create_cloud_from_array(
         )
     if pts.ndim == 1:
         pts = pts.reshape(1, -1)
-    pts = np.ascontiguousarray(pts, dtype=_little_endian(pts.dtype))  # converts '>' fields' values
+    pts = np.ascontiguousarray(pts, dtype=_with_byteorder(pts.dtype, '<'))  # '>' fields' values
     n_bad = int(pts.size - np.count_nonzero(_finite_xyz(pts)))
     if is_dense is None:
         is_dense = n_bad == 0

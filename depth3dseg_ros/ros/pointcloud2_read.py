@@ -97,15 +97,7 @@ def read_points(
     view, dt = _cloud_view(msg)
     names = _check_names(dt, field_names)
     h, w = view.shape
-    out_dt = np.dtype(
-        {
-            'names': names,
-            'formats': [dt.fields[n][0].newbyteorder('=') for n in names],
-            'offsets': [dt.fields[n][1] for n in names],
-            'itemsize': dt.itemsize,
-        }
-    )
-    out = np.zeros((h, w), dtype=out_dt)
+    out = np.zeros((h, w), dtype=_with_byteorder(dt, '=', names))
     for n in names:
         out[n] = view[n]
     if skip_nans and {'x', 'y', 'z'} <= set(dt.names):
@@ -178,6 +170,21 @@ _DATATYPE_NAMES = {
     FLOAT32: 'FLOAT32',
     FLOAT64: 'FLOAT64',
 }
+
+
+def _with_byteorder(dt: np.dtype, order: str, names: Sequence[str] | None = None) -> np.dtype:
+    """Structured ``dt`` (its fields ``names``, default all) with every field in byte ``order``
+    ('<', '>', '='), offsets and itemsize kept: the layout of a cloud's points. A structured
+    dtype's own byteorder is '|' whatever its fields are, so each field is converted."""
+    names = list(dt.names) if names is None else list(names)
+    return np.dtype(
+        {
+            'names': names,
+            'formats': [dt.fields[n][0].newbyteorder(order) for n in names],
+            'offsets': [dt.fields[n][1] for n in names],
+            'itemsize': dt.itemsize,
+        }
+    )
 
 
 def _cloud_view(msg: Any) -> tuple[np.ndarray, np.dtype]:
