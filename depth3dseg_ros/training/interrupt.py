@@ -14,9 +14,10 @@ stays the previous complete checkpoint (checkpoints are written atomically).
 Unlike the ROS executables' rule (procutil.StopSignals: end within 2 s, exit 0), a training run
 is worth the seconds a step takes to save, and its exit code says it did not finish.
 
-DataLoader workers ignore both signals (`ignore_in_worker`): a terminal's Ctrl-C reaches the whole
-process group, and a worker that died of it would fail the main process's next batch. The main
-process shuts its workers down itself.
+SIGHUP (its terminal closed) counts as SIGTERM unless ``nohup`` ignores it (procutil.stop_signals).
+DataLoader workers ignore the stop signals (`ignore_in_worker`): a terminal's Ctrl-C reaches the
+whole process group, and a worker that died of it would fail the main process's next batch. The
+main process shuts its workers down itself.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ import threading
 from types import FrameType
 from typing import Any, TextIO
 
-__all__ = ['StopNow', 'StopAtStep', 'ignore_in_worker']
+from depth3dseg_ros.procutil import STOP_SIGNALS, stop_signals
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: its terminal closed
+__all__ = ['StopNow', 'StopAtStep', 'ignore_in_worker']
 
 
 class StopNow(BaseException):
@@ -87,9 +88,7 @@ class StopAtStep:
 
     def __enter__(self) -> StopAtStep:
         if threading.current_thread() is threading.main_thread():
-            from depth3dseg_ros.procutil import stop_signals  # SIGHUP unless nohup ignores it
-
-            for s in stop_signals():
+            for s in stop_signals():  # SIGHUP too, unless nohup ignores it
                 self._previous[s] = signal.signal(s, self._handle)
         return self
 
@@ -100,7 +99,7 @@ class StopAtStep:
 
 
 def ignore_in_worker() -> None:
-    """In a DataLoader worker process: ignore SIGINT and SIGTERM (the main process stops its
-    workers; module docstring)."""
-    for s in SIGNALS:
+    """In a DataLoader worker process: ignore the stop signals (procutil.STOP_SIGNALS; the main
+    process stops its workers: module docstring)."""
+    for s in STOP_SIGNALS:
         signal.signal(s, signal.SIG_IGN)

@@ -143,16 +143,19 @@ def train_epoch(run: Run, epoch: int, limit_s: float | None) -> bool:
     return True
 
 
+def _asked_to_stop(run: Run) -> bool:
+    """This process received a stop signal (training.interrupt)."""
+    return run.stop is not None and run.stop.requested
+
+
 def _stop_requested(run: Run, limit_s: float | None) -> bool:
-    """The chunk's time limit is reached, or a SIGINT/SIGTERM asked to stop
-    (training.interrupt)."""
-    signalled = run.stop is not None and run.stop.requested
-    return signalled or (limit_s is not None and time.monotonic() - run.t0 >= limit_s)
+    """The chunk's time limit is reached, or a stop signal asked to stop."""
+    return _asked_to_stop(run) or (limit_s is not None and time.monotonic() - run.t0 >= limit_s)
 
 
 def _signalled(run: Run) -> bool:
     """Every rank: rank 0 received a stop signal."""
-    return agree(run.stop is not None and run.stop.requested, run.world, run.device)
+    return agree(_asked_to_stop(run), run.world, run.device)
 
 
 def train_step(run: Run, batch: dict[str, torch.Tensor]) -> dict[str, float]:
@@ -251,9 +254,7 @@ def train(run: Run) -> str:
             return _interrupted(run)
         if not train_epoch(run, epoch, limit_s):
             return (
-                _interrupted(run)
-                if run.stop is not None and run.stop.requested
-                else ('time limit (resume with --resume)')
+                _interrupted(run) if _asked_to_stop(run) else 'time limit (resume with --resume)'
             )
         if validate_and_checkpoint(run, epoch):
             return early_stop_reason(run.cfg, run.es)
@@ -263,7 +264,7 @@ def train(run: Run) -> str:
 def _interrupted(run: Run) -> str:
     """The stop reason after a stop signal (it starts with 'interrupted'), saying where the run
     stands."""
-    name = run.stop.name if run.stop is not None and run.stop.requested else 'a stop signal'
+    name = run.stop.name if _asked_to_stop(run) else 'a stop signal'  # rank 0's, on another rank
     return (
         f'interrupted by {name} at epoch {run.epoch + 1}, step {run.step_in_epoch} '
         '(resume with --resume)'
