@@ -52,6 +52,7 @@ class OpenPaths:
     _tmp: Optional[tempfile.TemporaryDirectory]
     _salvage: set
     _message_zstd: bool
+    _skipped: list  # why each storage file left out of this opening was (for the error if all are)
 
     def _open_path(self) -> List[Path]:
         """Paths handed to AnyReader: the bag itself, or correctly named links / a decompressed
@@ -59,6 +60,7 @@ class OpenPaths:
         disagreed with the files' contents: one warning)."""
         fmt = detect_format(self.path)
         self.format = fmt
+        self._skipped = []
         if fmt.kind == 'rosbag2':
             listed = self._dir_files()
             extra = self._unlisted_files(listed) if not fmt.recovery else []
@@ -110,7 +112,7 @@ class OpenPaths:
         assert self._tmp is not None
         sub = Path(self._tmp.name, f'wal_{i}')
         sub.mkdir()
-        (LOG.warning if self.warn else LOG.debug)(
+        self._warn(
             'bag file %s: its write-ahead log %s-wal holds %d bytes not yet in the file (the '
             'recording was not closed): reading a copy with the log replayed',
             db,
@@ -120,6 +122,7 @@ class OpenPaths:
         return checkpointed_copy(db, sub)
 
     def _warn(self, text: str, *args: object) -> None:
+        """Log a warning about the bag (debug when the reader was made with ``warn=False``)."""
         (LOG.warning if self.warn else LOG.debug)(text, *args)
 
     def _readable_sqlite(self, db: Path, i: int, alone: bool = False) -> Optional[Path]:
@@ -175,7 +178,7 @@ class OpenPaths:
         """Leave storage file ``f`` out of the bag, with a warning (kept for the error when no
         file is left)."""
         self._warn('bag file %s skipped: %s', f, why)
-        self.__dict__.setdefault('_skipped', []).append(why)
+        self._skipped.append(why)
 
     def _unlisted_files(self, listed: List[Path]) -> List[Path]:
         """Storage files in the rosbag2 directory that its metadata.yaml does not list (a split
@@ -225,7 +228,7 @@ class OpenPaths:
         (bags.sqlite_salvage); a file of which nothing is readable is skipped with a warning, as
         long as another one is. Message-mode compression is undone in :meth:`messages`."""
         if fmt.recovery:
-            (LOG.warning if self.warn else LOG.debug)(
+            self._warn(
                 'bag %s has no metadata.yaml (the recording was not closed?): reading its %d %s '
                 'storage file(s) %s directly; topics, types and message counts come from the '
                 'files',
@@ -260,7 +263,7 @@ class OpenPaths:
             if fmt.storage == 'mcap' and not mcap_is_closed(src):
                 self._salvage.add(links[-1])
         if not links:
-            why = '; '.join(self.__dict__.get('_skipped', []))
+            why = '; '.join(self._skipped)
             raise ValueError(
                 f'bag {str(self.path)!r}: none of its storage files is readable: {why}'
             )
@@ -292,7 +295,7 @@ class OpenPaths:
                 'rosbag2_bagfile_information', {}
             ),
         )
-        (LOG.warning if self.warn else LOG.debug)(
+        self._warn(
             'bag %s: metadata.yaml names storage %r but its file(s) %s are %s: reading them as %s '
             '(the file contents decide; metadata.yaml is only a hint)',
             self.path,

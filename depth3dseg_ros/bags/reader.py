@@ -193,7 +193,7 @@ class BagReader(OpenPaths):
                 scans.append((p, sub.storage.scan))
         for p, scan in scans:
             name = self.path if self.path.is_file() else self.path / Path(os.path.realpath(p)).name
-            (LOG.warning if self.warn else LOG.debug)('MCAP file %s was %s', name, scan.describe())
+            self._warn('MCAP file %s was %s', name, scan.describe())
         if scans and self.format is not None:
             p, scan = scans[-1]
             self.format = replace(
