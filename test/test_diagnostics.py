@@ -132,6 +132,22 @@ def test_camera_slot_records_frame_id_and_time():
 
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(240)
+def _tiny_node(tmp_path, model, name, remaps, **params):
+    """The node as a process with the tiny model at 64x48, one torch thread, diagnostics every
+    0.5 s (``params`` added), its log in ``tmp_path/node.log``."""
+    from nodeutil import NodeProcess
+
+    base = dict(
+        model_file=str(model),
+        device='cpu',
+        input_width=64,
+        input_height=48,
+        torch_threads=1,
+        diagnostics_period=0.5,
+    )
+    return NodeProcess(tmp_path / 'node.log', dict(base, **params), name=name, remaps=remaps)
+
+
 def test_node_diagnostics_across_processes_sim_time_jump_back_stamp_zero_and_decay(tmp_path, ros):
     """A node on ``use_sim_time``: frames from camera frame 'front_cam' (one stamped 0) -> OK, rate
     > 0, hardware_id 'front_cam', age p95 plausible; then /clock jumps back 1000 s (a looped bag)
@@ -147,7 +163,6 @@ def test_node_diagnostics_across_processes_sim_time_jump_back_stamp_zero_and_dec
     from sensor_msgs.msg import CameraInfo, Image
 
     from nodeutil import (
-        NodeProcess,
         camera_image,
         camera_info_msg,
         make_tiny_model,
@@ -170,19 +185,12 @@ def test_node_diagnostics_across_processes_sim_time_jump_back_stamp_zero_and_dec
         lambda m: got.extend((time.monotonic(), s) for s in m.status if s.name.startswith(name)),
         50,
     )
-    proc = NodeProcess(
-        tmp_path / 'node.log',
-        dict(
-            model_file=str(model),
-            device='cpu',
-            input_width=64,
-            input_height=48,
-            torch_threads=1,
-            diagnostics_period=0.5,
-            use_sim_time=True,
-        ),
-        name=name,
-        remaps={'image': f'/{name}/in/image', 'camera_info': f'/{name}/in/camera_info'},
+    proc = _tiny_node(
+        tmp_path,
+        model,
+        name,
+        {'image': f'/{name}/in/image', 'camera_info': f'/{name}/in/camera_info'},
+        use_sim_time=True,
     )
 
     def values(s):
@@ -262,24 +270,13 @@ def test_node_with_a_wrong_input_topic_says_so_on_the_console(tmp_path, ros):
     import rclpy
     from sensor_msgs.msg import Image
 
-    from nodeutil import NodeProcess, make_tiny_model, spin_until
+    from nodeutil import make_tiny_model, spin_until
 
     name = 'd3s_wrong_topic'
     h = rclpy.create_node('wrong_topic_harness')
     h.create_publisher(Image, f'/{name}_cam/color/image_raw', 1)
-    proc = NodeProcess(
-        tmp_path / 'node.log',
-        dict(
-            model_file=str(make_tiny_model(tmp_path / 'tiny.pt')),
-            device='cpu',
-            input_width=64,
-            input_height=48,
-            torch_threads=1,
-            diagnostics_period=0.5,
-        ),
-        name=name,
-        remaps={'image': f'/{name}_cam/rgb/image_raw'},
-    )
+    model = make_tiny_model(tmp_path / 'tiny.pt')
+    proc = _tiny_node(tmp_path, model, name, {'image': f'/{name}_cam/rgb/image_raw'})
     want = (
         f'no publisher on /{name}_cam/rgb/image_raw; image topics in the graph: '
         f"['/{name}_cam/color/image_raw'] (remap with -r image:=TOPIC)"
