@@ -135,12 +135,8 @@ class InputHandling:
             return None
         depth, problem = registered_depth(raw, dmsg.encoding, (rgb.shape[1], rgb.shape[0]), plan)
         if problem is not None:  # both messages described: sizes, encodings, steps (C20)
-            what = (
-                f' [depth {describe(dmsg)}; colour {describe(msg)}]'
-                if isinstance(msg, Image)
-                else (f' [depth {describe(dmsg)}]')
-            )
-            self._error_throttled(problem.key, problem.text + what)
+            colour = f'; colour {describe(msg)}' if isinstance(msg, Image) else ''
+            self._error_throttled(problem.key, f'{problem.text} [depth {describe(dmsg)}{colour}]')
         return depth
 
     def _error_throttled(self, key: str, text: str, period: float = 5.0) -> None:
