@@ -39,6 +39,7 @@ class LabelRange:
 
     def __init__(self, classes: ClassSet, policy: str) -> None:
         self.n, self.void, self.policy = len(classes), int(classes.void_id), policy
+        self.dtype = classes.label_dtype  # signed or 32-bit ids are written as this
         self.frames = self.pixels = 0
         self.ids: set = set()
 
@@ -48,7 +49,7 @@ class LabelRange:
         lab = fr.labels
         if lab is None or not lab.size or (int(lab.max()) < self.n and int(lab.min()) >= 0):
             if lab is not None and lab.dtype not in (np.uint8, np.uint16):  # signed / wide ids
-                fr.labels = lab.astype(np.uint8 if self.n <= 256 else np.uint16)
+                fr.labels = lab.astype(self.dtype)
             return fr
         bad = (lab >= self.n) | (lab < 0)
         self.frames += 1
@@ -58,7 +59,7 @@ class LabelRange:
             return None
         fixed = lab.copy()
         fixed[bad] = self.void
-        fr.labels = fixed.astype(np.uint8 if self.n <= 256 else np.uint16, copy=False)
+        fr.labels = fixed.astype(self.dtype, copy=False)
         return fr
 
     def to_dict(self) -> Dict[str, Any]:
