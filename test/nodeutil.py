@@ -45,6 +45,20 @@ def make_tiny_model(path: Path, num_classes: int | None = None) -> Path:
     return path
 
 
+def tiny_node_params(model: Path | str, **extra: Any) -> dict:
+    """Node parameters for tests with a tiny model (:func:`make_tiny_model`): CPU, 64x48 network
+    input, one torch thread, diagnostics every 0.5 s; ``extra`` added or overriding."""
+    base = dict(
+        model_file=str(model),
+        device='cpu',
+        input_width=64,
+        input_height=48,
+        torch_threads=1,
+        diagnostics_period=0.5,
+    )
+    return dict(base, **extra)
+
+
 class NodeProcess:
     """``depth3dseg_node`` (or a wrapper script) in a subprocess, log in a file; always stopped."""
 

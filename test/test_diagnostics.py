@@ -135,17 +135,11 @@ def test_camera_slot_records_frame_id_and_time():
 def _tiny_node(tmp_path, model, name, remaps, **params):
     """The node as a process with the tiny model at 64x48, one torch thread, diagnostics every
     0.5 s (``params`` added), its log in ``tmp_path/node.log``."""
-    from nodeutil import NodeProcess
+    from nodeutil import NodeProcess, tiny_node_params
 
-    base = dict(
-        model_file=str(model),
-        device='cpu',
-        input_width=64,
-        input_height=48,
-        torch_threads=1,
-        diagnostics_period=0.5,
+    return NodeProcess(
+        tmp_path / 'node.log', tiny_node_params(model, **params), name=name, remaps=remaps
     )
-    return NodeProcess(tmp_path / 'node.log', dict(base, **params), name=name, remaps=remaps)
 
 
 def test_node_diagnostics_across_processes_sim_time_jump_back_stamp_zero_and_decay(tmp_path, ros):

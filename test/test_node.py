@@ -33,6 +33,7 @@ from nodeutil import (
     spin_until,
     stamp_msg,
     stamp_ns,
+    tiny_node_params,
 )
 
 W, H = 80, 60  # camera image
@@ -163,14 +164,7 @@ def _start(tmp, model_file, name, with_info=True, extra_remaps=None, **params):
     completes (docs/pip_ros_stack.md §1: 1 in ~40 runs), so a node that is not
     discovered within 40 s is restarted once (a new participant); a second failure fails the
     test."""
-    base = dict(
-        model_file=str(model_file),
-        device='cpu',
-        input_width=NW,
-        input_height=NH,
-        torch_threads=1,
-        diagnostics_period=0.5,
-    )
+    base = tiny_node_params(model_file, input_width=NW, input_height=NH)
     h = Harness(name, f'/{name}_cam/image', f'/{name}_cam/camera_info', with_info)
     for attempt in range(2):
         proc = NodeProcess(

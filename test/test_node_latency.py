@@ -26,6 +26,7 @@ from nodeutil import (
     make_tiny_model,
     spin_until,
     stamp_ns,
+    tiny_node_params,
     camera_image,
     camera_info_msg,
 )
@@ -54,14 +55,7 @@ def test_c26_bounded_frame_age_and_counted_drops_under_slow_model(tmp_path, ros)
     node = rclpy.create_node('c26_harness')
     proc = NodeProcess(
         tmp_path / 'node.log',
-        dict(
-            model_file=str(model),
-            device='cpu',
-            input_width=64,
-            input_height=48,
-            torch_threads=1,
-            diagnostics_period=0.5,
-        ),
+        tiny_node_params(model),
         name='d3s_slow',
         script=[sys.executable, str(REPO / 'test' / 'slow_node.py'), str(DELAY)],
         remaps={'image': '/slow_cam/image', 'camera_info': '/slow_cam/camera_info'},
