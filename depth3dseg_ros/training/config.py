@@ -19,7 +19,7 @@ Sections (METHOD M1–M6):
   loss      kwargs of core.train_step.LossConfig (weights and variants, M4/M5).
   optim     AdamW lr/betas/weight_decay, cosine schedule with linear warmup, grad clipping.
   train     batch_size, epochs, seed, device, amp, deterministic, max_steps_per_epoch,
-  time_limit_min, freeze_bn, channels_last, trainable.
+  time_limit_min, freeze_bn, channels_last, trainable, mixstyle (training.mixstyle).
   early_stop  patience rule on a validation metric (M6 convergence; training.early_stop).
   log       tensorboard, progress bar, number of sample images.
   export    model file name (relative to the run dir).
@@ -38,6 +38,7 @@ from depth3dseg_ros.core.modelfile import ModelFileError
 from depth3dseg_ros.core.train_step import LossConfig
 from depth3dseg_ros.training.camera_aug import resolve_camera
 from depth3dseg_ros.training.fda import resolve_fda
+from depth3dseg_ros.training.mixstyle import check_mixstyle
 from depth3dseg_ros.training.texture_rand import resolve_texture
 
 DEFAULTS: dict[str, Any] = {
@@ -99,6 +100,7 @@ DEFAULTS: dict[str, Any] = {
         'freeze_bn': False,
         'channels_last': False,
         'trainable': None,
+        'mixstyle': None,
     },
     'early_stop': {
         'metric': 'miou_fused',
@@ -371,6 +373,7 @@ def validate(cfg: dict) -> dict:
             f'config train.trainable={tr!r} must be null (every parameter) or a non-empty list '
             'of parameter-name prefixes, e.g. [net.depth_head]'
         )
+    t['mixstyle'] = check_mixstyle(t['mixstyle'])
     if t['amp'] not in AMP_MODES:
         raise ValueError(f"config train.amp={t['amp']!r} must be one of {AMP_MODES}")
     if not isinstance(t['device'], str):

@@ -21,6 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from depth3dseg_ros.bags.dataset_writer import check_label_range
 from depth3dseg_ros.core.model import Depth3DSeg, check_arch
 from depth3dseg_ros.core.train_step import LossConfig, make_weighting
+from depth3dseg_ros.training.mixstyle import attach_mixstyle
 from depth3dseg_ros.training.trainable import select_trainable
 from depth3dseg_ros.training.class_weights import resolve_class_weights
 from depth3dseg_ros.training.checkpoint import (
@@ -189,6 +190,7 @@ def setup_run(args: argparse.Namespace) -> Run:
         model.load_state_dict(init.state_dict())
         if rank == 0:
             print(f"initialised from {cfg['model']['init']} (model.init)")
+    attach_mixstyle(model, tc['mixstyle'])  # training-mode forward hooks; eval is untouched
     model = model.to(device)
     if tc['channels_last']:  # NHWC convolutions (bench/bench_train.py --channels-last)
         model = model.to(memory_format=torch.channels_last)
