@@ -3,8 +3,8 @@ readable comes out, and each file left out or cut short is named in a warning.
 
 - a file-mode compressed recording killed: its closed splits compressed, the last one plain;
 - the last split of a directory cut off, empty, or an MCAP holding only its magic;
-- a ``.db3`` cut off (bare, or a split): the messages before the damage (and after it, that
-  still read) come out;
+- a ``.db3`` cut off (bare, a split, or listed by metadata.yaml): the messages before the damage
+  (and after it, that still read) come out;
 - a ``-wal`` with data beside a ``.db3`` whose directory has metadata.yaml;
 - a storage file in the directory that metadata.yaml does not list.
 """
@@ -166,3 +166,22 @@ def test_c38_storage_file_not_listed_in_metadata_is_read_with_a_warning(
     assert _n_frames(tmp_path / 'ds') == 8
     (w,) = _warnings(caplog, 'metadata.yaml lists')
     assert extra.name in w
+
+
+def test_c38_damaged_db3_in_a_closed_directory_gives_the_readable_messages(
+    tmp_path, real_dir, caplog
+):
+    """A rosbag2 directory with metadata.yaml whose .db3 was cut afterwards (disk full, a broken
+    copy): the frames whose messages still read come out with the 'is damaged' warning (before: a
+    one-line error, exit 1, and nothing extracted)."""
+    frames = make_frames(real_dir, 8)
+    rec = write_bag(tmp_path / 'rec', frames)
+    db = next(rec.glob('*.db3'))
+    data = db.read_bytes()
+    db.write_bytes(data[: int(len(data) * 0.95)])
+    assert (rec / 'metadata.yaml').is_file() and sqlite_problem(db).startswith('cut off')
+    with caplog.at_level(logging.WARNING):
+        assert main([str(rec), '-o', str(tmp_path / 'ds')]) == 0
+    assert 1 <= _n_frames(tmp_path / 'ds') <= 8
+    (w,) = _warnings(caplog, 'is damaged')
+    assert db.name in w and 'messages that are still readable' in w

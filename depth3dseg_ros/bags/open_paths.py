@@ -43,6 +43,13 @@ from depth3dseg_ros.bags.sqlite_wal import checkpointed_copy, wal_bytes
 LOG = logging.getLogger('depth3dseg_ros.bags.reader')  # the reader's warnings, as before the split
 
 
+def _damaged_sqlite(f: Path) -> bool:
+    """A listed storage file that is SQLite by its bytes and not whole (cut off by a full disk
+    after metadata.yaml was written, a damaged copy: C38); compressed files are checked once
+    decompressed."""
+    return f.is_file() and sniff_file(f) == 'sqlite3' and sqlite_problem(f) is not None
+
+
 class OpenPaths:
     """Mixin of :class:`bags.reader.BagReader`: the paths it opens with rosbags."""
 
@@ -74,6 +81,7 @@ class OpenPaths:
                 )
                 or (fmt.storage == 'sqlite3' and any(map(wal_bytes, listed)))
                 or (fmt.storage == 'sqlite3' and any(map(unreadable_definitions, listed)))
+                or (fmt.storage == 'sqlite3' and any(map(_damaged_sqlite, listed)))
             ):
                 return self._storage_files(fmt, listed + extra)  # a cut-off recording (C38)
             if fmt.storage == fmt.metadata_storage:
