@@ -220,14 +220,20 @@ def test_a_last_pt_resumed_in_a_new_directory_still_exports_a_model(ds_dir, tmp_
 
 
 @pytest.mark.timeout(600)
-def test_sigkill_then_resume_matches_uninterrupted(ds_dir, tmp_path):
+@pytest.mark.parametrize(
+    'extra', [(), ('--set', 'train.mixstyle={p: 1.0}')], ids=['plain', 'mixstyle']
+)
+def test_sigkill_then_resume_matches_uninterrupted(ds_dir, tmp_path, extra):
+    """Also with train.mixstyle, whose draws come from torch's RNG (restored on resume)."""
     ref, run = tmp_path / 'ref', tmp_path / 'run'
-    subprocess.run(_cmd(ds_dir, ref), check=True, timeout=300, env=_env(), capture_output=True)
+    subprocess.run(
+        _cmd(ds_dir, ref, *extra), check=True, timeout=300, env=_env(), capture_output=True
+    )
     ref_ck = load_checkpoint(ref / 'last.pt')
     assert ref_ck['epoch'] == EPOCHS
 
     proc = subprocess.Popen(
-        _cmd(ds_dir, run), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        _cmd(ds_dir, run, *extra), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         deadline = time.monotonic() + 240
