@@ -18,11 +18,11 @@ from depth3dseg_ros.core.distill import (
 )
 from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.train_step import LossConfig, compute_losses
+from trainutil import tiny_model
 
 
 def _model() -> Depth3DSeg:
-    torch.manual_seed(0)
-    return Depth3DSeg(4, width=0.25, dec_ch=16, head_ch=8, p_channels=[8], p_head=8)
+    return tiny_model()
 
 
 def _batch(b: int = 2) -> dict:

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from depth3dseg_ros.core.losses import UncertaintyWeighting
-from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.train_step import (
     TERMS,
     LossConfig,
@@ -15,14 +14,14 @@ from depth3dseg_ros.core.train_step import (
     forward_model,
     make_weighting,
 )
+from trainutil import tiny_model
 
 C, H, W = 4, 16, 20
 
 
 def small_model(seed=0):
     """The real M1+M2+M3 model (core.model.Depth3DSeg), small enough for CPU tests."""
-    torch.manual_seed(seed)
-    return Depth3DSeg(C, width=0.25, dec_ch=16, head_ch=8, p_channels=[8], p_head=8, p_stride=2)
+    return tiny_model(C, seed, p_stride=2)
 
 
 def make_batch(b=2, h=H, w=W, seed=0):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import load_model
 from depth3dseg_ros.training import train
 from depth3dseg_ros.training.config import load_config
@@ -15,12 +14,7 @@ from depth3dseg_ros.training.mixstyle import (
     check_mixstyle,
     mix_statistics,
 )
-from trainutil import make_dataset_dir, tiny_train_args
-
-
-def _tiny_model() -> Depth3DSeg:
-    torch.manual_seed(0)
-    return Depth3DSeg(4, width=0.25, dec_ch=16, head_ch=8, p_channels=[8], p_head=8)
+from trainutil import make_dataset_dir, tiny_model, tiny_train_args
 
 
 def test_mix_statistics_moves_each_frame_to_the_mixed_channel_statistics():
@@ -45,7 +39,7 @@ def test_hooks_change_training_forwards_only_and_follow_the_seed():
     """Eval mode: the identity. Training mode (whose outputs use batch statistics, so running
     statistics moving between calls do not matter): p 1 changes the output, the same seed gives
     the same mix, p 0 and a batch of one frame change nothing."""
-    model = _tiny_model()
+    model = tiny_model()
     x = torch.randn(4, 3, 48, 64)
     model.eval()
     ref_eval = model.net(x)['seg2d']

@@ -7,12 +7,11 @@ import re
 import pytest
 import torch
 
-from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import load_model
 from depth3dseg_ros.training import train
 from depth3dseg_ros.training.config import load_config
 from depth3dseg_ros.training.trainable import freeze_frozen_batchnorm, select_trainable
-from trainutil import make_dataset_dir, tiny_train_args
+from trainutil import make_dataset_dir, tiny_model, tiny_train_args
 
 
 @pytest.fixture(scope='module')
@@ -38,7 +37,7 @@ def test_depth_head_only_fine_tune_leaves_everything_else_bit_identical(ds_dir, 
 
 
 def test_select_trainable_names_and_errors():
-    model = Depth3DSeg(4, width=0.25, dec_ch=16, head_ch=8, p_channels=[8], p_head=8)
+    model = tiny_model()
     params = select_trainable(model, ['pointnet', 'net.seg_head'])
     names = {n for n, p in model.named_parameters() if p.requires_grad}
     assert names and all(n.startswith(('pointnet.', 'net.seg_head.')) for n in names)

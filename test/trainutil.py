@@ -129,6 +129,18 @@ def tiny_train_args(data: Path, out: Path, *extra: str, epochs: int = 2) -> list
     ]
 
 
+def tiny_model(num_classes: int = 4, seed: int = 0, **arch):
+    """A seeded, tiny ``Depth3DSeg`` (width 0.25, 16/8 decoder and head channels, one 8-channel
+    point layer) for unit tests of training pieces; ``arch`` overrides or adds arch keys."""
+    import torch
+
+    from depth3dseg_ros.core.model import Depth3DSeg
+
+    torch.manual_seed(seed)
+    kw = dict(width=0.25, dec_ch=16, head_ch=8, p_channels=[8], p_head=8)
+    return Depth3DSeg(num_classes, **dict(kw, **arch))
+
+
 def perturbed_tiny_model_file(path: Path, input_size=(96, 72), seed: int = 0) -> Path:
     """Save a TINY_ARCH Depth3DSeg (NYU13 classes) with every weight perturbed by 0.3·N(0, 1) to
     ``path`` (a model file, core.modelfile): an untrained net answers nearly the same everywhere,
