@@ -2,12 +2,15 @@
 
 Bags are built from the real NYU/TUM frames (test/bagutil.py), then cut the way a killed recorder
 leaves them: metadata.yaml missing, MCAP bytes truncated at a chunk boundary or inside a chunk, ROS
-1 bag header without index. Frame counts and values are exact.
+1 bag header without index; or a closed MCAP with a damaged chunk. Frame counts and values are
+exact.
 """
 
 import json
 import logging
 import shutil
+import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -403,3 +406,47 @@ def test_missing_labels_and_camera_info(tmp_path, real_dir, capsys):
         "allow_missing=['camera_info'] is not a subset of ['depth', 'labels']"
         in capsys.readouterr().err
     )
+
+
+def _with_chunk_crcs(mcap):
+    """Write each uncompressed chunk's CRC-32 into its header, as rosbag2's MCAP writer does (the
+    rosbags writer leaves 0, which means "not checked")."""
+    data = bytearray(mcap.read_bytes())
+    for start, _length in _chunks(mcap):
+        head = start + 9  # after opcode and record length
+        usize = struct.unpack_from('<Q', data, head + 16)[0]
+        n = struct.unpack_from('<I', data, head + 28)[0]  # length of the compression string
+        records = head + 32 + n + 8
+        struct.pack_into('<I', data, head + 24, zlib.crc32(bytes(data[records : records + usize])))
+    mcap.write_bytes(bytes(data))
+
+
+def test_c38_damaged_chunk_in_a_closed_mcap_is_skipped(tmp_path, real_dir, caplog):
+    """A closed MCAP (summary and footer intact) whose second chunk has 64 flipped bytes (bit rot,
+    a broken copy): rosbags stops at 'Chunk checksum mismatch'; the bag is read again in file
+    order, the damaged chunk skipped, and every other frame comes out with exact values, with a
+    warning naming the chunk's byte (before: a traceback, no dataset)."""
+    frames = make_frames(real_dir, N)
+    bag = write_bag(tmp_path / 'rec', frames, storage='mcap')
+    mcap = next(bag.glob('*.mcap'))
+    _with_chunk_crcs(mcap)
+    start1, len1 = _chunks(mcap)[1]
+    data = bytearray(mcap.read_bytes())
+    data[start1 + len1 // 3 : start1 + len1 // 3 + 64] = bytes(
+        b ^ 0xFF for b in data[start1 + len1 // 3 : start1 + len1 // 3 + 64]
+    )
+    mcap.write_bytes(bytes(data))
+    assert mcap_is_closed(mcap)
+    out = tmp_path / 'ds'
+    with caplog.at_level(logging.WARNING):
+        assert main([str(bag), '-o', str(out), '-q']) == 0
+    entries = read_index(out)
+    by_stamp = {f.stamp_ns: f for f in frames}
+    assert 10 <= len(entries) < N
+    for e in entries:
+        np.testing.assert_array_equal(read_png(out / e['rgb']), by_stamp[e['stamp_ns']].rgb)
+    text = [r.getMessage() for r in caplog.records]
+    assert any('Chunk checksum mismatch' in t and 'again in file order' in t for t in text)
+    assert any(f'damaged chunk(s) skipped, at byte(s) [{start1}]' in t for t in text)
+    manifest = json.loads((out / 'manifest.json').read_text())
+    assert 'damaged chunk(s) skipped' in json.dumps(manifest)

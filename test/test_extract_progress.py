@@ -82,7 +82,7 @@ def test_cli_asks_the_show_rule(tmp_path, real_dir, monkeypatch):
     seen = []
     real = progress.BagBar
     monkeypatch.setattr(
-        'depth3dseg_ros.bags.extract.BagBar',
+        'depth3dseg_ros.bags.extract_bag.BagBar',
         lambda name, total, enabled: seen.append(enabled) or real(name, total, False),
     )
     monkeypatch.setattr('depth3dseg_ros.bags.extract.show_progress', lambda no: not no)

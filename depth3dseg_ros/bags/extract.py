@@ -33,19 +33,18 @@ import os
 import re
 import shutil
 import sys
-from contextlib import ExitStack, closing
+from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES, DatasetWriter
+from depth3dseg_ros.bags.extract_bag import extract_bag_retrying
 from depth3dseg_ros.bags.frames import (
     COMPRESSED,
     IMAGE,
     NOT_SELECTED,
     ROLES,
-    BagFrames,
-    TopicStats,
 )
 from depth3dseg_ros.bags.label_policy import (  # noqa: F401
     LABEL_POLICIES,
@@ -54,16 +53,12 @@ from depth3dseg_ros.bags.label_policy import (  # noqa: F401
     refused_reason,
 )
 from depth3dseg_ros.bags.extract_config import PRESETS, ExtractConfig, load_extract_config
-from depth3dseg_ros.bags.prefetch import prefetch
-from depth3dseg_ros.bags.progress import BagBar, bar_total, show_progress
-from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, BagReader, detect_format
+from depth3dseg_ros.bags.progress import show_progress
+from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, detect_format
 from depth3dseg_ros.bags.topic_check import MissingTopics, check_topics
 from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.dataset_format import complete_index_bytes
 
-LOG = logging.getLogger('depth3dseg-extract')
-#: frames decoded ahead of the writer by the reader thread (bags.prefetch); 0 = no thread
-PREFETCH = 2
 
 
 def bag_names(paths: Sequence[Path]) -> List[str]:
@@ -167,97 +162,11 @@ def _extract(
         ExitStack() as bars,
     ):  # an error closes the open bar before it is printed
         for path, name, fmt in zip(paths, names, formats):
-            with BagReader(path, cfg.typestore) as reader:
-                bf = BagFrames(
-                    reader,
-                    cfg.topics(),
-                    int(round(cfg.tolerance_ms * 1e6)),
-                    cfg.depth_scale,
-                    cfg.use_rectified,
-                )
-                images = sorted(t for t, e in reader.topics().items() if 'Image' in e.msgtype)
-                if 'rgb' not in bf.role_topic:
-                    raise ValueError(
-                        f'bag {str(path)!r}: rgb_topic={cfg.rgb_topic!r} is not an image '
-                        f'topic of this bag; image topics: {images}'
-                    )
-                fmt = reader.format or fmt  # after open: a whole-file compressed bag's inner kind
-                counts = {t: e.count for t, e in reader.topics().items()}
-                total = bar_total(counts, bf.role_topic, bool(fmt.recovery))
-                bar = bars.enter_context(BagBar(name, total, progress))
-                bf.tick = bar.tick
-                bf.scan()
-
-                def frame_id(i: int, _name: str = name) -> str:
-                    return f'{_name}_{i:06d}'
-
-                planned, counted = bf.plan(frame_id, int(cfg.every), budget, writer.has)
-                bar.phase('frames', len(planned))
-                if budget is not None:
-                    budget -= counted
-                written = 0
-                used_topics = {r: bf.role_topic.get(r) for r in ROLES}
-                label_range = LabelRange(classes, cfg.out_of_range_labels)
-                info_used: set = set()
-                # decoded in a reader thread while the frames before are written (issue 15)
-                with closing(prefetch(bf.frames(planned), PREFETCH)) as decoded:
-                    for fr in decoded:
-                        if (
-                            label_range.apply(fr) is None
-                        ):  # refused (C43): counted in the per-topic table
-                            _refuse(
-                                bf, fr, planned[fr.index], refused_reason(len(classes)), info_used
-                            )
-                            continue
-                        info_used.add(planned[fr.index]['camera_info'])
-                        topics = {
-                            r: (
-                                used_topics[r]
-                                if (r != 'depth' or fr.depth_mm is not None)
-                                and (r != 'labels' or fr.labels is not None)
-                                else None
-                            )
-                            for r in ROLES
-                        }
-                        writer.write_frame(
-                            frame_id(fr.index),
-                            fr.rgb,
-                            fr.K,
-                            fr.stamp_ns,
-                            str(path),
-                            topics,
-                            depth_mm=fr.depth_mm,
-                            labels=fr.labels,
-                        )
-                        written += 1
-                for j in info_used:  # used by a written frame, whatever a refused one marked
-                    bf.status['camera_info'][j] = None
-                bar.close()
-                stats: Dict[str, TopicStats] = bf.finish()
-            fmt_text = fmt.describe()
-            report[name] = {
-                'bag': str(path),
-                'format': fmt_text,
-                'frames_written': written,
-                'frames_present': counted - len(planned),
-                'topics_requested': cfg.topics(),
-                'missing_roles': [
-                    r for r, t in cfg.topics().items() if t and r not in bf.role_topic
-                ],
-                'image_topics': images,
-                'topics': [s.to_dict() for s in stats.values()],
-                'labels_out_of_range': label_range.to_dict(),
-            }
-            sources.append(
-                {
-                    'bag': str(path),
-                    'name': name,
-                    'format': fmt_text,
-                    'topics': {r: bf.role_topic.get(r) for r in ROLES},
-                    'typestore': cfg.typestore,
-                    'tolerance_ms': cfg.tolerance_ms,
-                }
+            rep, src, budget = extract_bag_retrying(
+                path, name, fmt, cfg, classes, writer, bars, budget, progress
             )
+            report[name] = rep
+            sources.append(src)
         writer.write_manifest(sources, report)
         report_all = dict(report)
     return report_all

@@ -14,15 +14,19 @@ data section, inside its chunks, so topics and types are known without a summary
 first record that does not fit in the file (or an invalid opcode, e.g. a zero-filled tail), at
 DataEnd or at the Footer. A Chunk record cut off by the end of the file is decompressed as far as
 its bytes go (zstd and lz4 frames decode block by block) and its complete Message records are kept;
-the rest of that chunk is lost. Nothing is written: the scan keeps, per message, its chunk, offset
-and length.
+the rest of that chunk is lost. A complete Chunk that fails its size/CRC check or does not
+decompress (bit rot, a broken copy) is skipped and the walk goes on at the next record; the same
+walk reads a *closed* file in which rosbags met such a chunk (``BagReader(file_order=True)``), so
+only the damaged chunks' messages are lost. Nothing is written: the scan keeps, per message, its
+chunk, offset and length.
 
 :class:`SalvagedMcap` is a rosbags rosbag2 storage reader (the protocol of
 ``rosbags.rosbag2.reader.ReaderProtocol``: ``connections``, ``metadata``, ``open``, ``close``,
 ``messages``) over a scan, so ``AnyReader`` and everything above it work unchanged; ``bags.reader``
 puts it in place of rosbags' ``McapReader`` for files :func:`bags.sniff.mcap_is_closed` says are
-not closed. Messages come in log-time order (each chunk sorted, chunks merged lazily: one
-decompressed chunk in memory per overlapping chunk, as in rosbags).
+not closed, and for closed ones with a damaged chunk. Messages come in log-time order (each chunk
+sorted, chunks merged lazily: one decompressed chunk in memory per overlapping chunk, as in
+rosbags).
 """
 
 from __future__ import annotations
@@ -93,7 +97,10 @@ class McapScan:
             order); bytes after it are lost, except the complete messages of a cut chunk.
         stop_reason: why the scan stopped: ``'data end'`` (DataEnd/Footer reached), ``'end of
             file'`` (cut at a record boundary), ``'cut record'`` (op 0x.. at offset N does not
-            fit), ``'invalid opcode'`` or ``'bad chunk'`` (size/CRC mismatch of a complete chunk).
+            fit) or ``'invalid opcode'``.
+        bad_chunks: file offsets of complete Chunk records that fail their size/CRC check or do
+            not decompress (bit rot, a broken copy): skipped, their messages lost, the scan goes on
+            at the next record (their length field is intact when one follows).
         schemas: {id: Schema}. channels: {id: (schema_id, topic, message_encoding, metadata
             bytes)}.
         segments: chunks and top-level message runs, in file order.
@@ -107,6 +114,7 @@ class McapScan:
     channels: Dict[int, Tuple[int, str, str, bytes]] = field(default_factory=dict)
     segments: List[Segment] = field(default_factory=list)
     cut_chunk_messages: int = 0
+    bad_chunks: List[int] = field(default_factory=list)
 
     @property
     def message_count(self) -> int:
@@ -114,8 +122,20 @@ class McapScan:
         return sum(len(s.messages) for s in self.segments)
 
     def describe(self) -> str:
-        """One line for the C38 warning: where the recording ends and what was recovered."""
+        """One line for the C38 warning, after "MCAP file F was": how the file ends, what was
+        recovered and which damaged chunks were skipped."""
         chunks = sum(1 for s in self.segments if s.data_offset >= 0 and s.complete)
+        bad = (
+            f'; {len(self.bad_chunks)} damaged chunk(s) skipped, at byte(s) {self.bad_chunks} '
+            '(size/CRC check failed: their messages are lost)'
+            if self.bad_chunks
+            else ''
+        )
+        if self.stop_reason == 'data end':  # a closed file read in file order (damage inside)
+            return (
+                f'closed but damaged: read in file order: {self.message_count} messages '
+                f'({chunks} intact chunks){bad}'
+            )
         if self.cut_chunk_messages:
             where = (
                 f'its records are intact up to byte {self.intact_end} of {self.file_size}; the '
@@ -129,8 +149,8 @@ class McapScan:
             )
         return (
             f'not closed / truncated (no summary or footer): {where}; read in file order: '
-            f'{self.message_count} messages ({chunks} complete chunks); anything after that is '
-            'lost'
+            f'{self.message_count} messages ({chunks} complete chunks){bad}; anything after that '
+            'is lost'
         )
 
 
@@ -239,10 +259,10 @@ def scan_mcap(path: Path | str) -> McapScan:
                 break
             if op == _OP_CHUNK:
                 seg = _read_chunk(fh, pos, length, walker)
-                if seg is None:
-                    scan.stop_reason = f'chunk at byte {pos} fails its size/CRC check'
-                    break
-                scan.segments.append(seg)
+                if seg is None:  # damaged inside: skipped; the next record says if framing holds
+                    scan.bad_chunks.append(pos)
+                else:
+                    scan.segments.append(seg)
             elif op in (_OP_SCHEMA, _OP_CHANNEL, _OP_MESSAGE):
                 body = fh.read(length)
                 before = len(top.messages)

@@ -55,6 +55,7 @@ class OpenPaths:
 
     path: Path
     warn: bool
+    file_order: bool  # MCAP files read in file order even when closed (damaged chunks, C38)
     format: Optional[BagFormat]
     _tmp: Optional[tempfile.TemporaryDirectory]
     _salvage: set
@@ -79,6 +80,7 @@ class OpenPaths:
                     and fmt.compression_mode != 'file'
                     and not all(mcap_is_closed(f) for f in listed)
                 )
+                or (fmt.storage == 'mcap' and self.file_order)
                 or (fmt.storage == 'sqlite3' and any(map(wal_bytes, listed)))
                 or (fmt.storage == 'sqlite3' and any(map(unreadable_definitions, listed)))
                 or (fmt.storage == 'sqlite3' and any(map(_damaged_sqlite, listed)))
@@ -102,7 +104,7 @@ class OpenPaths:
             src = self._with_wal(src, 0)  # a bare .db3 next to its -wal (C38)
         if kind == 'sqlite3':
             src = self._readable_sqlite(src, 0, alone=True)  # cut off or damaged: salvaged
-        if kind == 'mcap' and not mcap_is_closed(src):
+        if kind == 'mcap' and (self.file_order or not mcap_is_closed(src)):
             self._salvage.add(src)  # read in file order (C38); the link below keeps the name right
         if src.suffix == _STORAGE_SUFFIX[kind] and src == self.path:
             self._tmp.cleanup()
@@ -268,7 +270,7 @@ class OpenPaths:
                 )
             )
             os.symlink(src.resolve(), links[-1])
-            if fmt.storage == 'mcap' and not mcap_is_closed(src):
+            if fmt.storage == 'mcap' and (self.file_order or not mcap_is_closed(src)):
                 self._salvage.add(links[-1])
         if not links:
             why = '; '.join(self._skipped)
@@ -282,7 +284,7 @@ class OpenPaths:
         read, or None (skipped, with a warning)."""
         if storage == 'sqlite3':
             return self._readable_sqlite(src, i)
-        if storage == 'mcap' and not mcap_is_closed(src):
+        if storage == 'mcap' and (self.file_order or not mcap_is_closed(src)):
             try:
                 cached_scan(src)
             except ValueError as err:  # e.g. cut inside its Header record: no message

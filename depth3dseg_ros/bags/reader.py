@@ -51,6 +51,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from rosbags.highlevel import AnyReader, AnyReaderError
+from rosbags.rosbag1 import ReaderError as Ros1ReaderError
+from rosbags.rosbag2 import ReaderError as Ros2ReaderError
 from rosbags.typesys import Stores, get_typestore
 
 from depth3dseg_ros.bags.mcap_salvage import SalvagedMcap, cached_scan
@@ -121,6 +123,26 @@ def raw_header_stamp_ns(raw: bytes | memoryview, ros1: bool) -> int:
     return int(sec) * 1_000_000_000 + int(nsec)
 
 
+def scan_recovery(scan: Any) -> str:
+    """The report's short recovery text for an MCAP file read in file order (C38)."""
+    bad = f'{len(scan.bad_chunks)} damaged chunk(s) skipped' if scan.bad_chunks else ''
+    if scan.stop_reason == 'data end':
+        return bad
+    cut = f'not closed: ends at byte {scan.intact_end} of {scan.file_size}'
+    return f'{cut}, {bad}' if bad else cut
+
+
+class BagDamaged(ValueError):
+    """Reading stopped inside a bag whose opening went fine: damage that only shows while
+    reading (an MCAP chunk failing its CRC, a ROS 1 chunk that does not decompress; C38).
+    ``retryable``: an MCAP bag not yet read in file order, which ``BagReader(file_order=True)``
+    reads with the damaged chunks skipped."""
+
+    def __init__(self, message: str, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
 @dataclass(frozen=True)
 class TopicEntry:
     """One topic of an open bag: type, message count and whether its type can be decoded."""
@@ -149,10 +171,15 @@ class BagReader(OpenPaths):
     """
 
     def __init__(
-        self, path: Path | str, typestore: str = DEFAULT_TYPESTORE, warn: bool = True
+        self,
+        path: Path | str,
+        typestore: str = DEFAULT_TYPESTORE,
+        warn: bool = True,
+        file_order: bool = False,
     ) -> None:
         self.path = Path(path)
         self.warn = warn
+        self.file_order = file_order  # MCAP read in file order, damaged chunks skipped (C38)
         self.typestore_name = typestore
         self.default_typestore = resolve_typestore(typestore)
         self.format: Optional[BagFormat] = None
@@ -188,7 +215,7 @@ class BagReader(OpenPaths):
         for sub, p in zip(reader.readers, paths):
             if (
                 p in self._salvage
-            ):  # not closed (C38): read in file order instead of by the summary
+            ):  # not closed, or damaged (C38): read in file order instead of by the summary
                 sub.storage = SalvagedMcap(p, cached_scan(p))
                 scans.append((p, sub.storage.scan))
         for p, scan in scans:
@@ -203,7 +230,7 @@ class BagReader(OpenPaths):
                         None,
                         [
                             self.format.recovery,
-                            f'not closed: ends at byte {scan.intact_end} of {scan.file_size}',
+                            scan_recovery(scan),
                         ],
                     )
                 ),
@@ -317,11 +344,24 @@ class BagReader(OpenPaths):
         ]
         if not conns:
             return
-        for conn, t_ns, raw in self.reader.messages(connections=conns):
-            # CDR starts 00 0x 00 00: no ambiguity with the zstd magic
-            if self._message_zstd and not self.is_ros1 and raw[:4] == MAGIC_ZSTD:
-                raw = zstd.decompress(raw)
-            yield conn.topic, conn.msgtype, t_ns, raw
+        t_ns = None
+        try:
+            for conn, t_ns, raw in self.reader.messages(connections=conns):
+                # CDR starts 00 0x 00 00: no ambiguity with the zstd magic
+                if self._message_zstd and not self.is_ros1 and raw[:4] == MAGIC_ZSTD:
+                    raw = zstd.decompress(raw)
+                yield conn.topic, conn.msgtype, t_ns, raw
+        except (Ros1ReaderError, Ros2ReaderError, AnyReaderError) as err:
+            # damage inside a closed file that only shows while reading (an MCAP chunk failing its
+            # CRC, a ROS 1 chunk that does not decompress): an error naming the bag, not a
+            # traceback; MCAP can be read again in file order, skipping the damaged chunks (C38)
+            after = 'before its first message' if t_ns is None else f'after bag time {t_ns} ns'
+            mcap = 'mcap' in (self.format.kind, self.format.storage) if self.format else False
+            raise BagDamaged(
+                f'bag {str(self.path)!r} is damaged: reading stopped {after}: '
+                f'{str(err).rstrip(".")}',
+                retryable=mcap and not self.file_order,
+            ) from None
 
     def deserialize(self, raw: bytes, msgtype: str) -> Any:
         """Deserialize one raw message with the bag's typestore (rosbags message object). Arrays
