@@ -506,3 +506,31 @@ __all__ = [
     'set_metadata_compression',
     'read_png',
 ]
+
+
+def damage_mcap_chunk(mcap: Path, k: int, n: int = 64) -> int:
+    """Give every uncompressed chunk of the closed MCAP file ``mcap`` its CRC-32, as rosbag2's
+    MCAP writer does (the rosbags writer leaves 0: "not checked"), then flip ``n`` bytes a third
+    of the way into chunk ``k`` (bit rot, a broken copy). Returns chunk ``k``'s file offset."""
+    import zlib
+
+    from rosbags.rosbag2.storage_mcap import McapReader
+
+    reader = McapReader(mcap)
+    reader.open()
+    try:
+        chunks = [(c.chunk_start_offset, c.chunk_length) for c in reader.chunks]
+    finally:
+        reader.close()
+    data = bytearray(mcap.read_bytes())
+    for start, _length in chunks:
+        head = start + 9  # after the opcode and the record length
+        usize = struct.unpack_from('<Q', data, head + 16)[0]
+        comp = struct.unpack_from('<I', data, head + 28)[0]  # length of the compression string
+        records = head + 32 + comp + 8
+        struct.pack_into('<I', data, head + 24, zlib.crc32(bytes(data[records : records + usize])))
+    start, length = chunks[k]
+    at = start + length // 3
+    data[at : at + n] = bytes(b ^ 0xFF for b in data[at : at + n])
+    mcap.write_bytes(bytes(data))
+    return start

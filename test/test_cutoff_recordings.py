@@ -9,14 +9,12 @@ exact.
 import json
 import logging
 import shutil
-import struct
-import zlib
 
 import numpy as np
 import pytest
 from rosbags.rosbag2.storage_mcap import McapReader
 
-from bagutil import TOPICS, make_frames, read_png, write_bag
+from bagutil import TOPICS, damage_mcap_chunk, make_frames, read_png, write_bag
 from depth3dseg_ros.dataset_format import read_index
 from depth3dseg_ros.bags.extract import ExtractConfig, extract, main
 from depth3dseg_ros.bags.mcap_salvage import scan_mcap
@@ -408,19 +406,6 @@ def test_missing_labels_and_camera_info(tmp_path, real_dir, capsys):
     )
 
 
-def _with_chunk_crcs(mcap):
-    """Write each uncompressed chunk's CRC-32 into its header, as rosbag2's MCAP writer does (the
-    rosbags writer leaves 0, which means "not checked")."""
-    data = bytearray(mcap.read_bytes())
-    for start, _length in _chunks(mcap):
-        head = start + 9  # after opcode and record length
-        usize = struct.unpack_from('<Q', data, head + 16)[0]
-        n = struct.unpack_from('<I', data, head + 28)[0]  # length of the compression string
-        records = head + 32 + n + 8
-        struct.pack_into('<I', data, head + 24, zlib.crc32(bytes(data[records : records + usize])))
-    mcap.write_bytes(bytes(data))
-
-
 def test_c38_damaged_chunk_in_a_closed_mcap_is_skipped(tmp_path, real_dir, caplog):
     """A closed MCAP (summary and footer intact) whose second chunk has 64 flipped bytes (bit rot,
     a broken copy): rosbags stops at 'Chunk checksum mismatch'; the bag is read again in file
@@ -429,13 +414,7 @@ def test_c38_damaged_chunk_in_a_closed_mcap_is_skipped(tmp_path, real_dir, caplo
     frames = make_frames(real_dir, N)
     bag = write_bag(tmp_path / 'rec', frames, storage='mcap')
     mcap = next(bag.glob('*.mcap'))
-    _with_chunk_crcs(mcap)
-    start1, len1 = _chunks(mcap)[1]
-    data = bytearray(mcap.read_bytes())
-    data[start1 + len1 // 3 : start1 + len1 // 3 + 64] = bytes(
-        b ^ 0xFF for b in data[start1 + len1 // 3 : start1 + len1 // 3 + 64]
-    )
-    mcap.write_bytes(bytes(data))
+    start1 = damage_mcap_chunk(mcap, 1)
     assert mcap_is_closed(mcap)
     out = tmp_path / 'ds'
     with caplog.at_level(logging.WARNING):

@@ -15,6 +15,8 @@ from rosbags.typesys import Stores, get_typestore
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image
 
+from bagutil import damage_mcap_chunk, make_frames
+from bagutil import write_bag as write_bag_frames
 from depth3dseg_ros.bags.replay import CAMERA_TYPES, ros_msg_class, select_topics
 
 TS = get_typestore(Stores.ROS2_KILTED)
@@ -157,6 +159,23 @@ def test_replay_bad_topic_and_missing_bag_exit_2(tmp_path):
         timeout=60,
     )
     assert r.returncode == 2 and 'not found' in r.stderr
+
+
+def test_c38_replay_of_a_damaged_mcap_is_one_error_line(tmp_path, real_dir):
+    """A closed MCAP whose second chunk fails its CRC: replay publishes up to it, then stops with
+    one line naming the bag and what it published, exit 1 (before: a traceback)."""
+    bag = write_bag_frames(tmp_path / 'rec', make_frames(real_dir, 30), storage='mcap')
+    damage_mcap_chunk(next(bag.glob('*.mcap')), 1)
+    r = subprocess.run(
+        [sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--rate', '20'],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert 'Traceback' not in r.stderr
+    (line,) = [ln for ln in r.stderr.splitlines() if 'is damaged' in ln]
+    assert str(bag) in line and 'Chunk checksum mismatch' in line and 'published before it' in line
 
 
 def write_ros1_bag(path):

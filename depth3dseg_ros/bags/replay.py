@@ -375,7 +375,18 @@ def _main(argv: list[str] | None, stop: Any) -> int:
             file=sys.stderr,
             flush=True,
         )
-        counts = rep.run(loop=args.loop)
+        from depth3dseg_ros.bags.reader import BagDamaged
+
+        try:
+            counts = rep.run(loop=args.loop)
+        except BagDamaged as err:  # a damaged chunk met while playing (C38): no traceback
+            done = ', '.join(f'{t}={n}' for t, n in rep.counts.items())
+            print(
+                f'depth3dseg-replay: {err}; published before it: {done} (depth3dseg-extract reads '
+                'an MCAP bag like this one with the damaged chunks skipped)',
+                file=sys.stderr,
+            )
+            return 1
         if args.qos == 'reliable':
             rep.wait_for_acks()
         print('depth3dseg-replay: published ' + ', '.join(f'{t}={n}' for t, n in counts.items()))
