@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES, DatasetWriter
-from depth3dseg_ros.bags.extract_bag import extract_bag_retrying
+from depth3dseg_ros.bags.extract_bag import BagJob, extract_bag
 from depth3dseg_ros.bags.frames import (
     COMPRESSED,
     IMAGE,
@@ -162,9 +162,8 @@ def _extract(
         ExitStack() as bars,
     ):  # an error closes the open bar before it is printed
         for path, name, fmt in zip(paths, names, formats):
-            rep, src, budget = extract_bag_retrying(
-                path, name, fmt, cfg, classes, writer, bars, budget, progress
-            )
+            job = BagJob(path, name, fmt, cfg, classes, writer, bars, budget, progress)
+            rep, src, budget = extract_bag(job)
             report[name] = rep
             sources.append(src)
         writer.write_manifest(sources, report)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import ExitStack, closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
@@ -27,49 +28,48 @@ LOG = logging.getLogger('depth3dseg-extract')
 PREFETCH = 2
 
 
-def extract_bag_retrying(
-    path: Path,
-    name: str,
-    fmt: Any,
-    cfg: ExtractConfig,
-    classes: ClassSet,
-    writer: DatasetWriter,
-    bars: ExitStack,
-    budget: Optional[int],
-    progress: bool,
-) -> Tuple[Dict[str, Any], Dict[str, Any], Optional[int]]:
-    """:func:`extract_bag`, and once more in file order when rosbags meets a damaged MCAP chunk
-    (with a warning naming the bag and the error). Raises what :func:`extract_bag` raises, and
-    :class:`BagDamaged` when the damage is not in an MCAP file (one error line in the CLI)."""
+@dataclass
+class BagJob:
+    """One bag of an extraction: ``path``, ``name`` (its frame-id prefix), ``fmt`` (its
+    ``BagFormat`` as checked before), the run's ``cfg`` / ``classes`` / ``writer`` / ``bars``
+    (ExitStack of progress bars) / ``progress`` flag, and ``budget`` (frames left, None: all)."""
+
+    path: Path
+    name: str
+    fmt: Any
+    cfg: ExtractConfig
+    classes: ClassSet
+    writer: DatasetWriter
+    bars: ExitStack
+    budget: Optional[int]
+    progress: bool
+
+
+def extract_bag(job: BagJob) -> Tuple[Dict[str, Any], Dict[str, Any], Optional[int]]:
+    """Write the frames of one bag; returns (its report entry, its manifest source entry, the
+    frame budget left). When rosbags meets a damaged MCAP chunk the bag is read once more in file
+    order with the damaged chunks skipped (a warning names the bag and the error; C38).
+
+    Raises:
+        ValueError: the bag has no RGB topic ``cfg.rgb_topic`` (the message lists its image
+            topics); :class:`BagDamaged` for damage met while reading a bag that is not MCAP (one
+            error line in the CLI).
+    """
     try:
-        return extract_bag(path, name, fmt, cfg, classes, writer, bars, budget, progress)
+        return _read_bag(job, file_order=False)
     except BagDamaged as err:
         if not err.retryable:
             raise
         LOG.warning('%s; reading it again in file order, skipping the damaged chunks', err)
-    return extract_bag(path, name, fmt, cfg, classes, writer, bars, budget, progress, True)
+    return _read_bag(job, file_order=True)
 
 
-def extract_bag(
-    path: Path,
-    name: str,
-    fmt: Any,
-    cfg: ExtractConfig,
-    classes: ClassSet,
-    writer: DatasetWriter,
-    bars: ExitStack,
-    budget: Optional[int],
-    progress: bool,
-    file_order: bool = False,
+def _read_bag(
+    job: BagJob, file_order: bool
 ) -> Tuple[Dict[str, Any], Dict[str, Any], Optional[int]]:
-    """Write the frames of one bag (``name``: its frame-id prefix) with ``writer``; returns (its
-    report entry, its manifest source entry, the frame budget left). ``file_order``: see
-    :class:`BagReader`.
-
-    Raises:
-        ValueError: the bag has no RGB topic ``cfg.rgb_topic`` (the message lists its image
-            topics); :class:`BagDamaged` for damage met while reading.
-    """
+    """:func:`extract_bag`'s one attempt (``file_order``: see :class:`BagReader`)."""
+    path, name, fmt, cfg, classes = job.path, job.name, job.fmt, job.cfg, job.classes
+    writer, bars, budget, progress = job.writer, job.bars, job.budget, job.progress
     with BagReader(path, cfg.typestore, file_order=file_order) as reader:
         bf = BagFrames(
             reader,
