@@ -33,7 +33,6 @@ import os
 import re
 import shutil
 import sys
-from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -155,14 +154,11 @@ def _extract(
     report: Dict[str, Any] = {}
     sources: List[Dict[str, Any]] = []
     budget = None if cfg.max_frames is None else int(cfg.max_frames)
-    with (
-        DatasetWriter(
-            out_dir, classes, cfg.png_level, int(cfg.workers), cfg.png_strategy
-        ) as writer,
-        ExitStack() as bars,
-    ):  # an error closes the open bar before it is printed
+    with DatasetWriter(
+        out_dir, classes, cfg.png_level, int(cfg.workers), cfg.png_strategy
+    ) as writer:
         for path, name, fmt in zip(paths, names, formats):
-            job = BagJob(path, name, fmt, cfg, classes, writer, bars, budget, progress)
+            job = BagJob(path, name, fmt, cfg, classes, writer, budget, progress)
             rep, src, budget = extract_bag(job)
             report[name] = rep
             sources.append(src)

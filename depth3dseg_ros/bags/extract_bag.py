@@ -31,8 +31,8 @@ PREFETCH = 2
 @dataclass
 class BagJob:
     """One bag of an extraction: ``path``, ``name`` (its frame-id prefix), ``fmt`` (its
-    ``BagFormat`` as checked before), the run's ``cfg`` / ``classes`` / ``writer`` / ``bars``
-    (ExitStack of progress bars) / ``progress`` flag, and ``budget`` (frames left, None: all)."""
+    ``BagFormat`` as checked before), the run's ``cfg`` / ``classes`` / ``writer`` /
+    ``progress`` flag (a bar per attempt), and ``budget`` (frames left, None: all)."""
 
     path: Path
     name: str
@@ -40,7 +40,6 @@ class BagJob:
     cfg: ExtractConfig
     classes: ClassSet
     writer: DatasetWriter
-    bars: ExitStack
     budget: Optional[int]
     progress: bool
 
@@ -55,21 +54,24 @@ def extract_bag(job: BagJob) -> Tuple[Dict[str, Any], Dict[str, Any], Optional[i
             topics); :class:`BagDamaged` for damage met while reading a bag that is not MCAP (one
             error line in the CLI).
     """
-    try:
-        return _read_bag(job, file_order=False)
-    except BagDamaged as err:
-        if not err.retryable:
-            raise
-        LOG.warning('%s; reading it again in file order, skipping the damaged chunks', err)
-    return _read_bag(job, file_order=True)
+    for file_order in (False, True):
+        try:
+            with ExitStack() as bars:  # an error closes the attempt's bar before it is printed
+                return _read_bag(job, bars, file_order)
+        except BagDamaged as err:
+            if not err.retryable or file_order:
+                raise
+            LOG.warning('%s; reading it again in file order, skipping the damaged chunks', err)
+    raise AssertionError('unreachable')  # the second attempt returns or raises
 
 
 def _read_bag(
-    job: BagJob, file_order: bool
+    job: BagJob, bars: ExitStack, file_order: bool
 ) -> Tuple[Dict[str, Any], Dict[str, Any], Optional[int]]:
-    """:func:`extract_bag`'s one attempt (``file_order``: see :class:`BagReader`)."""
+    """:func:`extract_bag`'s one attempt; its progress bar goes on ``bars`` (``file_order``: see
+    :class:`BagReader`)."""
     path, name, fmt, cfg, classes = job.path, job.name, job.fmt, job.cfg, job.classes
-    writer, bars, budget, progress = job.writer, job.bars, job.budget, job.progress
+    writer, budget, progress = job.writer, job.budget, job.progress
     with BagReader(path, cfg.typestore, file_order=file_order) as reader:
         bf = BagFrames(
             reader,
