@@ -429,3 +429,19 @@ def test_c38_damaged_chunk_in_a_closed_mcap_is_skipped(tmp_path, real_dir, caplo
     assert any(f'damaged chunk(s) skipped, at byte(s) [{start1}]' in t for t in text)
     manifest = json.loads((out / 'manifest.json').read_text())
     assert 'damaged chunk(s) skipped' in json.dumps(manifest)
+
+
+def test_c38_damaged_chunk_in_a_ros1_bag_is_one_error_line(tmp_path, real_dir, capsys):
+    """A ROS 1 bag with lz4 chunks, 64 bytes flipped in the middle: lz4 fails while reading; the
+    error is one line naming the bag and the bag time where reading stopped, exit 1, and no
+    output directory (before: lz4's message alone, not naming the bag)."""
+    frames = make_frames(real_dir, N)
+    bag = write_bag(tmp_path / 'rec.bag', frames, storage='ros1', compression='lz4')
+    data = bytearray(bag.read_bytes())
+    at = len(data) // 2
+    data[at : at + 64] = bytes(b ^ 0xFF for b in data[at : at + 64])
+    bag.write_bytes(bytes(data))
+    assert main([str(bag), '-o', str(tmp_path / 'ds'), '-q']) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"bag '{bag}' is damaged: reading stopped after bag time" in line
+    assert 'RuntimeError' in line and not (tmp_path / 'ds').exists()

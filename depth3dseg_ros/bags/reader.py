@@ -132,6 +132,20 @@ def scan_recovery(scan: Any) -> str:
     return f'{cut}, {bad}' if bad else cut
 
 
+#: What reading a bag raises on damaged bytes (rosbags' readers; lz4 RuntimeError, zstd ZstdError,
+#: bz2 OSError / EOFError, struct.error on a cut record): reported as :class:`BagDamaged`
+_READ_DAMAGE = (
+    Ros1ReaderError,
+    Ros2ReaderError,
+    AnyReaderError,
+    zstd.ZstdError,
+    RuntimeError,
+    OSError,
+    EOFError,
+    struct.error,
+)
+
+
 class BagDamaged(ValueError):
     """Reading stopped inside a bag whose opening went fine: damage that only shows while
     reading (an MCAP chunk failing its CRC, a ROS 1 chunk that does not decompress; C38).
@@ -351,7 +365,7 @@ class BagReader(OpenPaths):
                 if self._message_zstd and not self.is_ros1 and raw[:4] == MAGIC_ZSTD:
                     raw = zstd.decompress(raw)
                 yield conn.topic, conn.msgtype, t_ns, raw
-        except (Ros1ReaderError, Ros2ReaderError, AnyReaderError) as err:
+        except _READ_DAMAGE as err:
             # damage inside a closed file that only shows while reading (an MCAP chunk failing its
             # CRC, a ROS 1 chunk that does not decompress): an error naming the bag, not a
             # traceback; MCAP can be read again in file order, skipping the damaged chunks (C38)
@@ -359,7 +373,7 @@ class BagReader(OpenPaths):
             mcap = 'mcap' in (self.format.kind, self.format.storage) if self.format else False
             raise BagDamaged(
                 f'bag {str(self.path)!r} is damaged: reading stopped {after}: '
-                f'{str(err).rstrip(".")}',
+                f'{type(err).__name__}: {str(err).rstrip(".")}',
                 retryable=mcap and not self.file_order,
             ) from None
 
