@@ -45,19 +45,13 @@ from depth3dseg_ros.bags.frames import (
     NOT_SELECTED,
     ROLES,
 )
-from depth3dseg_ros.bags.label_policy import (  # noqa: F401
-    LABEL_POLICIES,
-    LabelRange,
-    _refuse,
-    refused_reason,
-)
+from depth3dseg_ros.bags.label_policy import LABEL_POLICIES
 from depth3dseg_ros.bags.extract_config import PRESETS, ExtractConfig, load_extract_config
 from depth3dseg_ros.bags.progress import show_progress
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, detect_format
 from depth3dseg_ros.bags.topic_check import MissingTopics, check_topics
 from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.dataset_format import complete_index_bytes
-
 
 
 def bag_names(paths: Sequence[Path]) -> List[str]:

@@ -54,15 +54,15 @@ def extract_bag(job: BagJob) -> Tuple[Dict[str, Any], Dict[str, Any], Optional[i
             topics); :class:`BagDamaged` for damage met while reading a bag that is not MCAP (one
             error line in the CLI).
     """
-    for file_order in (False, True):
-        try:
-            with ExitStack() as bars:  # an error closes the attempt's bar before it is printed
-                return _read_bag(job, bars, file_order)
-        except BagDamaged as err:
-            if not err.retryable or file_order:
-                raise
-            LOG.warning('%s; reading it again in file order, skipping the damaged chunks', err)
-    raise AssertionError('unreachable')  # the second attempt returns or raises
+    try:
+        with ExitStack() as bars:  # an error closes the attempt's bar before it is printed
+            return _read_bag(job, bars, file_order=False)
+    except BagDamaged as err:
+        if not err.retryable:
+            raise
+        LOG.warning('%s; reading it again in file order, skipping the damaged chunks', err)
+    with ExitStack() as bars:
+        return _read_bag(job, bars, file_order=True)
 
 
 def _read_bag(

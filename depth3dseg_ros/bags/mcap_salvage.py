@@ -121,6 +121,15 @@ class McapScan:
         """Number of messages recovered (all segments)."""
         return sum(len(s.messages) for s in self.segments)
 
+    def recovery(self) -> str:
+        """The report's short recovery text (BagFormat.recovery): where a file that was not
+        closed ends, and how many damaged chunks were skipped."""
+        bad = f'{len(self.bad_chunks)} damaged chunk(s) skipped' if self.bad_chunks else ''
+        if self.stop_reason == 'data end':
+            return bad
+        cut = f'not closed: ends at byte {self.intact_end} of {self.file_size}'
+        return f'{cut}, {bad}' if bad else cut
+
     def describe(self) -> str:
         """One line for the C38 warning, after "MCAP file F was": how the file ends, what was
         recovered and which damaged chunks were skipped."""

@@ -104,7 +104,7 @@ class OpenPaths:
             src = self._with_wal(src, 0)  # a bare .db3 next to its -wal (C38)
         if kind == 'sqlite3':
             src = self._readable_sqlite(src, 0, alone=True)  # cut off or damaged: salvaged
-        if kind == 'mcap' and (self.file_order or not mcap_is_closed(src)):
+        if kind == 'mcap' and self._in_file_order(src):
             self._salvage.add(src)  # read in file order (C38); the link below keeps the name right
         if src.suffix == _STORAGE_SUFFIX[kind] and src == self.path:
             self._tmp.cleanup()
@@ -260,7 +260,8 @@ class OpenPaths:
                 _decompress_stream(f, outer, src)
             elif fmt.storage == 'sqlite3' and wal_bytes(f):
                 src = self._with_wal(f, i)
-            usable = self._usable(src, fmt.storage, i, f)
+            in_order = fmt.storage == 'mcap' and self._in_file_order(src)
+            usable = self._usable(src, fmt.storage, i, f, in_order)
             if usable is None:
                 continue
             src = usable
@@ -270,7 +271,7 @@ class OpenPaths:
                 )
             )
             os.symlink(src.resolve(), links[-1])
-            if fmt.storage == 'mcap' and (self.file_order or not mcap_is_closed(src)):
+            if in_order:
                 self._salvage.add(links[-1])
         if not links:
             why = '; '.join(self._skipped)
@@ -279,12 +280,19 @@ class OpenPaths:
             )
         return links
 
-    def _usable(self, src: Path, storage: str, i: int, name: Path) -> Optional[Path]:
-        """``src`` (storage file ``name`` of the directory, maybe decompressed) as it can be
-        read, or None (skipped, with a warning)."""
+    def _in_file_order(self, mcap: Path) -> bool:
+        """Whether the MCAP file is read in file order (bags.mcap_salvage): not closed, or the
+        reader was made with ``file_order`` (a damaged chunk, C38)."""
+        return self.file_order or not mcap_is_closed(mcap)
+
+    def _usable(
+        self, src: Path, storage: str, i: int, name: Path, in_order: bool
+    ) -> Optional[Path]:
+        """``src`` (storage file ``name`` of the directory, maybe decompressed; ``in_order``: an
+        MCAP read in file order) as it can be read, or None (skipped, with a warning)."""
         if storage == 'sqlite3':
             return self._readable_sqlite(src, i)
-        if storage == 'mcap' and (self.file_order or not mcap_is_closed(src)):
+        if in_order:
             try:
                 cached_scan(src)
             except ValueError as err:  # e.g. cut inside its Header record: no message

@@ -123,15 +123,6 @@ def raw_header_stamp_ns(raw: bytes | memoryview, ros1: bool) -> int:
     return int(sec) * 1_000_000_000 + int(nsec)
 
 
-def scan_recovery(scan: Any) -> str:
-    """The report's short recovery text for an MCAP file read in file order (C38)."""
-    bad = f'{len(scan.bad_chunks)} damaged chunk(s) skipped' if scan.bad_chunks else ''
-    if scan.stop_reason == 'data end':
-        return bad
-    cut = f'not closed: ends at byte {scan.intact_end} of {scan.file_size}'
-    return f'{cut}, {bad}' if bad else cut
-
-
 #: What reading a bag raises on damaged bytes (rosbags' readers; lz4 RuntimeError, zstd ZstdError,
 #: bz2 OSError / EOFError, struct.error on a cut record): reported as :class:`BagDamaged`
 _READ_DAMAGE = (
@@ -244,7 +235,7 @@ class BagReader(OpenPaths):
                         None,
                         [
                             self.format.recovery,
-                            scan_recovery(scan),
+                            scan.recovery(),
                         ],
                     )
                 ),
