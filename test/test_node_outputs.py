@@ -24,7 +24,7 @@ from depth3dseg_ros.ros.compressed import decode_compressed, decode_compressed_d
 from depth3dseg_ros.ros.image import imgmsg_to_cv2
 from depth3dseg_ros.ros.pointcloud2 import read_points, unpack_rgb
 from depth3dseg_ros.ros.sync import MATCHED, Pair
-from nodeutil import camera_image, camera_info_msg, make_tiny_model, stamp_ns
+from nodeutil import camera_image, camera_info_msg, make_tiny_model, stamp_ns, tiny_node_params
 
 REPO = Path(__file__).resolve().parents[1]
 NAV = REPO / 'config' / 'palette_navigation.yaml'
@@ -54,15 +54,8 @@ class ClassesStub:
 
 
 def _overrides(model, **extra):
-    values = dict(
-        model_file=str(model),
-        device='cpu',
-        input_width=64,
-        input_height=48,
-        torch_threads=1,
-        lazy_outputs=False,  # in-process: no subscriber, every output recorded
-        **extra,
-    )
+    # in-process: no subscriber, so lazy outputs would build nothing; every output is recorded
+    values = tiny_node_params(model, lazy_outputs=False, **extra)
     return [Parameter(k, value=v) for k, v in values.items()]
 
 
