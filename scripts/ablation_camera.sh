@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real-camera lever of models/README.md: camera-true augmentation (augment.camera, training.camera_aug).
+# Real-camera lever of docs/levers.md: camera-true augmentation (augment.camera, training.camera_aug).
 # The loss-term ablation's "+ consistency" run (scripts/ablation.sh: the shipped configuration, 160x120,
 # EPOCHS x 100 steps of batch 8, 3D net at stride 4 / k 6 as in those runs) with the camera preset on,
 # then depth3dseg-eval of the exported model on the real-camera bag.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Input low-pass lever: does a Gaussian blur of every input image help on real frames?
 
-On real frames (models/README.md, "A low-pass of the input image"). The rendered training rooms
+On real frames (docs/levers.md, "A low-pass of the input image"). The rendered training rooms
 have almost no fine texture; real photographs have plenty, and the depth head follows it (floor
 tiles show up as depth stripes). A fixed Gaussian blur of the input (σ in px at 320 px width,
 applied to the normalised image before the 2D+depth net, METHOD M1; blur commutes with the

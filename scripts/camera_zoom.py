@@ -8,7 +8,7 @@ depth and labels are cropped and resized with nearest neighbour (core.imageops),
 stay what they were (the same scene, the same distances). So ``--zoom 1.33`` turns the NYU
 frames (vertical field of view 50°, fy = 1.08 × the height) into frames of a 39° camera
 (fy = 1.44 × the height), RealSense-D435-like. Evaluating a model on both says how its metric
-depth depends on the camera it is given (models/README.md, "Depth for the robot's camera").
+depth depends on the camera it is given (docs/levers.md, "Depth for the robot's camera").
 
 Usage: python scripts/camera_zoom.py --data data/ds_real_labelled --zoom 1.33 \\
            --out data/ds_real_labelled_zoom133

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How much scene structure a model's depth carries on the real frames (models/README.md).
+"""How much scene structure a model's depth carries on the real frames (docs/levers.md).
 
 For each real sample frame with measured depth (depth3dseg_ros.samples): AbsRel of the prediction,
 AbsRel after per-frame median scaling (scale errors removed), the median scale gt/pred, and the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Is a model's depth error scale or structure? Per dataset directory (models/README.md, "A
+"""Is a model's depth error scale or structure? Per dataset directory (docs/levers.md, "A
 scale-sensitive depth loss").
 
 For every frame with depth (METHOD M1's predicted depth at the network input size against the

@@ -4,7 +4,7 @@ floor and ceiling found from the measured depth alone (training/geometric_labels
 other pixel void). No human label is involved. Frames without depth, or where gravity cannot be
 found, stay all void. Never point it at frames of an evaluation set.
 
-Labels of one kind alone teach the network that real images are floor (models/README.md, "Floor
+Labels of one kind alone teach the network that real images are floor (docs/levers.md, "Floor
 labels from measured depth"). With ``--pseudo-model`` the other pixels get that model's confident
 fused labels (class-balanced, ``--portion`` per class; training/pseudo_labels.py, with the frame's
 measured depth for the cloud) as the counter-examples, except where it says floor and the geometry

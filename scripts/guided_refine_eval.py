@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Edge-aware refinement: does a guided filter on the class distributions help on real frames?
 
-On real frames (models/README.md, "Edge-aware refinement by a guided filter").
+On real frames (docs/levers.md, "Edge-aware refinement by a guided filter").
 
 The shipped model's labels are blurred across object edges at 1/4 resolution (its decoder), and
 its errors on real frames sit largely along those edges. A guided filter (He, Sun, Tang, "Guided

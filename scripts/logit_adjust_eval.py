@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Post-hoc logit adjustment: does removing the training set's class prior help on real frames?
 
-On real frames (models/README.md, "Logit adjustment by the training prior").
+On real frames (docs/levers.md, "Logit adjustment by the training prior").
 
 The rendered rooms are mostly wall and floor (wall 46 % of the labelled pixels of the last
 fine-tune's data), and on real frames the model over-predicts wall (43 % of the pixels against 30 %

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Should the fused labels lean on the 3D branch where the depth is measured? (models/README.md)
+"""Should the fused labels lean on the 3D branch where the depth is measured? (docs/levers.md)
 
 With an RGB-D camera's depth given to the model (``Depth3DSeg.forward(rgb, K, measured_depth)``),
 the cloud and so S3D come from measured geometry on the pixels where the sensor has depth. The

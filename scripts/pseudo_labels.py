@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write a pseudo-labelled copy of a dataset directory of unlabelled real frames (self-training;
-training/pseudo_labels.py, models/README.md "Real-camera levers").
+training/pseudo_labels.py, docs/levers.md "Real-camera levers").
 
 The model's fused labels (M7) on each frame without labels become its label image where the model
 is confident (class-balanced: per class, the ``--portion`` most confident of its pixels over all

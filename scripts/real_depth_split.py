@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Split the real-camera sample bag into a real depth-training set and the labelled evaluation set
-(models/README.md "Real-camera levers", real RGB-D frames for the depth term, METHOD M5).
+(docs/levers.md "Real-camera levers", real RGB-D frames for the depth term, METHOD M5).
 
 The 22-frame real sample bag (``python -m depth3dseg_ros.samples bag``; frames listed in
 depth3dseg_ros/samples/frames.py) is extracted with ``depth3dseg-extract``'s API

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Test-time augmentation of the 2D+depth net: do averaged mirrored or rescaled views help?
 
-On real frames (models/README.md, "Test-time augmentation").
+On real frames (docs/levers.md, "Test-time augmentation").
 
 Each view runs the 2D+depth net (METHOD M1) on the input image horizontally flipped and/or resized
 by a scale factor (K is not needed: the net sees no K unless ``depth_focal`` is set, and fy / H is

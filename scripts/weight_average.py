@@ -6,7 +6,7 @@ accuracy without increasing inference time") average the parameters of several f
 pre-trained network; the average often scores better than each of them, most of all under
 distribution shift, and costs nothing at inference: it is one model of the same size and speed.
 Here the ingredients are `depth3dseg-train` runs that started from the same ``model.init`` (M6)
-with different ``train.seed``; models/README.md ("Weight averaging") measures it on real frames.
+with different ``train.seed``; docs/levers.md ("Weight averaging") measures it on real frames.
 
 Every floating-point tensor of the state_dict (weights, biases, BatchNorm running mean and
 variance) becomes the weighted mean of the ingredients' tensors; integer buffers (BatchNorm's

@@ -1,4 +1,4 @@
-"""scripts/blur_eval.py: the input low-pass lever measured at test time (models/README.md, "A
+"""scripts/blur_eval.py: the input low-pass lever measured at test time (docs/levers.md, "A
 low-pass of the input image"). σ 0 must be the model as depth3dseg-eval scores it, and a σ must
 score exactly what a model file with arch input_blur = σ (the form the lever ships in) scores."""
 

@@ -1,6 +1,6 @@
 """scripts/camera_zoom.py: a dataset directory as a camera with a k times longer focal length
 saw it (central 1/k crop resized back; K, depth and labels follow), for the depth-versus-camera
-figures of models/README.md."""
+figures of docs/levers.md ("Depth for the robot's camera")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""scripts/depth_scale.py: scale versus structure in a model's depth error (models/README.md, "A
+"""scripts/depth_scale.py: scale versus structure in a model's depth error (docs/levers.md, "A
 scale-sensitive depth loss"). The per-frame statistics are core.depth_calibration's
 (test_core_depth_calibration.py); here the script's table."""
 

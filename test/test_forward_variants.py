@@ -1,5 +1,5 @@
-"""training.forward_variants: a model scored under replaced forward passes (the model card's
-inference-time lever scripts). The identity variant must give depth3dseg-eval's figures, the
+"""training.forward_variants: a model scored under replaced forward passes (the inference-time
+lever scripts of docs/levers.md). The identity variant must give depth3dseg-eval's figures, the
 model's own method must come back after a variant (also one that fails), and the table must show
 each variant's figures."""
 

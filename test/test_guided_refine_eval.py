@@ -1,5 +1,5 @@
 """scripts/guided_refine_eval.py: the guided filter (He et al. 2013) and its scoring as a forward
-variant (models/README.md, "Edge-aware refinement by a guided filter")."""
+variant (docs/levers.md, "Edge-aware refinement by a guided filter")."""
 
 from __future__ import annotations
 

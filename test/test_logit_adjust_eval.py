@@ -1,5 +1,5 @@
 """scripts/logit_adjust_eval.py: post-hoc logit adjustment by the training label prior
-(models/README.md, "Logit adjustment by the training prior"). τ = 0 must be the model as
+(docs/levers.md, "Logit adjustment by the training prior"). τ = 0 must be the model as
 depth3dseg-eval scores it; the prior must count the label images' pixels, void excluded; a
 larger τ must move predictions towards the rarer classes."""
 

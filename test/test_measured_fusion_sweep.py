@@ -1,5 +1,5 @@
 """scripts/measured_fusion_sweep.py: fused labels with S3D weighted by w on the pixels whose depth
-is measured (models/README.md, "A geometry-only 3D net for RGB-D cameras"). Its w = 0.5 is the
+is measured (docs/levers.md, "A geometry-only 3D net for RGB-D cameras"). Its w = 0.5 is the
 shipped fusion rule (METHOD M7), so it must reproduce depth3dseg-eval --measured-depth."""
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def _digest(layout: str) -> str:
 def test_sparse_and_dense_layouts_unchanged():
     """The default rooms (the shipped model's training set, docs/synthetic.md) draw exactly what
     they drew before the layout option existed, and the dense and cluttered rooms what they drew
-    when their levers were measured (models/README.md): digests of 5 rooms' specs recorded then."""
+    when their levers were measured (docs/levers.md): digests of 5 rooms' specs recorded then."""
     assert _digest('sparse') == 'be4259690be8217d00d4b9e3496bd8ed1feb56b3f85e2fcc2ee3980e124d9e7f'
     assert _digest('dense') == '0d56ae2cce647ea18b7f599ee498b0e463fbdaa4da5c492a72f2b786bc4a66b1'
     assert _digest('cluttered') == (

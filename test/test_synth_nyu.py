@@ -102,7 +102,7 @@ def test_nyu_layout_is_deterministic_and_pinned():
     assert digest() == digest() == NYU_DIGEST
 
 
-#: digest of 5 nyu rooms (seed 1) when the layout's lever was measured (models/README.md)
+#: digest of 5 nyu rooms (seed 1) when the layout's lever was measured (docs/levers.md)
 NYU_DIGEST = 'de2cff4843b7f9621af077a221edaa0d83bd4a83e29ad6518a0dcc581fa4a8f4'
 
 

@@ -1,5 +1,5 @@
 """Oversampling a small dataset by listing its directory several times in data.train
-(models/README.md "Real-camera levers": 11 real unlabelled RGB-D frames against 3,000 synthetic
+(docs/levers.md "Real-camera levers": 11 real unlabelled RGB-D frames against 3,000 synthetic
 ones; METHOD M5: frames without labels train on the terms they have)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""scripts/tta_eval.py: test-time augmentation of the 2D+depth net (models/README.md, "Test-time
+"""scripts/tta_eval.py: test-time augmentation of the 2D+depth net (docs/levers.md, "Test-time
 augmentation"). The single view '1' must be the model as depth3dseg-eval scores it; a mirrored
 view must undo its mirror (a mirrored image under '1f' gives the mirrored outputs)."""
 

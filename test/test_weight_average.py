@@ -1,5 +1,5 @@
 """scripts/weight_average.py: the weight average ("model soup") of model files fine-tuned from one
-model (models/README.md, "Weight averaging"). Every floating-point tensor must be the weighted mean
+model (docs/levers.md, "Weight averaging"). Every floating-point tensor must be the weighted mean
 of the ingredients', integer buffers the first file's; files of another arch or class set are
 refused with the key named; the result loads and runs like any model file."""
 

@@ -163,7 +163,7 @@ def perturbed_tiny_model_file(path: Path, input_size=(96, 72), seed: int = 0) ->
 def script_with_tiny_model(script: str, real_dir: Path, tmp: Path):
     """(the globals of ``scripts/<script>`` run as a module, a perturbed_tiny_model_file, a
     96×72 make_dataset_dir of the real frames) under ``tmp``: the setup of the tests of the
-    model card's inference-time lever scripts."""
+    inference-time lever scripts (docs/levers.md)."""
     import runpy
 
     path = Path(__file__).resolve().parents[1] / 'scripts' / script

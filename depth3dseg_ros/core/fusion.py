@@ -8,7 +8,7 @@ Segmenter:
   so void has probability 0 and is never predicted (ARCHITECTURE conventions);
 - ``'2d'``: the S2D distribution; ``'3d'``: the S3D distribution; ``'fused'``: (1 − w)·S2D + w·S3D
   with w the model's arch ``fusion_w3d`` (0.5, the mean, unless a model file says otherwise; the
-  shipped model: 0.25, models/README.md "The fusion weight of the 3D branch");
+  shipped model: 0.25, docs/levers.md "The fusion weight of the 3D branch");
 - where a pixel has no valid 3D point (``valid`` False) the S3D scores are meaningless, so ``'3d'``
   and ``'fused'`` fall back to the S2D distribution there;
 - labels = the most probable class (lowest class id on an exact tie), confidence = its probability.

@@ -3,7 +3,7 @@
 Rendered rooms carry almost no fine texture; real photographs carry plenty (floor tiles, wood
 grain, sensor noise), and a depth head trained on renders follows it. A fixed blur in front of
 the encoder removes that texture from every frame, rendered or real, at training and at
-inference alike (models/README.md, "A low-pass of the input image"). It is part of the network
+inference alike (docs/levers.md, "A low-pass of the input image"). It is part of the network
 (``DepthSegNet``), so every backend (torch, ONNX export, the split ONNX Runtime graph) applies it.
 """
 

@@ -1,6 +1,6 @@
 """Score one model file under variants of its forward pass, as depth3dseg-eval scores it.
 
-The inference-time levers of the model card (test-time augmentation, `scripts/tta_eval.py`; logit
+The inference-time levers of docs/levers.md (test-time augmentation, `scripts/tta_eval.py`; logit
 adjustment, `scripts/logit_adjust_eval.py`) change what a loaded model computes without training
 it. Each variant is a function that takes the loaded model and returns a replacement for one of
 its methods; the model is scored with the replacement bound, then restored, so every variant runs

@@ -7,7 +7,7 @@ segmentation terms train on real images without a human label. The rules follow 
 reasoning of Gupta, Arbeláez and Malik (CVPR 2013, "Perceptual organization and recognition of
 indoor scenes from RGB-D images": gravity from the normals, then height and orientation per
 surface). Walls are left out: on real Kinect frames at 3–5 m a wall's visible patches between
-furniture were too small and noisy to tell from curtains and cupboard fronts (models/README.md,
+furniture were too small and noisy to tell from curtains and cupboard fronts (docs/levers.md,
 "Floor labels from measured depth").
 
 Steps, all in the camera's optical frame (x right, y down, z forward; metres):
