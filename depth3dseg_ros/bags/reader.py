@@ -23,7 +23,7 @@ Detection lives in ``bags.sniff`` (its names are re-exported here); the paths ha
 Cut-off recordings (C38, details in ``bags.sniff`` and ``bags.mcap_salvage``): a rosbag2 directory
 without metadata.yaml, or one whose MCAP file was not closed, is read file by file as bare storage
 files (rosbags reads topics and types from the files); an MCAP without footer is read in file order
-by :class:`bags.mcap_salvage.SalvagedMcap`, put in place of rosbags' MCAP reader; a ``.db3`` whose
+by :class:`bags.mcap_salvaged.SalvagedMcap`, put in place of rosbags' MCAP reader; a ``.db3`` whose
 ``-wal`` still holds data is read from a copy with the log replayed. Each case logs one warning
 (where the recording ends, which files are read) and shows in :attr:`BagReader.format`
 (``BagFormat.recovery``). A ROS 1 bag without index is refused by :func:`detect_format`.
@@ -55,7 +55,8 @@ from rosbags.rosbag1 import ReaderError as Ros1ReaderError
 from rosbags.rosbag2 import ReaderError as Ros2ReaderError
 from rosbags.typesys import Stores, get_typestore
 
-from depth3dseg_ros.bags.mcap_salvage import SalvagedMcap, cached_scan
+from depth3dseg_ros.bags.mcap_salvage import cached_scan
+from depth3dseg_ros.bags.mcap_salvaged import SalvagedMcap
 from depth3dseg_ros.bags.msgdef_compat import install as _tolerate_unknown_definitions
 from depth3dseg_ros.bags.open_paths import OpenPaths
 from depth3dseg_ros.bags.sniff import (  # noqa: F401  (re-exported: the reader's public names)
