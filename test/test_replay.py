@@ -17,7 +17,8 @@ from sensor_msgs.msg import CameraInfo, Image
 
 from bagutil import damage_mcap_chunk, make_frames
 from bagutil import write_bag as write_bag_frames
-from depth3dseg_ros.bags.replay import CAMERA_TYPES, ros_msg_class, select_topics
+from depth3dseg_ros.bags.rclpy_copy import ros_msg_class
+from depth3dseg_ros.bags.replay import CAMERA_TYPES, select_topics
 
 TS = get_typestore(Stores.ROS2_KILTED)
 N = 6
@@ -255,7 +256,7 @@ def test_replay_ros1_bag_converted_to_cdr_and_loop(tmp_path, ros):
 
 
 def test_to_rclpy_copies_ros1_camera_info_upper_case_fields():
-    from depth3dseg_ros.bags.replay import to_rclpy
+    from depth3dseg_ros.bags.rclpy_copy import to_rclpy
 
     ts1 = get_typestore(Stores.ROS1_NOETIC)
     Info, Header, Time, Roi = (

@@ -7,8 +7,9 @@ Any bag bags.reader.BagReader opens (rosbag2 sqlite3/MCAP, compressed, ROS 1) is
 * by default the topics of type sensor_msgs/msg/Image, CompressedImage and CameraInfo
   (``--topics`` picks others: any type whose rclpy package is installed);
 * each message of a rosbag2 goes out as its recorded CDR bytes through ``Publisher.publish(bytes)``
-  (no decode); ROS 1 messages are decoded and copied into the rclpy type (:func:`to_rclpy`: ROS 1
-  Header.seq dropped, ``K`` -> ``k``); at the bag's receive-time spacing divided by ``--rate``;
+  (no decode); ROS 1 messages are decoded and copied into the rclpy type
+  (:func:`bags.rclpy_copy.to_rclpy`: ROS 1 Header.seq dropped, ``K`` -> ``k``); at the bag's
+  receive-time spacing divided by ``--rate``;
 * ``--clock`` publishes rosgraph_msgs/Clock on ``/clock`` (bag time, before each message and every
   10 ms in between) so nodes started with ``use_sim_time:=true`` follow the bag;
 * QoS: RELIABLE, KEEP_LAST ``--depth`` by default (like ``ros2 bag play``); ``--qos best_effort``;
@@ -27,11 +28,12 @@ Example (the README's):
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+from depth3dseg_ros.bags.rclpy_copy import ros_msg_class, to_rclpy
 
 # numpy, rosbags (bags.reader) and rclpy are imported where used: ``main`` installs its signal
 # handlers before any heavy import (C40)
@@ -41,21 +43,6 @@ CAMERA_TYPES = (
     'sensor_msgs/msg/CompressedImage',
     'sensor_msgs/msg/CameraInfo',
 )
-
-
-def ros_msg_class(msgtype: str) -> type:
-    """``'sensor_msgs/msg/Image'`` -> the rclpy class ``sensor_msgs.msg.Image``.
-
-    Raises:
-        ValueError: the name is not ``pkg/msg/Name`` or the package/type is not installed.
-    """
-    parts = msgtype.split('/')
-    if len(parts) != 3 or parts[1] != 'msg':
-        raise ValueError(f'message type {msgtype!r} is not of the form pkg/msg/Name')
-    try:
-        return getattr(importlib.import_module(f'{parts[0]}.msg'), parts[2])
-    except (ImportError, AttributeError):
-        raise ValueError(f'message type {msgtype!r} is not installed for rclpy') from None
 
 
 def select_topics(topics: dict[str, str], wanted: list[str] | None) -> dict[str, str]:
@@ -76,38 +63,6 @@ def select_topics(topics: dict[str, str], wanted: list[str] | None) -> dict[str,
     if not chosen:
         raise ValueError(f'no image/camera_info topics to replay; the bag has {topics}')
     return chosen
-
-
-def to_rclpy(obj: Any, cls: type) -> Any:
-    """Copy a rosbags message object (e.g. decoded from a ROS 1 bag) into the rclpy class ``cls``.
-
-    Fields are matched by the rclpy name, then its upper-case ROS 1 spelling (CameraInfo
-    ``K``/``k``); fields the rclpy type lacks (ROS 1 ``Header.seq``) are dropped, nested messages
-    are copied recursively.
-
-    Raises:
-        ValueError: a field of ``cls`` is missing from ``obj`` (naming the type and field).
-    """
-    import numpy as np
-
-    out = cls()
-    for name, ftype in cls.get_fields_and_field_types().items():
-        src = name if hasattr(obj, name) else name.upper()
-        if not hasattr(obj, src):
-            raise ValueError(
-                f'{cls.__name__}.{name}: no such field in the bag message {type(obj).__name__}'
-            )
-        value = getattr(obj, src)
-        current = getattr(out, name)
-        if hasattr(current, 'get_fields_and_field_types'):
-            value = to_rclpy(value, type(current))
-        elif ftype.startswith('sequence<') and '/' in ftype:
-            elem = ros_msg_class(ftype[len('sequence<') : -1].replace('/', '/msg/', 1))
-            value = [to_rclpy(v, elem) for v in value]
-        elif isinstance(value, np.ndarray) and ftype in ('sequence<uint8>', 'uint8[]'):
-            value = value.tobytes()
-        setattr(out, name, value)
-    return out
 
 
 class Replayer:
