@@ -36,7 +36,6 @@ from typing import Any, Dict, List, Optional, Tuple
 import lz4.frame
 from rosbags.rosbag2.storage_mcap import Schema
 
-
 from depth3dseg_ros.bags.sniff import MAGIC_MCAP, UnsupportedCompression, zstd
 
 _U16 = struct.Struct('<H')
@@ -309,7 +308,7 @@ def _read_chunk(fh: Any, pos: int, length: int, walker: _Scanner) -> Optional[Se
         raise UnsupportedCompression('chunk', comp, fh.name)
     try:
         raw = decompress(fh.read(csize), comp, partial=False)
-    except Exception:  # corrupt data: the chunk is not read, the scan stops
+    except Exception:  # corrupt data: the chunk is not read (scan_mcap skips it)
         return None
     if len(raw) != usize or (crc and crc32(raw) != crc):
         return None
