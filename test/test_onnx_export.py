@@ -53,11 +53,13 @@ def _tiny_model(
     p_colour: bool = True,
     input_blur: float = 0.0,
     depth_gain: float = 1.0,
+    code_input: bool = False,
 ) -> Depth3DSeg:
     torch.manual_seed(0)
     model = Depth3DSeg(
         len(NYU13),
         **TINY,
+        code_input=code_input,
         depth_focal=depth_focal,
         p_colour=p_colour,
         input_blur=input_blur,
@@ -151,6 +153,39 @@ def test_graph_module_equals_depth3dseg(depth_focal, p_colour, input_blur, depth
     for name in ('depth', 'seg2d', 'xyz', 'valid', 'measured'):
         assert torch.equal(got_m[name], ref_m[name]), name
     assert _close_frac(got_m['seg3d'].numpy(), ref_m['seg3d'].numpy(), 1e-4) >= 0.999
+
+
+def test_rgbd_input_model_exports_its_depth_code_and_runs_whole(tmp_path):
+    """An RGB-D input model (arch code_input): the graph computes the measured depth's geometry
+    code (core.depth_code) as Depth3DSeg does, ONNX Runtime equals torch with and without measured
+    depth, and the CPU backend runs it as one whole graph ('split' is refused, naming why)."""
+    from depth3dseg_ros.core.backends import OrtGraph
+
+    model = fold_batchnorm(_tiny_model(code_input=True))
+    pt, out = tmp_path / 'rgbd.pt', tmp_path / 'rgbd.onnx'
+    save_model(pt, _tiny_model(code_input=True), {'classes': NYU13, 'input_size': [64, 48]})
+    export_onnx(pt, out)
+    x, K = _inputs(64, 48, seed=5)
+    md = torch.linspace(0.8, 4.0, 64).expand(1, 1, 48, 64).clone()
+    md[..., :10, :] = float('nan')
+    sess = _ort(out)
+    for measured in (None, md):
+        with torch.no_grad():
+            ref = model(x, K, measured)
+        feed = np.full((1, 1, 48, 64), np.nan, np.float32) if measured is None else md.numpy()
+        o = dict(
+            zip(
+                [o.name for o in sess.get_outputs()],
+                sess.run(None, {'rgb': x.numpy(), 'K': K.numpy(), 'measured_depth': feed}),
+            )
+        )
+        np.testing.assert_allclose(o['seg2d'], ref['seg2d'].numpy(), atol=1e-3)
+        np.testing.assert_allclose(o['depth'], ref['depth'].numpy(), atol=1e-4)
+    with torch.no_grad():
+        assert not torch.allclose(model(x, K)['seg2d'], model(x, K, md)['seg2d'])
+    assert OrtGraph(out, device='cpu').mode == 'whole'
+    with pytest.raises(ValueError, match='code_input'):
+        OrtGraph(out, device='cpu', split='split')
 
 
 @pytest.mark.parametrize('dynamic', [False, True])

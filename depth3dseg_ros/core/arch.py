@@ -35,6 +35,7 @@ DEFAULT_ARCH: Dict[str, Any] = {
     'depth_gain': 1.0,
     'input_blur': 0.0,
     'fusion_w3d': 0.5,
+    'code_input': False,
 }
 
 
@@ -86,6 +87,11 @@ def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
         lambda w: 0 < w <= 1,
         'in (0, 1]: the weight of the 3D labels in the fused ones (M7; 0.5 = the mean)',
     )
+    if not isinstance(out['code_input'], bool):
+        raise ValueError(
+            f"arch['code_input']={out['code_input']!r} must be true (the 2D net also sees the "
+            'geometry code of measured depth, core.depth_code) or false (colour only)'
+        )
     if not isinstance(out['p_colour'], bool):
         raise ValueError(
             f"arch['p_colour']={out['p_colour']!r} must be true (the 3D net sees colour) or false "

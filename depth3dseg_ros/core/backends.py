@@ -319,13 +319,19 @@ class OrtGraph:
         self.meta = read_onnx_meta(self.path)
         cpu_only = providers == ['CPUExecutionProvider']
         has_3d = POINTNET_KEY in self.meta
+        code_input = bool(self.meta.get('arch', {}).get('code_input', False))
+        if split == 'split' and code_input:
+            raise ValueError(
+                f"split='split': {self.path.name} is an RGB-D input model (arch code_input), "
+                "whose 2D net takes the measured depth's code; it runs as one whole graph"
+            )
         if split == 'split' and not (cpu_only and has_3d):
             raise ValueError(
                 f"split='split' needs the CPU provider only (got {providers}) and a file with "
                 f"'{POINTNET_KEY}' metadata (re-export {self.path.name} with depth3dseg-export)"
             )
         if split == 'auto':
-            split = 'split' if cpu_only and has_3d and _has_onnx() else 'whole'
+            split = 'split' if cpu_only and has_3d and not code_input and _has_onnx() else 'whole'
         self.mode = split
         self.split_model = None
         if self.mode == 'split':

@@ -25,6 +25,7 @@ from torch import nn
 
 from .arch import DEFAULT_ARCH, check_arch
 from .depth_calibration import focal_depth
+from .depth_code import depth_code
 from .geometry import backproject
 from .lowpass import InputLowPass
 from .pointnet import PointSegNet
@@ -96,10 +97,10 @@ def _sep(cin: int, cout: int) -> nn.Sequential:
 class Encoder(nn.Module):
     """MobileNetV2-style encoder; returns the features at strides 2, 4, 8, 16, 32 (list)."""
 
-    def __init__(self, width: float = 1.0, depth_mult: float = 1.0):
+    def __init__(self, width: float = 1.0, depth_mult: float = 1.0, in_ch: int = 3):
         super().__init__()
         c0 = _div8(32 * width)
-        self.stem = _cbr(3, c0, 3, 2)
+        self.stem = _cbr(in_ch, c0, 3, 2)
         self.stages = nn.ModuleList()
         self.channels: List[int] = []
         cin = c0
@@ -115,8 +116,8 @@ class Encoder(nn.Module):
             cin = cout
 
     def forward(self, x: torch.Tensor) -> List[torch.Tensor]:
-        """x B×3×H×W float (normalised RGB) -> 5 feature maps B×C_s×⌈H/s⌉×⌈W/s⌉, s = 2, 4, 8, 16,
-        32 (C_s = ``self.channels``)."""
+        """x B×in_ch×H×W float (normalised RGB, then the depth code for in_ch 6) -> 5 feature maps
+        B×C_s×⌈H/s⌉×⌈W/s⌉, s = 2, 4, 8, 16, 32 (C_s = ``self.channels``)."""
         x = self.stem(x)
         feats = []
         for i, stage in enumerate(self.stages):
@@ -140,10 +141,13 @@ class DepthSegNet(nn.Module):
         dec_ch: FPN channels at 1/4 (half of it at 1/2). head_ch: channels of each head's block.
         min_depth, max_depth: output range in metres (0 < min_depth < max_depth).
         init_depth: depth the untrained head outputs (bias initialisation), metres.
-        input_blur: σ px of a fixed Gaussian blur of the input (core.lowpass; 0 = none).
-    forward(rgb_norm B×3×H×W float) -> {'depth': B×1×H×W metres in (min_depth, max_depth),
-    'seg2d': B×C×H×W logits}; any H, W >= 2 (outputs have the input size).
-    Raises ValueError for an input that is not B×3×H×W floating point.
+        input_blur: σ px of a fixed Gaussian blur of the colour input (core.lowpass; 0 = none).
+        code_input: the encoder also takes the 3-channel geometry code of measured depth
+            (core.depth_code; RGB-D input): its stem has 6 input channels instead of 3.
+    forward(rgb_norm B×3×H×W float, code B×3×H×W float in [0, 1] or None) -> {'depth': B×1×H×W
+    metres in (min_depth, max_depth), 'seg2d': B×C×H×W logits}; any H, W >= 2 (outputs have the
+    input size). Without a code a code_input net sees zeros (no depth). Raises ValueError for an
+    input that is not B×3×H×W floating point, or a code not of the input's shape.
     """
 
     def __init__(
@@ -157,6 +161,7 @@ class DepthSegNet(nn.Module):
         max_depth: float = 10.0,
         init_depth: float = 3.0,
         input_blur: float = 0.0,
+        code_input: bool = False,
     ):
         super().__init__()
         if not 0 < min_depth < max_depth:
@@ -168,7 +173,8 @@ class DepthSegNet(nn.Module):
         self.num_classes = int(num_classes)
         self.min_depth, self.max_depth = float(min_depth), float(max_depth)
         self.lowpass = InputLowPass(input_blur)
-        self.encoder = Encoder(width, depth_mult)
+        self.code_input = bool(code_input)
+        self.encoder = Encoder(width, depth_mult, 6 if self.code_input else 3)
         c2, c4, c8, c16, c32 = [self.encoder.channels[i] for i in _TAPS]
         half = max(8, dec_ch // 2)
         self.lat = nn.ModuleList([_cbr(c, dec_ch) for c in (c4, c8, c16, c32)])
@@ -182,19 +188,32 @@ class DepthSegNet(nn.Module):
         nn.init.zeros_(self.depth_head[-1].weight)
         nn.init.constant_(self.depth_head[-1].bias, math.log(p / (1 - p)))
 
-    def forward(self, rgb_norm: torch.Tensor) -> Dict[str, torch.Tensor]:
+    def forward(
+        self, rgb_norm: torch.Tensor, code: Optional[torch.Tensor] = None
+    ) -> Dict[str, torch.Tensor]:
         """M1 on a batch.
 
-        rgb_norm B×3×H×W float (normalised with the model file's mean/std), any H, W >= 2 ->
+        rgb_norm B×3×H×W float (normalised with the model file's mean/std), any H, W >= 2; code
+        (code_input nets only; ignored otherwise) B×3×H×W float in [0, 1] or None (zeros) ->
         dict(depth B×1×H×W float m in (min_depth, max_depth), seg2d B×C×H×W float logits), both at
-        the input size. Raises ValueError for an input that is not B×3×H×W floating point.
+        the input size. Raises ValueError for an input that is not B×3×H×W floating point, or a
+        code of another shape.
         """
         if rgb_norm.dim() != 4 or rgb_norm.shape[1] != 3 or not rgb_norm.is_floating_point():
             raise ValueError(
                 f'rgb_norm must be a float B×3×H×W tensor, got {tuple(rgb_norm.shape)} '
                 f'{rgb_norm.dtype}'
             )
-        f2, f4, f8, f16, f32 = self.encoder(self.lowpass(rgb_norm))
+        x = self.lowpass(rgb_norm)
+        if self.code_input:
+            if code is None:
+                code = torch.zeros_like(x)
+            elif code.shape != x.shape:
+                raise ValueError(
+                    f'code shape {tuple(code.shape)} != rgb_norm {tuple(x.shape)} (B×3×H×W)'
+                )
+            x = torch.cat([x, code.to(x)], dim=1)
+        f2, f4, f8, f16, f32 = self.encoder(x)
         p = self.lat[3](f32)
         for lat, sm, f in zip(self.lat[2::-1], self.smooth, (f16, f8, f4)):
             p = sm(_up(p, f) + lat(f))
@@ -236,6 +255,7 @@ class Depth3DSeg(nn.Module):
             a['max_depth'],
             a['init_depth'],
             a['input_blur'],
+            a['code_input'],
         )
         self.pointnet = PointSegNet(
             a['num_classes'],
@@ -276,12 +296,23 @@ class Depth3DSeg(nn.Module):
         return new.eval()
 
     def forward_2d(
-        self, rgb_norm: torch.Tensor, K: Optional[torch.Tensor] = None
+        self,
+        rgb_norm: torch.Tensor,
+        K: Optional[torch.Tensor] = None,
+        measured_depth: Optional[torch.Tensor] = None,
     ) -> Dict[str, torch.Tensor]:
         """M1 only: {'depth', 'seg2d'}. With ``depth_focal`` set and K given the depth is that of
         K's camera (`focal_depth`); without K, that of the calibration camera. ``depth_gain``
-        applies with or without K."""
-        out = self.net(rgb_norm)
+        applies with or without K. A ``code_input`` model also sees the geometry code
+        (core.depth_code) of ``measured_depth`` (B×1×H×W metres, registered; needs K), zeros
+        without it; other models ignore ``measured_depth`` here. Raises ValueError for measured
+        depth without K on a code_input model."""
+        code = None
+        if self.arch['code_input'] and measured_depth is not None:
+            if K is None:
+                raise ValueError('forward_2d: the geometry code of measured_depth needs K')
+            code = depth_code(measured_depth.to(rgb_norm.device, torch.float32), K)
+        out = self.net(rgb_norm, code)
         a = self.arch
         if (K is not None and a['depth_focal'] > 0) or a['depth_gain'] != 1.0:
             out = dict(out)
@@ -299,9 +330,10 @@ class Depth3DSeg(nn.Module):
         """M1–M3 (see the class docstring). ``measured_depth``: optional B×1×H×W metres from an
         RGB-D sensor, registered to ``rgb_norm`` (NaN, ±inf, 0 and negatives = no data). Where it
         is valid the cloud (and so the 3D net) uses it instead of the prediction; the prediction
-        fills its holes and is still returned as ``depth`` (and trained). Adds ``measured`` B×1×H×W
-        bool when given."""
-        out = self.forward_2d(rgb_norm, K)
+        fills its holes and is still returned as ``depth`` (and trained); a ``code_input`` model's
+        2D net also sees its geometry code (forward_2d). Adds ``measured`` B×1×H×W bool when
+        given."""
+        out = self.forward_2d(rgb_norm, K, measured_depth)
         depth = out['depth']
         if measured_depth is not None:
             if measured_depth.shape != depth.shape:

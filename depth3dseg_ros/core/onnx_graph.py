@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .depth_calibration import focal_depth
+from .depth_code import depth_code
 from .model import Depth3DSeg
 from .pointnet import PointSegNet
 
@@ -275,7 +276,10 @@ class InferenceGraph(nn.Module):
         depth 1×1×H×W m (predicted), seg2d 1×C×H×W logits, seg3d 1×C×H×W logits, xyz 1×3×H×W m
         float32 (0 where invalid), valid 1×1×H×W bool, measured 1×1×H×W bool.
         """
-        out = self.net(rgb)
+        # a code_input net (RGB-D input) also sees the geometry code of the measured depth; all-NaN
+        # measured depth gives an all-zero code, as Depth3DSeg without measured depth
+        code = depth_code(measured_depth, K) if self.net.code_input else None
+        out = self.net(rgb, code)
         pred = focal_depth(out['depth'], K, *self.focal)
         measured = torch.isfinite(measured_depth) & (measured_depth > 0)
         depth = torch.where(measured, measured_depth, pred)

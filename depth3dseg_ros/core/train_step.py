@@ -84,8 +84,9 @@ class LossConfig:
     measured_depth_for_3d: probability (per batch, drawn from torch's RNG, so resumes repeat it)
         that the cloud is built from the batch's sensor depth where valid, the prediction filling
         its holes (Depth3DSeg.forward measured_depth): the 3D net then also learns on sensor
-        clouds, as it sees them behind an RGB-D camera (issue 12). 0 (default) = always the
-        predicted depth (M2, M3).
+        clouds, as it sees them behind an RGB-D camera (issue 12); a ``code_input`` model's 2D net
+        then sees the depth's geometry code (core.depth_code), zeros otherwise. 0 (default) =
+        always the predicted depth (M2, M3).
     w_consistency_unlabelled: weight of the consistency term on frames without labels
         (has_labels False: the real RGB-D frames), which then forms its own pixel mean beside
         the labelled frames' one (weighted by w_consistency), as xMUDA weights its cross-modal
@@ -222,7 +223,7 @@ def forward_model(
             'the model in parts, which (Distributed)DataParallel cannot synchronise; '
             'train it in one process'
         )
-    out = dict(model.forward_2d(rgb, K))
+    out = dict(model.forward_2d(rgb, K, measured))
     depth = out['depth'].detach()
     if measured is not None:
         m = measured.to(depth)
