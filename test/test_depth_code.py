@@ -148,3 +148,36 @@ def test_code_input_must_be_a_bool_and_cannot_be_switched_on_trained_weights():
         check_arch({'code_input': 1})
     with pytest.raises(ValueError, match='shape of the weights'):
         _model(False).with_arch(code_input=True)
+
+
+def test_a_colour_model_widened_for_code_input_starts_as_the_same_model(tmp_path):
+    """Depth3DSeg.with_code_input and model.init with arch code_input over a colour model's file
+    (training/checkpoint.load_init_model): zero code weights, so the outputs are the colour
+    model's, with or without measured depth; a second widening is an error."""
+    from depth3dseg_ros.core.modelfile import save_model
+    from depth3dseg_ros.training.checkpoint import load_init_model
+
+    colour = _model(False)
+    with torch.no_grad():  # non-trivial BatchNorm statistics
+        for mod in colour.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.running_mean.uniform_(-0.2, 0.2)
+    rgbd = colour.with_code_input()
+    assert rgbd.arch['code_input'] and rgbd.net.encoder.stem[0].in_channels == 6
+    rgb = torch.randn(1, 3, 60, 80)
+    K = torch.tensor([[[100.0, 0, 39.5], [0, 100.0, 29.5], [0, 0, 1]]])
+    depth = 1.0 + 3 * torch.rand(1, 1, 60, 80)
+    with torch.no_grad():
+        ref = colour(rgb, K)['seg2d']
+        assert torch.allclose(rgbd(rgb, K)['seg2d'], ref, atol=1e-6)
+        assert torch.allclose(rgbd.forward_2d(rgb, K, depth)['seg2d'], ref, atol=1e-6)
+    with pytest.raises(ValueError, match='already has'):
+        rgbd.with_code_input()
+    path = tmp_path / 'colour.pt'
+    save_model(path, colour, {'classes': NYU13, 'input_size': [80, 60]})
+    cfg = {'model': {'init': str(path), 'arch': {'code_input': True, 'p_k': 6}}}
+    model = load_init_model(cfg, NYU13)
+    assert cfg['model']['arch']['code_input'] is True and cfg['model']['arch']['p_k'] == 6
+    assert model.net.encoder.stem[0].in_channels == 6
+    built = Depth3DSeg(len(NYU13), **{k: v for k, v in cfg['model']['arch'].items()})
+    built.load_state_dict(model.state_dict())  # the run's network takes the widened weights

@@ -295,6 +295,22 @@ class Depth3DSeg(nn.Module):
         new.load_state_dict(self.state_dict())
         return new.eval()
 
+    def with_code_input(self) -> 'Depth3DSeg':
+        """A ``code_input`` (RGB-D input) copy of this colour model in eval mode: the same weights,
+        its encoder stem widened from 3 to 6 input channels with zero weights on the 3 code
+        channels, so it starts as exactly this model, with or without measured depth, and a
+        fine-tune learns what the code adds (training/checkpoint.load_init_model). Raises
+        ValueError when the model already has code input."""
+        if self.arch['code_input']:
+            raise ValueError('with_code_input: the model already has arch code_input=true')
+        new = Depth3DSeg.from_arch(dict(self.arch, code_input=True))
+        state = dict(self.state_dict())
+        key = 'net.encoder.stem.0.weight'
+        w = state[key]
+        state[key] = torch.cat([w, torch.zeros_like(w)], dim=1)
+        new.load_state_dict(state)
+        return new.eval()
+
     def forward_2d(
         self,
         rgb_norm: torch.Tensor,

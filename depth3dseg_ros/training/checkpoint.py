@@ -230,7 +230,8 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
     ``cfg['model']`` (the run trains and exports that network).
     Keys set in the run's ``model.arch`` override the file's when the weights still fit (those that
     size no tensor: ``p_stride``, ``p_window``, ``p_k``, the depth range), e.g. fine-tuning the 3D
-    net at another subsampling stride.
+    net at another subsampling stride. ``code_input: true`` over a colour model's file starts the
+    RGB-D input from it (`Depth3DSeg.with_code_input`: zero weights on the code channels).
     Raises FileNotFoundError / ModelFileError for a bad file; ValueError when its class names or
     void id differ from the run's ``classes`` (core.classes.ClassSet; colours may differ), naming
     both, or when a ``model.arch`` key changes the shape of the file's weights, naming the key and
@@ -243,6 +244,10 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
     _check_classes('model.init', path, meta, classes)
     arch = {k: v for k, v in meta['arch'].items() if k != 'num_classes'}
     changed = {k: v for k, v in cfg['model']['arch'].items() if arch.get(k) != v}
+    if changed.get('code_input') is True:  # RGB-D input from a colour model: code weights 0
+        model = model.with_code_input()
+        arch['code_input'] = True
+        del changed['code_input']
     if changed:
         shapes = _shapes(model)
         n = meta['arch']['num_classes']
