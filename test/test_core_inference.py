@@ -308,3 +308,33 @@ def test_measured_depth_bad_inputs_raise(seg, nyu0001):
         seg.infer(rgb, K, depth=np.ones((240, 320), np.float32))
     with pytest.raises(ValueError, match='16UC1'):
         seg.infer(rgb, K, depth=np.ones((480, 640), np.uint16))
+
+
+def test_an_rgbd_input_model_sees_the_measured_depths_code(real_dir):
+    """A model with arch code_input (core.depth_code): the Segmenter's 2D output with a depth image
+    is the model's on that depth (nearest-resized to the input size), and without one the model's
+    with an all-zero code."""
+    name, rgb, depth, labels, K = next(iter(real_frames(real_dir)))
+    torch.manual_seed(0)
+    model = Depth3DSeg(len(NYU13), code_input=True, **SMALL).eval()
+    with torch.no_grad():  # an untrained head is near-uniform: make its output spread
+        model.net.seg_head[-1].weight.normal_(0, 2.0)
+    seg = Segmenter.from_model(
+        model, {'classes': NYU13.to_dict(), 'input_size': [80, 60], 'mean': MEAN, 'std': STD}
+    )
+    small = cv2.resize(rgb, (80, 60), interpolation=cv2.INTER_AREA)
+    x = (
+        torch.from_numpy(small).permute(2, 0, 1).float() / 255 - torch.tensor(MEAN).view(3, 1, 1)
+    ) / torch.tensor(STD).view(3, 1, 1)
+    Kn = torch.tensor(K, dtype=torch.float32).clone()
+    Kn[:2] /= 8
+    net_meas = cv2.resize(depth.astype(np.float32), (80, 60), interpolation=cv2.INTER_NEAREST)
+    with torch.no_grad():
+        plain = torch.softmax(model(x[None], Kn[None])['seg2d'][0, 1:], 0).max(0)[0]
+        rgbd = model(x[None], Kn[None], torch.from_numpy(net_meas)[None, None])
+    rgbd = torch.softmax(rgbd['seg2d'][0, 1:], 0).max(0)[0]
+    assert (plain - rgbd).abs().max() > 1e-3  # the code changes the 2D output
+    got_plain = seg.infer(rgb, K, '2d').confidence
+    got_rgbd = seg.infer(rgb, K, '2d', depth=depth).confidence
+    np.testing.assert_allclose(got_plain, plain.numpy(), atol=1e-4)
+    np.testing.assert_allclose(got_rgbd, rgbd.numpy(), atol=1e-4)
