@@ -104,8 +104,8 @@ def test_lazy_outputs_at_run_time_nothing_built_without_subscribers(node):
 @pytest.mark.timeout(120)
 def test_the_ready_line_names_a_calibrated_depth_gain(node, tmp_path):
     """A model file calibrated by depth3dseg-calibrate (arch depth_gain) or with a fusion weight
-    other than the mean (arch fusion_w3d) says so in the node's start-up line; a plain one does
-    not mention them."""
+    other than the mean (arch fusion_w3d) says so in the node's start-up line, and an RGB-D input
+    model (arch code_input) whether it gets a depth image; a plain one mentions none of them."""
 
     from depth3dseg_ros.core.modelfile import load_model, save_model
 
@@ -120,3 +120,15 @@ def test_the_ready_line_names_a_calibrated_depth_gain(node, tmp_path):
         assert 'classes, depth_gain 1.25, fusion_w3d 0.25, warm-up' in n._ready_line(str(path))
     finally:
         n.destroy_node()
+    assert 'RGB-D' not in line
+    rgbd = tmp_path / 'rgbd.pt'  # an RGB-D input model (arch code_input): does it get depth?
+    save_model(rgbd, model.with_code_input(), {k: v for k, v in meta.items() if k != 'arch'})
+    for use, expect in (
+        (False, 'RGB-D input, no depth: colour only, warm-up'),
+        (True, 'RGB-D input, warm-up'),
+    ):
+        n = _in_process_node(f'd3s_rules_rgbd{int(use)}', rgbd, use_measured_depth=use)
+        try:
+            assert expect in n._ready_line(str(rgbd))
+        finally:
+            n.destroy_node()

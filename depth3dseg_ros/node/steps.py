@@ -155,6 +155,8 @@ class SetupSteps:
         gain, w3d = (float(arch.get(k, DEFAULT_ARCH[k])) for k in ('depth_gain', 'fusion_w3d'))
         cal = f'depth_gain {gain:.4g}, ' if gain != DEFAULT_ARCH['depth_gain'] else ''  # calibrate
         cal += f'fusion_w3d {w3d:g}, ' if w3d != DEFAULT_ARCH['fusion_w3d'] else ''
+        if arch.get('code_input'):  # an RGB-D input model: say whether it gets its depth
+            cal += 'RGB-D input, ' + ('' if p.use_measured_depth else 'no depth: colour only, ')
         return (
             f'model {model_file} ({len(self.classes)} classes, {cal}'
             f'warm-up {self._warm_ms:.0f} ms), '
