@@ -350,7 +350,12 @@ class Depth3DSeg(nn.Module):
         fills its holes and is still returned as ``depth`` (and trained); a ``code_input`` model's
         2D net also sees its geometry code (forward_2d). Adds ``measured`` B×1×H×W bool when
         given."""
-        out = self.forward_2d(rgb_norm, K, measured_depth)
+        # only an RGB-D input model's 2D net takes the depth (and forward_2d replacements of the
+        # evaluation scripts, tta_eval and blur_eval, take (rgb_norm, K))
+        if self.arch['code_input'] and measured_depth is not None:
+            out = self.forward_2d(rgb_norm, K, measured_depth)
+        else:
+            out = self.forward_2d(rgb_norm, K)
         depth = out['depth']
         if measured_depth is not None:
             if measured_depth.shape != depth.shape:
