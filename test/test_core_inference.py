@@ -112,15 +112,21 @@ def test_invalid_depth_gives_nan_depth_and_points_exactly_there(nyu0001, with_k)
     assert (res.labels != 0).all()
 
 
-def test_matches_direct_model_forward(seg, nyu0001):
-    """Preprocessing = INTER_AREA resize + (x/255 - mean)/std; labels = argmax without void."""
-    rgb, K = nyu0001
+def _net_input(rgb, K):
+    """The 80×60 network input by hand: (INTER_AREA-resized image, normalised 3×H×W, K / 8)."""
     small = cv2.resize(rgb, (80, 60), interpolation=cv2.INTER_AREA)
     x = (
         torch.from_numpy(small).permute(2, 0, 1).float() / 255 - torch.tensor(MEAN).view(3, 1, 1)
     ) / torch.tensor(STD).view(3, 1, 1)
     Kn = torch.tensor(K, dtype=torch.float32).clone()
     Kn[:2] /= 8
+    return small, x, Kn
+
+
+def test_matches_direct_model_forward(seg, nyu0001):
+    """Preprocessing = INTER_AREA resize + (x/255 - mean)/std; labels = argmax without void."""
+    rgb, K = nyu0001
+    small, x, Kn = _net_input(rgb, K)
     with torch.no_grad():
         out = seg.model.cpu()(x.unsqueeze(0), Kn.unsqueeze(0))
     seg.model.to(seg.device)
@@ -322,12 +328,7 @@ def test_an_rgbd_input_model_sees_the_measured_depths_code(real_dir):
     seg = Segmenter.from_model(
         model, {'classes': NYU13.to_dict(), 'input_size': [80, 60], 'mean': MEAN, 'std': STD}
     )
-    small = cv2.resize(rgb, (80, 60), interpolation=cv2.INTER_AREA)
-    x = (
-        torch.from_numpy(small).permute(2, 0, 1).float() / 255 - torch.tensor(MEAN).view(3, 1, 1)
-    ) / torch.tensor(STD).view(3, 1, 1)
-    Kn = torch.tensor(K, dtype=torch.float32).clone()
-    Kn[:2] /= 8
+    small, x, Kn = _net_input(rgb, K)
     net_meas = cv2.resize(depth.astype(np.float32), (80, 60), interpolation=cv2.INTER_NEAREST)
     with torch.no_grad():
         plain = torch.softmax(model(x[None], Kn[None])['seg2d'][0, 1:], 0).max(0)[0]
