@@ -30,6 +30,8 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from .geometry import backproject
+
 __all__ = ['CODE_CHANNELS', 'NEAR_M', 'FAR_M', 'depth_code', 'smooth_px_for']
 
 #: channels of the code
@@ -67,7 +69,7 @@ def depth_code(
         raise ValueError(
             f'depth_code: depth shape {tuple(depth_m.shape)} must be B×1×H×W with H, W >= 3'
         )
-    b, _, h, w = depth_m.shape
+    b, _, _, w = depth_m.shape
     K = K.to(depth_m.device, torch.float32)
     if tuple(K.shape) == (3, 3):
         K = K.expand(b, 3, 3)
@@ -87,12 +89,8 @@ def depth_code(
         ds = torch.where(n > 0, _box_mean(d0, k) / n.clamp_min(1e-12), torch.zeros_like(d0))
     else:
         ds = d0
-    u = torch.arange(w, device=d.device, dtype=torch.float32).view(1, 1, 1, w)
-    v = torch.arange(h, device=d.device, dtype=torch.float32).view(1, 1, h, 1)
-    cx, cy = K[:, 0, 2].view(b, 1, 1, 1), K[:, 1, 2].view(b, 1, 1, 1)
-    x = (u - cx) / fx.view(b, 1, 1, 1) * ds
-    y = (v - cy) / fy.view(b, 1, 1, 1) * ds
-    pts = torch.cat([x, y, ds], dim=1)  # B×3×H×W
+    pts, _ = backproject(ds, K, check=False)  # M2, B×3×H×W (0 where ds is 0); K checked above
+    x, y = pts[:, 0:1], pts[:, 1:2]
     du = F.pad(pts[..., :, 2:] - pts[..., :, :-2], (1, 1, 0, 0))
     dv = F.pad(pts[..., 2:, :] - pts[..., :-2, :], (0, 0, 1, 1))
     nx = du[:, 1:2] * dv[:, 2:3] - du[:, 2:3] * dv[:, 1:2]
