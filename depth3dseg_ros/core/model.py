@@ -329,9 +329,7 @@ class Depth3DSeg(nn.Module):
             if K is None:
                 raise ValueError('forward_2d: the geometry code of measured_depth needs K')
             code = depth_code(measured_depth.to(rgb_norm.device, torch.float32), K)
-        # one argument without a code: the ONNX Runtime split (core.ort_split) swaps in a 2D net
-        # that takes only the image
-        out = self.net(rgb_norm) if code is None else self.net(rgb_norm, code)
+        out = self.net(rgb_norm, code)
         a = self.arch
         if (K is not None and a['depth_focal'] > 0) or a['depth_gain'] != 1.0:
             out = dict(out)

@@ -147,8 +147,14 @@ class OrtNet2D(nn.Module):
         self.outputs = list(cut) if cut is not None else ['depth', 'seg2d']
         self.min_depth, self.max_depth = float(depth_range[0]), float(depth_range[1])
 
-    def forward(self, rgb_norm: torch.Tensor) -> Dict[str, torch.Tensor]:
-        """Run the session on ``rgb_norm`` (made contiguous NCHW float32 if it is not)."""
+    def forward(
+        self, rgb_norm: torch.Tensor, code: Optional[torch.Tensor] = None
+    ) -> Dict[str, torch.Tensor]:
+        """Run the session on ``rgb_norm`` (made contiguous NCHW float32 if it is not); the
+        signature is `DepthSegNet.forward`'s. Raises ValueError for a ``code``: the split runs
+        colour-only 2D nets (an RGB-D input model runs as one whole graph, core.backends)."""
+        if code is not None:
+            raise ValueError('OrtNet2D: the split 2D net takes no geometry code (code_input)')
         x = rgb_norm.detach().float().contiguous().numpy()
         d, s = self.session.run(self.outputs, {'rgb': x})
         if self.cut is None:
