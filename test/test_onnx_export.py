@@ -54,12 +54,14 @@ def _tiny_model(
     input_blur: float = 0.0,
     depth_gain: float = 1.0,
     code_input: bool = False,
+    code_stream: bool = False,
 ) -> Depth3DSeg:
     torch.manual_seed(0)
     model = Depth3DSeg(
         len(NYU13),
         **TINY,
         code_input=code_input,
+        code_stream=code_stream,
         depth_focal=depth_focal,
         p_colour=p_colour,
         input_blur=input_blur,
@@ -71,6 +73,9 @@ def _tiny_model(
                 m.running_mean.uniform_(-0.2, 0.2)
                 m.running_var.uniform_(0.5, 1.5)
         model.net.depth_head[-1].weight.normal_(0, 0.05)
+        if code_stream:  # trained joins (they start at zero)
+            for j in model.net.code_stream.joins:
+                j.weight.normal_(0, 0.2)
     return model.eval()
 
 
@@ -155,15 +160,21 @@ def test_graph_module_equals_depth3dseg(depth_focal, p_colour, input_blur, depth
     assert _close_frac(got_m['seg3d'].numpy(), ref_m['seg3d'].numpy(), 1e-4) >= 0.999
 
 
-def test_rgbd_input_model_exports_its_depth_code_and_runs_whole(tmp_path):
-    """An RGB-D input model (arch code_input): the graph computes the measured depth's geometry
-    code (core.depth_code) as Depth3DSeg does, ONNX Runtime equals torch with and without measured
-    depth, and the CPU backend runs it as one whole graph ('split' is refused, naming why)."""
+@pytest.mark.parametrize('code_stream', [False, True])
+def test_rgbd_input_model_exports_its_depth_code_and_runs_whole(tmp_path, code_stream):
+    """An RGB-D input model (arch code_input; with code_stream, the code through its own encoder,
+    core.code_stream): the graph computes the measured depth's geometry code (core.depth_code) as
+    Depth3DSeg does, ONNX Runtime equals torch with and without measured depth, and the CPU
+    backend runs it as one whole graph ('split' is refused, naming why)."""
     from depth3dseg_ros.core.backends import OrtGraph
 
-    model = fold_batchnorm(_tiny_model(code_input=True))
+    model = fold_batchnorm(_tiny_model(code_input=True, code_stream=code_stream))
     pt, out = tmp_path / 'rgbd.pt', tmp_path / 'rgbd.onnx'
-    save_model(pt, _tiny_model(code_input=True), {'classes': NYU13, 'input_size': [64, 48]})
+    save_model(
+        pt,
+        _tiny_model(code_input=True, code_stream=code_stream),
+        {'classes': NYU13, 'input_size': [64, 48]},
+    )
     export_onnx(pt, out)
     x, K = _inputs(64, 48, seed=5)
     md = torch.linspace(0.8, 4.0, 64).expand(1, 1, 48, 64).clone()

@@ -36,6 +36,7 @@ DEFAULT_ARCH: Dict[str, Any] = {
     'input_blur': 0.0,
     'fusion_w3d': 0.5,
     'code_input': False,
+    'code_stream': False,
 }
 
 
@@ -92,6 +93,13 @@ def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
             f"arch['code_input']={out['code_input']!r} must be true (the 2D net also sees the "
             'geometry code of measured depth, core.depth_code) or false (colour only)'
         )
+    if not isinstance(out['code_stream'], bool):
+        raise ValueError(
+            f"arch['code_stream']={out['code_stream']!r} must be true (the code has its own "
+            'encoder, core.code_stream) or false'
+        )
+    if out['code_stream'] and not out['code_input']:
+        raise ValueError("arch['code_stream']=true needs arch['code_input']=true (RGB-D input)")
     if not isinstance(out['p_colour'], bool):
         raise ValueError(
             f"arch['p_colour']={out['p_colour']!r} must be true (the 3D net sees colour) or false "

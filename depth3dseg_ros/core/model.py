@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .arch import DEFAULT_ARCH, check_arch
+from .code_stream import CodeStream
 from .depth_calibration import focal_depth
 from .depth_code import depth_code
 from .geometry import backproject
@@ -145,6 +146,8 @@ class DepthSegNet(nn.Module):
         input_blur: σ px of a fixed Gaussian blur of the colour input (core.lowpass; 0 = none).
         code_input: the encoder also takes the 3-channel geometry code of measured depth
             (core.depth_code; RGB-D input): its stem has 6 input channels instead of 3.
+        code_stream: with code_input, the code goes through its own encoder instead, joined to
+            the colour encoder at each tap (core.code_stream; the stem keeps 3 channels).
     forward(rgb_norm B×3×H×W float, code B×3×H×W float in [0, 1] or None) -> {'depth': B×1×H×W
     metres in (min_depth, max_depth), 'seg2d': B×C×H×W logits}; any H, W >= 2 (outputs have the
     input size). Without a code a code_input net sees zeros (no depth). Raises ValueError for an
@@ -163,6 +166,7 @@ class DepthSegNet(nn.Module):
         init_depth: float = 3.0,
         input_blur: float = 0.0,
         code_input: bool = False,
+        code_stream: bool = False,
     ):
         super().__init__()
         if not 0 < min_depth < max_depth:
@@ -175,7 +179,13 @@ class DepthSegNet(nn.Module):
         self.min_depth, self.max_depth = float(min_depth), float(max_depth)
         self.lowpass = InputLowPass(input_blur)
         self.code_input = bool(code_input)
-        self.encoder = Encoder(width, depth_mult, 6 if self.code_input else 3)
+        stem_code = self.code_input and not code_stream  # the code widens the stem
+        self.encoder = Encoder(width, depth_mult, 6 if stem_code else 3)
+        self.code_stream = (
+            CodeStream(Encoder(width, depth_mult, 3), _TAPS)
+            if self.code_input and code_stream
+            else None
+        )
         c2, c4, c8, c16, c32 = [self.encoder.channels[i] for i in _TAPS]
         half = max(8, dec_ch // 2)
         self.lat = nn.ModuleList([_cbr(c, dec_ch) for c in (c4, c8, c16, c32)])
@@ -206,15 +216,18 @@ class DepthSegNet(nn.Module):
                 f'{rgb_norm.dtype}'
             )
         x = self.lowpass(rgb_norm)
-        if self.code_input:
-            if code is None:
-                code = torch.zeros_like(x)
-            elif code.shape != x.shape:
-                raise ValueError(
-                    f'code shape {tuple(code.shape)} != rgb_norm {tuple(x.shape)} (B×3×H×W)'
-                )
-            x = torch.cat([x, code.to(x)], dim=1)
-        f2, f4, f8, f16, f32 = self.encoder(x)
+        if self.code_input and code is not None and code.shape != x.shape:
+            raise ValueError(
+                f'code shape {tuple(code.shape)} != rgb_norm {tuple(x.shape)} (B×3×H×W)'
+            )
+        if self.code_stream is not None:
+            feats = self.code_stream.encode(self.encoder, x, code)
+        elif self.code_input:
+            code = torch.zeros_like(x) if code is None else code.to(x)
+            feats = self.encoder(torch.cat([x, code], dim=1))
+        else:
+            feats = self.encoder(x)
+        f2, f4, f8, f16, f32 = feats
         p = self.lat[3](f32)
         for lat, sm, f in zip(self.lat[2::-1], self.smooth, (f16, f8, f4)):
             p = sm(_up(p, f) + lat(f))
@@ -257,6 +270,7 @@ class Depth3DSeg(nn.Module):
             a['init_depth'],
             a['input_blur'],
             a['code_input'],
+            a['code_stream'],
         )
         self.pointnet = PointSegNet(
             a['num_classes'],
@@ -296,20 +310,40 @@ class Depth3DSeg(nn.Module):
         new.load_state_dict(self.state_dict())
         return new.eval()
 
-    def with_code_input(self) -> 'Depth3DSeg':
-        """A ``code_input`` (RGB-D input) copy of this colour model in eval mode: the same weights,
-        its encoder stem widened from 3 to 6 input channels with zero weights on the 3 code
-        channels, so it starts as exactly this model, with or without measured depth, and a
-        fine-tune learns what the code adds (training/checkpoint.load_init_model). Raises
-        ValueError when the model already has code input."""
+    def with_code_input(
+        self, stream: bool = False, geometry: Optional['Depth3DSeg'] = None
+    ) -> 'Depth3DSeg':
+        """A ``code_input`` (RGB-D input) copy of this colour model in eval mode, with the same
+        weights, that starts as exactly this model with or without measured depth; a fine-tune
+        learns what the code adds (training/checkpoint.load_init_model).
+
+        stream False: the encoder stem widened from 3 to 6 input channels, zero weights on the 3
+        code channels. stream True (arch ``code_stream``, core.code_stream): a separate geometry
+        encoder joined to the colour one through zero-weight 1×1 convolutions; ``geometry``, a
+        model of the same width and depth multiplier whose 2D net was trained on the code as its
+        image (scripts/geometry_input.py), gives that encoder its weights (random without it).
+        Raises ValueError when the model already has code input, for ``geometry`` without
+        ``stream``, and naming both archs when ``geometry``'s encoder does not fit."""
         if self.arch['code_input']:
             raise ValueError('with_code_input: the model already has arch code_input=true')
-        new = Depth3DSeg.from_arch(dict(self.arch, code_input=True))
-        state = dict(self.state_dict())
-        key = 'net.encoder.stem.0.weight'
-        w = state[key]
-        state[key] = torch.cat([w, torch.zeros_like(w)], dim=1)
+        if geometry is not None and not stream:
+            raise ValueError('with_code_input: a geometry model needs stream=True (code_stream)')
+        new = Depth3DSeg.from_arch(dict(self.arch, code_input=True, code_stream=bool(stream)))
+        state = dict(new.state_dict(), **self.state_dict())  # the stream's own (zero joins)
+        if not stream:
+            w = state['net.encoder.stem.0.weight']
+            state['net.encoder.stem.0.weight'] = torch.cat([w, torch.zeros_like(w)], dim=1)
         new.load_state_dict(state)
+        if geometry is not None:
+            try:
+                new.net.code_stream.encoder.load_state_dict(geometry.net.encoder.state_dict())
+            except RuntimeError:
+                keys = ('width', 'depth_mult')
+                raise ValueError(
+                    "with_code_input: the geometry model's encoder "
+                    f'({ {k: geometry.arch[k] for k in keys} }) does not fit this model\'s '
+                    f'({ {k: self.arch[k] for k in keys} })'
+                ) from None
         return new.eval()
 
     def forward_2d(

@@ -231,11 +231,14 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
     Keys set in the run's ``model.arch`` override the file's when the weights still fit (those that
     size no tensor: ``p_stride``, ``p_window``, ``p_k``, the depth range), e.g. fine-tuning the 3D
     net at another subsampling stride. ``code_input: true`` over a colour model's file starts the
-    RGB-D input from it (`Depth3DSeg.with_code_input`: zero weights on the code channels).
+    RGB-D input from it (`Depth3DSeg.with_code_input`: zero weights on the code channels); with
+    ``code_stream: true`` too, a separate geometry encoder joined at zero weight, whose weights
+    come from the 2D encoder of ``cfg['model']['code_encoder_init']`` when set (random otherwise).
     Raises FileNotFoundError / ModelFileError for a bad file; ValueError when its class names or
     void id differ from the run's ``classes`` (core.classes.ClassSet; colours may differ), naming
     both, or when a ``model.arch`` key changes the shape of the file's weights, naming the key and
     both values."""
+    from depth3dseg_ros.core.code_stream import CODE_MEAN, CODE_STD
     from depth3dseg_ros.core.model import Depth3DSeg
     from depth3dseg_ros.core.modelfile import load_model
 
@@ -245,8 +248,21 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
     arch = {k: v for k, v in meta['arch'].items() if k != 'num_classes'}
     changed = {k: v for k, v in cfg['model']['arch'].items() if arch.get(k) != v}
     if changed.get('code_input') is True:  # RGB-D input from a colour model: code weights 0
-        model = model.with_code_input()
-        arch['code_input'] = True
+        stream = changed.pop('code_stream', False) is True
+        geometry = None
+        if cfg['model'].get('code_encoder_init'):
+            geo_path = cfg['model']['code_encoder_init']
+            geometry, geo_meta = load_model(geo_path, map_location='cpu')
+            _check_classes('model.code_encoder_init', geo_path, geo_meta, classes)
+            norm = (list(CODE_MEAN), list(CODE_STD))
+            if (list(geo_meta['mean']), list(geo_meta['std'])) != norm:
+                raise ValueError(
+                    f'config model.code_encoder_init={str(geo_path)!r} was trained with mean '
+                    f"{geo_meta['mean']} std {geo_meta['std']}; the code's encoder normalises "
+                    f'with mean {norm[0]} std {norm[1]} (core.code_stream)'
+                )
+        model = model.with_code_input(stream=stream, geometry=geometry)
+        arch.update(code_input=True, code_stream=stream)
         del changed['code_input']
     if changed:
         shapes = _shapes(model)

@@ -76,6 +76,9 @@ DEFAULTS: dict[str, Any] = {
         'mean': [0.485, 0.456, 0.406],
         'std': [0.229, 0.224, 0.225],
         'init': None,
+        # with model.init and arch code_stream: the model file whose 2D encoder, trained on the
+        # geometry code as its image, starts the code's encoder (core.code_stream); null = random
+        'code_encoder_init': None,
         # a frozen model file that loss.w_distill > 0 distils from (core.distill); null = none
         'teacher': None,
     },
@@ -107,6 +110,9 @@ DEFAULTS: dict[str, Any] = {
         'mode': 'max',
         'patience': 10,
         'min_delta': 0.0,
+        # validate with each frame's sensor depth as measured depth (RGB-D cameras; what an
+        # arch code_input model's 2D net sees only then)
+        'measured_depth': False,
     },
     'log': {
         'tensorboard': True,
@@ -318,6 +324,16 @@ def validate(cfg: dict) -> dict:
         raise ValueError(
             f"config model.init={m['init']!r} must be null or the path of a model file"
         )
+    cei = m['code_encoder_init']
+    if cei is not None and (not isinstance(cei, str) or not cei):
+        raise ValueError(
+            f'config model.code_encoder_init={cei!r} must be null or the path of a model file'
+        )
+    if cei is not None and not (m['init'] and m['arch'].get('code_stream') is True):
+        raise ValueError(
+            f'config model.code_encoder_init={cei!r} starts the geometry encoder of a colour '
+            'model.init widened with model.arch code_input and code_stream true; set those too'
+        )
     if m['teacher'] is not None and (not isinstance(m['teacher'], str) or not m['teacher']):
         raise ValueError(
             f"config model.teacher={m['teacher']!r} must be null or the path of a model file"
@@ -387,6 +403,11 @@ def validate(cfg: dict) -> dict:
         raise ValueError(f"config early_stop.mode={e['mode']!r} must be 'max' or 'min'")
     _num(cfg, 'early_stop.patience', 1, None, integer=True)
     _num(cfg, 'early_stop.min_delta', 0.0, None)
+    if not isinstance(e['measured_depth'], bool):
+        raise ValueError(
+            f"config early_stop.measured_depth={e['measured_depth']!r} must be true (validate "
+            "with the frames' sensor depth as measured depth) or false"
+        )
     _num(cfg, 'log.sample_images', 0, 64, integer=True)
     if not isinstance(cfg['export'], str) or not cfg['export']:
         raise ValueError(f"config export={cfg['export']!r} must be a model file name")

@@ -203,6 +203,7 @@ def validate_and_checkpoint(run: Run, epoch: int) -> bool:
             loss_cfg=run.loss_cfg,
             weighting=run.weighting,
             amp_ctx=run.amp_ctx,
+            measured_depth=cfg['early_stop']['measured_depth'],
         )
         metrics['epoch'] = epoch + 1
         run.history.append(metrics)
