@@ -43,7 +43,9 @@ VERIFY_DEPTH_M, VERIFY_LOGIT, VERIFY_LABEL_FRACTION = 1e-3, 1e-3, 1e-3
 def _verify(pt: Path, onnx_path: Path) -> tuple[str, bool]:
     """ONNX Runtime against PyTorch on one random frame (CPU, 1 thread): the largest |difference|
     of depth, seg2d and seg3d, the pixels whose 2D / 3D label differs, and whether that is within
-    the VERIFY_* tolerances; returns (the line to print, ok)."""
+    the VERIFY_* tolerances; returns (the line to print, ok). An RGB-D input model (arch
+    code_input) is checked twice: without measured depth and with a measured depth image (a
+    tilted plane with a hole), so its geometry code's path is compared too."""
     import numpy as np
     import torch
 
@@ -57,28 +59,40 @@ def _verify(pt: Path, onnx_path: Path) -> tuple[str, bool]:
     w, h = ort_g.meta['input_size']
     x = torch.randn(1, 3, h, w, generator=torch.Generator().manual_seed(1))
     K = torch.tensor([[[0.8 * w, 0.0, w / 2], [0.0, 0.8 * w, h / 2], [0.0, 0.0, 1.0]]])
-    with torch.no_grad():
-        ref = model(x, K)
-    got = ort_g.run(x.numpy(), K.numpy(), np.full((1, 1, h, w), np.nan, np.float32))
-    diffs = {k: float(np.abs(got[k] - ref[k].numpy()).max()) for k in ('depth', 'seg2d', 'seg3d')}
-    flips = {
-        k: int((got[k].argmax(1) != ref[k].numpy().argmax(1)).sum()) for k in ('seg2d', 'seg3d')
-    }
-    ok = (
-        diffs['depth'] <= VERIFY_DEPTH_M
-        and diffs['seg2d'] <= VERIFY_LOGIT
-        and max(flips.values()) <= VERIFY_LABEL_FRACTION * h * w
-    )
-    text = (
-        'max |diff| '
-        + ', '.join(f'{k} {v:.2g}' for k, v in diffs.items())
-        + f"; labels differ at {flips['seg2d']} (2D) and {flips['seg3d']} (3D) of {h * w} pixels"
-        + (
-            ': OK'
-            if ok
-            else f': FAILED (tolerances: depth {VERIFY_DEPTH_M} m, seg2d {VERIFY_LOGIT}, labels '
-            f'{VERIFY_LABEL_FRACTION:.1%} of the pixels)'
+    cases = {'': None}
+    if model.arch['code_input']:
+        md = torch.linspace(1.0, 4.0, h).view(1, 1, h, 1).expand(1, 1, h, w).clone()
+        md[..., : h // 4, : w // 4] = float('nan')
+        cases[' with measured depth'] = md
+    texts, ok = [], True
+    for name, md in cases.items():
+        with torch.no_grad():
+            ref = model(x, K, md)
+        feed = np.full((1, 1, h, w), np.nan, np.float32) if md is None else md.numpy()
+        got = ort_g.run(x.numpy(), K.numpy(), feed)
+        diffs = {
+            k: float(np.abs(got[k] - ref[k].numpy()).max()) for k in ('depth', 'seg2d', 'seg3d')
+        }
+        flips = {
+            k: int((got[k].argmax(1) != ref[k].numpy().argmax(1)).sum())
+            for k in ('seg2d', 'seg3d')
+        }
+        ok = ok and (
+            diffs['depth'] <= VERIFY_DEPTH_M
+            and diffs['seg2d'] <= VERIFY_LOGIT
+            and max(flips.values()) <= VERIFY_LABEL_FRACTION * h * w
         )
+        texts.append(
+            f'max |diff|{name} '
+            + ', '.join(f'{k} {v:.2g}' for k, v in diffs.items())
+            + f"; labels differ at {flips['seg2d']} (2D) and {flips['seg3d']} (3D) of "
+            f'{h * w} pixels'
+        )
+    text = '; '.join(texts) + (
+        ': OK'
+        if ok
+        else f': FAILED (tolerances: depth {VERIFY_DEPTH_M} m, seg2d {VERIFY_LOGIT}, labels '
+        f'{VERIFY_LABEL_FRACTION:.1%} of the pixels)'
     )
     return text, ok
 

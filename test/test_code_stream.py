@@ -99,6 +99,8 @@ def test_bad_archs_and_geometry_models_raise_naming_the_key():
         colour.with_code_input(geometry=_colour(1))
     with pytest.raises(ValueError, match="'width': 0.5"):
         colour.with_code_input(stream=True, geometry=_colour(1, width=0.5))
+    with pytest.raises(ValueError, match='geometry model has arch code_input=true'):
+        colour.with_code_input(stream=True, geometry=_colour(1).with_code_input())
     with pytest.raises(ValueError, match='shape of the weights'):
         colour.with_code_input().with_arch(code_stream=True)
 
@@ -127,8 +129,19 @@ def test_model_init_widens_with_a_stream_from_the_code_encoder_file(tmp_path):
     )
     built = Depth3DSeg(len(NYU13), **cfg['model']['arch'])
     built.load_state_dict(model.state_dict())  # the run's network takes the widened weights
+    geo_file = cfg['model']['code_encoder_init']
     cfg['model']['code_encoder_init'] = _save(tmp_path / 'g2.pt', geometry, mean=[0.5, 0.5, 0.5])
     with pytest.raises(ValueError, match='code_encoder_init=.*mean'):
+        load_init_model(cfg, NYU13)
+    # an init that already has the RGB-D input would ignore code_encoder_init: refused
+    cfg = {
+        'model': {
+            'init': _save(tmp_path / 'stream.pt', model),
+            'code_encoder_init': geo_file,
+            'arch': {'code_input': True, 'code_stream': True},
+        }
+    }
+    with pytest.raises(ValueError, match='already has arch code_input=true'):
         load_init_model(cfg, NYU13)
 
 
@@ -141,3 +154,37 @@ def test_config_code_encoder_init_needs_init_and_a_stream_and_measured_validatio
     cfg['early_stop']['measured_depth'] = 1
     with pytest.raises(ValueError, match='early_stop.measured_depth=1'):
         validate(cfg)
+
+
+def test_a_stream_fine_tune_from_the_cli_trains_the_joins_only_when_batches_see_depth(
+    real_dir, tmp_path, capsys
+):
+    """depth3dseg-train over a colour model.init with arch code_input + code_stream and
+    model.code_encoder_init: it says where the geometry encoder came from; with
+    loss.measured_depth_for_3d=0 it warns that the code never trains (the joins stay 0); with
+    depth on every batch (and validation with it, early_stop.measured_depth) the joins move."""
+    from depth3dseg_ros.core.modelfile import load_model
+    from depth3dseg_ros.training import train
+    from trainutil import make_dataset_dir, tiny_train_args
+
+    ds = make_dataset_dir(real_dir, tmp_path / 'd', size=(80, 60))
+    base = tmp_path / 'base'
+    assert train.main(tiny_train_args(ds, base, epochs=1)) == 0
+    capsys.readouterr()
+    stream = [
+        '--set', f'model.init={base / "model.pt"}',
+        '--set', f'model.code_encoder_init={base / "model.pt"}',
+        '--set', 'model.arch.code_input=true', '--set', 'model.arch.code_stream=true',
+    ]  # fmt: skip
+    joins = 'net.code_stream.joins.'
+    for p, moves in ((0.0, False), (1.0, True)):
+        out = tmp_path / f'ft{p}'
+        extra = [*stream, '--set', f'loss.measured_depth_for_3d={p}']
+        extra += ['--set', f'early_stop.measured_depth={str(moves).lower()}']
+        assert train.main(tiny_train_args(ds, out, *extra, epochs=1)) == 0
+        text = capsys.readouterr()
+        assert f'geometry encoder from {base / "model.pt"}' in text.out
+        assert ('never sees the geometry code' in text.err) is not moves
+        sd = load_model(out / 'model.pt')[0].state_dict()
+        moved = any(sd[k].abs().sum() > 0 for k in sd if k.startswith(joins))
+        assert moved is moves

@@ -161,7 +161,7 @@ def test_graph_module_equals_depth3dseg(depth_focal, p_colour, input_blur, depth
 
 
 @pytest.mark.parametrize('code_stream', [False, True])
-def test_rgbd_input_model_exports_its_depth_code_and_runs_whole(tmp_path, code_stream):
+def test_rgbd_input_model_exports_its_depth_code_and_runs_whole(tmp_path, capsys, code_stream):
     """An RGB-D input model (arch code_input; with code_stream, the code through its own encoder,
     core.code_stream): the graph computes the measured depth's geometry code (core.depth_code) as
     Depth3DSeg does, ONNX Runtime equals torch with and without measured depth, and the CPU
@@ -195,6 +195,11 @@ def test_rgbd_input_model_exports_its_depth_code_and_runs_whole(tmp_path, code_s
     with torch.no_grad():
         assert not torch.allclose(model(x, K)['seg2d'], model(x, K, md)['seg2d'])
     assert OrtGraph(out, device='cpu').mode == 'whole'
+    # depth3dseg-export --verify compares the geometry code's path too
+    assert export_main([str(pt), '-o', str(tmp_path / 'v.onnx'), '--verify']) == 0
+    text = capsys.readouterr().out
+    assert 'max |diff| depth' in text and 'max |diff| with measured depth' in text
+    assert text.rstrip().endswith(': OK')
     with pytest.raises(ValueError, match='code_input'):
         OrtGraph(out, device='cpu', split='split')
 

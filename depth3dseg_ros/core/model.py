@@ -323,11 +323,17 @@ class Depth3DSeg(nn.Module):
         model of the same width and depth multiplier whose 2D net was trained on the code as its
         image (scripts/geometry_input.py), gives that encoder its weights (random without it).
         Raises ValueError when the model already has code input, for ``geometry`` without
-        ``stream``, and naming both archs when ``geometry``'s encoder does not fit."""
+        ``stream`` or with code input of its own, and naming both archs when ``geometry``'s
+        encoder does not fit."""
         if self.arch['code_input']:
             raise ValueError('with_code_input: the model already has arch code_input=true')
         if geometry is not None and not stream:
             raise ValueError('with_code_input: a geometry model needs stream=True (code_stream)')
+        if geometry is not None and geometry.arch['code_input']:
+            raise ValueError(
+                'with_code_input: the geometry model has arch code_input=true; it must be a model '
+                'whose 2D net took the code as its (3-channel) image (scripts/geometry_input.py)'
+            )
         new = Depth3DSeg.from_arch(dict(self.arch, code_input=True, code_stream=bool(stream)))
         state = dict(new.state_dict(), **self.state_dict())  # the stream's own (zero joins)
         if not stream:

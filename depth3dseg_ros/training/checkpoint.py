@@ -264,6 +264,13 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
         model = model.with_code_input(stream=stream, geometry=geometry)
         arch.update(code_input=True, code_stream=stream)
         del changed['code_input']
+    elif cfg['model'].get('code_encoder_init'):
+        cei = str(cfg['model']['code_encoder_init'])
+        raise ValueError(
+            f'config model.code_encoder_init={cei!r} starts the geometry encoder only when '
+            f'model.init is a colour model widened to code_stream; model.init={str(path)!r} '
+            'already has arch code_input=true (drop code_encoder_init to fine-tune it as it is)'
+        )
     if changed:
         shapes = _shapes(model)
         n = meta['arch']['num_classes']

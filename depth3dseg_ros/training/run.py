@@ -190,6 +190,23 @@ def setup_run(args: argparse.Namespace) -> Run:
         model.load_state_dict(init.state_dict())
         if rank == 0:
             print(f"initialised from {cfg['model']['init']} (model.init)")
+            if cfg['model']['code_encoder_init']:
+                print(
+                    f"geometry encoder from {cfg['model']['code_encoder_init']} "
+                    '(model.code_encoder_init)'
+                )
+    if (
+        rank == 0
+        and cfg['model']['arch']['code_input']
+        and not cfg['loss']['measured_depth_for_3d']
+    ):
+        print(
+            'depth3dseg-train: warning: an RGB-D input model (arch code_input) with '
+            'loss.measured_depth_for_3d=0 never sees the geometry code in training: its code '
+            'weights get no gradient; set it > 0 (e.g. 0.5)',
+            file=sys.stderr,
+            flush=True,
+        )
     attach_mixstyle(model, tc['mixstyle'])  # training-mode forward hooks; eval is untouched
     model = model.to(device)
     if tc['channels_last']:  # NHWC convolutions (bench/bench_train.py --channels-last)
