@@ -16,7 +16,6 @@ Usage: python scripts/cross_modal_labels.py --colour M --geometry GEO_M --data D
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import numpy as np
@@ -28,7 +27,7 @@ from depth3dseg_ros.core.modelfile import load_model
 from depth3dseg_ros.dataset_format import read_index
 from depth3dseg_ros.training.dataset import load_records
 from depth3dseg_ros.training.evaluate import model_dataset
-from depth3dseg_ros.training.pseudo_labels import write_pseudo_labelled
+from depth3dseg_ros.training.pseudo_labels import write_and_report
 
 
 def softmax_2d(model_path: str, data: str) -> dict[str, torch.Tensor]:
@@ -79,21 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         conf, lab = mix.max(0)
         return lab.numpy(), conf.numpy()
 
-    try:
-        entry = write_pseudo_labelled(
-            a.data,
-            a.out,
-            predict,
-            a.portion,
-            0.0,
-            void,
-            provenance={'colour': a.colour, 'geometry': a.geometry, 'w': a.w, 'source': a.data},
-        )
-    except (ValueError, FileNotFoundError) as err:
-        print(f'cross_modal_labels: {err}', file=sys.stderr)
-        return 2
-    print(json.dumps(entry, indent=1))
-    return 0
+    provenance = {'colour': a.colour, 'geometry': a.geometry, 'w': a.w, 'source': a.data}
+    return write_and_report(
+        'cross_modal_labels', a.data, a.out, predict, a.portion, 0.0, void, provenance=provenance
+    )
 
 
 if __name__ == '__main__':

@@ -15,13 +15,12 @@ Usage: python scripts/pseudo_labels.py --model M --data data/ds_real_depth_train
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import numpy as np
 
 from depth3dseg_ros.core.inference import Segmenter
-from depth3dseg_ros.training.pseudo_labels import write_pseudo_labelled
+from depth3dseg_ros.training.pseudo_labels import write_and_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,21 +39,16 @@ def main(argv: list[str] | None = None) -> int:
         r = seg.infer(rgb, K, 'fused', depth if a.measured_depth else None)
         return r.labels, r.confidence
 
-    try:
-        entry = write_pseudo_labelled(
-            a.data,
-            a.out,
-            predict,
-            a.portion,
-            a.min_confidence,
-            seg.classes.void_id,
-            provenance={'model': a.model, 'source': a.data, 'measured_depth': a.measured_depth},
-        )
-    except (ValueError, FileNotFoundError) as err:
-        print(f'pseudo_labels: {err}', file=sys.stderr)
-        return 2
-    print(json.dumps(entry, indent=1))
-    return 0
+    return write_and_report(
+        'pseudo_labels',
+        a.data,
+        a.out,
+        predict,
+        a.portion,
+        a.min_confidence,
+        seg.classes.void_id,
+        provenance={'model': a.model, 'source': a.data, 'measured_depth': a.measured_depth},
+    )
 
 
 if __name__ == '__main__':

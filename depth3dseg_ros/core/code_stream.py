@@ -34,9 +34,9 @@ class CodeStream(nn.Module):
     """The geometry encoder and its joins (module docstring).
 
     Args:
-        encoder: a fresh `core.model.Encoder` with 3 input channels, the same width and depth
+        encoder: a fresh `core.encoder.Encoder` with 3 input channels, the same width and depth
             multiplier as the colour encoder (its stages line up with the colour ones).
-        taps: the stage indices whose outputs feed the decoder (`core.model._TAPS`).
+        taps: the stage indices whose outputs feed the decoder (`core.encoder._TAPS`).
     ``encode(colour_encoder, x, code)`` runs both encoders stage by stage.
     """
 

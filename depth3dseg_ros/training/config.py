@@ -320,27 +320,20 @@ def validate(cfg: dict) -> dict:
             '(scale up, then crop back to the input size)'
         )
     m = cfg['model']
-    if m['init'] is not None and (not isinstance(m['init'], str) or not m['init']):
+    for key in ('init', 'code_encoder_init', 'teacher'):
+        if m[key] is not None and (not isinstance(m[key], str) or not m[key]):
+            raise ValueError(
+                f'config model.{key}={m[key]!r} must be null or the path of a model file'
+            )
+    if not isinstance(m['arch'], dict):
         raise ValueError(
-            f"config model.init={m['init']!r} must be null or the path of a model file"
+            f"config model.arch={m['arch']!r} must be a mapping of Depth3DSeg arguments"
         )
     cei = m['code_encoder_init']
-    if cei is not None and (not isinstance(cei, str) or not cei):
-        raise ValueError(
-            f'config model.code_encoder_init={cei!r} must be null or the path of a model file'
-        )
     if cei is not None and not (m['init'] and m['arch'].get('code_stream') is True):
         raise ValueError(
             f'config model.code_encoder_init={cei!r} starts the geometry encoder of a colour '
             'model.init widened with model.arch code_input and code_stream true; set those too'
-        )
-    if m['teacher'] is not None and (not isinstance(m['teacher'], str) or not m['teacher']):
-        raise ValueError(
-            f"config model.teacher={m['teacher']!r} must be null or the path of a model file"
-        )
-    if not isinstance(m['arch'], dict):
-        raise ValueError(
-            f"config model.arch={m['arch']!r} must be a mapping of Depth3DSeg arguments"
         )
     for key in ('mean', 'std'):
         v = m[key]

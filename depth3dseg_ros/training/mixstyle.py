@@ -7,7 +7,7 @@ each frame's statistics are replaced by a convex mix of its own and those of a r
 of the batch (``lam ~ Beta(alpha, alpha)`` per frame), so a synthetic frame's labels train under a
 real frame's feature style and vice versa. Training only: in eval mode the hook is the identity,
 so the model file, the node and every backend are unchanged. Applied by forward hooks on the 2D
-encoder's stages (``core.model.Encoder.stages``; M1's encoder); config ``train.mixstyle``.
+encoder's stages (``core.encoder.Encoder.stages``; M1's encoder); config ``train.mixstyle``.
 """
 
 from __future__ import annotations

@@ -149,3 +149,18 @@ def write_pseudo_labelled(
     counts['with_labels'] = sum(1 for r in records if r.get('labels'))
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return entry
+
+
+def write_and_report(prog: str, *args, **kwargs) -> int:
+    """The pseudo-labelling scripts' last step: `write_pseudo_labelled` (same arguments), its
+    manifest entry printed as JSON on stdout; returns the exit status, 0, or 2 after printing a bad
+    input's error on stderr as ``prog: message``."""
+    import sys
+
+    try:
+        entry = write_pseudo_labelled(*args, **kwargs)
+    except (ValueError, FileNotFoundError) as err:
+        print(f'{prog}: {err}', file=sys.stderr)
+        return 2
+    print(json.dumps(entry, indent=1))
+    return 0
