@@ -30,9 +30,10 @@ from depth3dseg_ros.training.evaluate import model_dataset
 from depth3dseg_ros.training.pseudo_labels import write_and_report
 
 
-def softmax_2d(model_path: str, data: str) -> dict[str, torch.Tensor]:
-    """{frame id: C×h×w 2D softmax} of a model file on the unlabelled frames of ``data`` (at the
-    model's input size and normalisation, as depth3dseg-eval feeds it)."""
+def softmax_2d(model_path: str, data: str) -> tuple[dict[str, torch.Tensor], ClassSet]:
+    """({frame id: C×h×w 2D softmax}, the model's classes) of a model file on the unlabelled
+    frames of ``data`` (at the model's input size and normalisation, as depth3dseg-eval feeds
+    it)."""
     model, meta = load_model(model_path)
     classes = ClassSet.from_dict(meta['classes'])
     recs = [r for r in load_records([data], classes) if not r.get('labels')]
@@ -43,7 +44,7 @@ def softmax_2d(model_path: str, data: str) -> dict[str, torch.Tensor]:
             item = ds[i]
             seg = model.forward_2d(item['rgb'][None], item['K'][None])['seg2d']
             out[r['id']] = torch.softmax(seg.float(), 1)[0]
-    return out
+    return out, classes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,14 +59,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('--w', type=float, default=0.5, help="the geometry model's weight")
     ap.add_argument('--portion', type=float, default=0.5)
     a = ap.parse_args(argv)
-    pc, pg = softmax_2d(a.colour, a.data), softmax_2d(a.geometry, a.geometry_data)
+    pc, classes = softmax_2d(a.colour, a.data)
+    pg, gclasses = softmax_2d(a.geometry, a.geometry_data)
+    if gclasses.names != classes.names:
+        print(
+            f'cross_modal_labels: the two models have different classes: {classes.names} / '
+            f'{gclasses.names}',
+            file=sys.stderr,
+        )
+        return 2
     if set(pc) != set(pg):
         print(
             f'cross_modal_labels: {a.geometry_data} has other frames than {a.data}',
             file=sys.stderr,
         )
         return 2
-    void = ClassSet.from_dict(load_model(a.colour)[1]['classes']).void_id
+    void = classes.void_id
     # write_pseudo_labelled predicts the frames without labels in index order
     todo = iter([r['id'] for r in read_index(a.data) if not r.get('labels')])
 

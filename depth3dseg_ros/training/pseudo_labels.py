@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -155,8 +156,6 @@ def write_and_report(prog: str, *args, **kwargs) -> int:
     """The pseudo-labelling scripts' last step: `write_pseudo_labelled` (same arguments), its
     manifest entry printed as JSON on stdout; returns the exit status, 0, or 2 after printing a bad
     input's error on stderr as ``prog: message``."""
-    import sys
-
     try:
         entry = write_pseudo_labelled(*args, **kwargs)
     except (ValueError, FileNotFoundError) as err:
