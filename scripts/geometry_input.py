@@ -18,7 +18,8 @@ frames do not carry):
 
 normals from the cross product of the back-projected points' image-space differences (METHOD M2's
 back-projection with K) after a hole-aware box smoothing of the depth. Pixels without valid depth
-(0, NaN) are 0 in all three channels. Depth, labels and K are the source dataset's (symlinked).
+(0, NaN), and pixels whose four neighbours do not all have (smoothed) depth, are 0 in all three
+channels. Depth, labels and K are the source dataset's (symlinked).
 
 Usage: python scripts/geometry_input.py SRC_DATASET OUT_DATASET [--only-with-depth]
 """
@@ -91,7 +92,9 @@ def geometry_image(depth_m: np.ndarray, K: np.ndarray, smooth_px: int = SMOOTH_P
     nrm = np.where(flip, -nrm, nrm)
     logd = (np.log(np.maximum(ds, 1e-6)) - np.log(NEAR_M)) / (np.log(FAR_M) - np.log(NEAR_M))
     code = np.stack([np.clip(logd, 0, 1), (nrm[..., 1] + 1) / 2, np.abs(nrm[..., 0])], axis=-1)
-    ok = valid & (ds > 0) & (norm[..., 0] > 0)
+    has = np.pad(ds > 0, 1)  # the four neighbours of the central differences have depth too
+    nb = has[1:-1, :-2] & has[1:-1, 2:] & has[:-2, 1:-1] & has[2:, 1:-1]
+    ok = valid & (ds > 0) & (norm[..., 0] > 0) & nb
     return np.where(ok[..., None], np.round(code * 255), 0).astype(np.uint8)
 
 

@@ -138,3 +138,13 @@ def test_late_fusion_ends_are_the_two_models_as_depth3dseg_eval_scores_them(real
     (geo / 'index.jsonl').write_text(''.join(line + '\n' for line in keep))
     with pytest.raises(SystemExit, match=first):
         late['late_fusion'](str(colour), str(geometry), str(data), str(geo), [0.5])
+
+
+def test_without_smoothing_a_pixel_beside_a_hole_has_no_code(mod):
+    """The central differences of a pixel beside a hole would use the hole's point (the optical
+    centre): such pixels get no code, as in core.depth_code (core.normals)."""
+    d = np.full((H, W), 2.0)
+    d[40:60, 70:90] = 0.0
+    code = mod['geometry_image'](d, K, 1)
+    assert (code[39, 70:90] == 0).all() and (code[40:60, 69] == 0).all()
+    assert (code[38, 70:90] > 0).any(axis=-1).all()

@@ -11,8 +11,9 @@ registered to the colour image:
 * 2: ``|n_x|``, how much the surface faces sideways (absolute, so a horizontal flip of image, depth
   and K leaves it valid).
 
-Normals are the cross product of the back-projected points' (METHOD M2, K) central differences
-along the image axes after a hole-aware box smoothing of the depth, oriented towards the camera.
+Normals are core.normals.surface_normals: the cross product of the back-projected points'
+(METHOD M2, K) central differences along the image axes after a hole-aware box smoothing of the
+depth, oriented towards the camera.
 Pixels without valid depth (0, negative, NaN, ±inf), and the one-pixel image border, are 0 in all
 three channels; a frame without a depth image is all 0, which the network learns as "no depth"
 (the training draws measured depth per batch: ``LossConfig.measured_depth_for_3d``).
@@ -28,9 +29,8 @@ import math
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 
-from .geometry import backproject
+from .normals import surface_normals
 
 __all__ = ['CODE_CHANNELS', 'NEAR_M', 'FAR_M', 'depth_code', 'smooth_px_for']
 
@@ -45,11 +45,6 @@ def smooth_px_for(width: int) -> int:
     width and made odd upwards (3 at 160, 11 at 640), at least 1."""
     k = max(1, int(round(5 * int(width) / 320)))  # int(): a traced (ONNX export) shape
     return k if k % 2 else k + 1
-
-
-def _box_mean(x: torch.Tensor, k: int) -> torch.Tensor:
-    """k×k box mean of B×1×H×W with zero padding (the padding counts in the mean)."""
-    return F.avg_pool2d(x, k, stride=1, padding=k // 2, count_include_pad=True)
 
 
 def depth_code(
@@ -81,29 +76,8 @@ def depth_code(
     k = smooth_px_for(w) if smooth_px is None else int(smooth_px)
     if k < 1 or k % 2 == 0:
         raise ValueError(f'depth_code: smooth_px={smooth_px} must be odd and >= 1')
-    d = depth_m.float()
-    valid = torch.isfinite(d) & (d > 0)
-    d0 = torch.where(valid, d, torch.zeros_like(d))
-    if k > 1:
-        n = _box_mean(valid.float(), k)
-        ds = torch.where(n > 0, _box_mean(d0, k) / n.clamp_min(1e-12), torch.zeros_like(d0))
-    else:
-        ds = d0
-    pts, _ = backproject(ds, K, check=False)  # M2, B×3×H×W (0 where ds is 0); K checked above
-    x, y = pts[:, 0:1], pts[:, 1:2]
-    du = F.pad(pts[..., :, 2:] - pts[..., :, :-2], (1, 1, 0, 0))
-    dv = F.pad(pts[..., 2:, :] - pts[..., :-2, :], (0, 0, 1, 1))
-    nx = du[:, 1:2] * dv[:, 2:3] - du[:, 2:3] * dv[:, 1:2]
-    ny = du[:, 2:3] * dv[:, 0:1] - du[:, 0:1] * dv[:, 2:3]
-    nz = du[:, 0:1] * dv[:, 1:2] - du[:, 1:2] * dv[:, 0:1]
-    norm = torch.sqrt(nx * nx + ny * ny + nz * nz)
-    inv = torch.where(norm > 0, 1.0 / norm.clamp_min(1e-12), torch.zeros_like(norm))
-    nx, ny, nz = nx * inv, ny * inv, nz * inv
-    # orient each normal towards the camera (n · p < 0)
-    sign = torch.where(nx * x + ny * y + nz * ds > 0, -1.0, 1.0)
-    nx, ny = nx * sign, ny * sign
+    normals, ok, ds = surface_normals(depth_m, K, k)
     span = math.log(FAR_M) - math.log(NEAR_M)
     logd = (torch.log(ds.clamp_min(1e-6)) - math.log(NEAR_M)) / span
-    code = torch.cat([logd.clamp(0, 1), (ny + 1) / 2, nx.abs()], dim=1)
-    ok = valid & (ds > 0) & (norm > 0)
+    code = torch.cat([logd.clamp(0, 1), (normals[:, 1:2] + 1) / 2, normals[:, 0:1].abs()], dim=1)
     return torch.where(ok, code, torch.zeros_like(code))

@@ -50,7 +50,7 @@ from depth3dseg_ros.training.run import Run, setup_run
 from depth3dseg_ros.training.sampling import EpochBatchSampler, steps_before
 from depth3dseg_ros.training.trainable import freeze_frozen_batchnorm
 
-LOSS_KEYS = ('total', 'seg2d', 'seg3d', 'depth', 'consistency', 'distill')
+LOSS_KEYS = ('total', 'seg2d', 'seg3d', 'depth', 'consistency', 'distill', 'normal')
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
