@@ -7,7 +7,7 @@ as 2D mIoU (METHOD M8) at the colour model's input size (the geometry model's lo
 bilinearly), on the frames that have depth (the geometry code needs it).
 
 Usage: python scripts/late_fusion_eval.py --colour MODEL --geometry MODEL
-       --colour-data DS --geometry-data GEO_DS [--w 0.25 0.5 0.75]
+       --colour-data DS --geometry-data GEO_DS [--w 0.25 0.5 0.75] [--all-labelled]
 Prints one line per w: 2D mIoU, pixel accuracy, and the per-class IoU.
 """
 
@@ -25,11 +25,15 @@ from depth3dseg_ros.training.dataset import load_records
 from depth3dseg_ros.training.evaluate import model_dataset
 
 
-def probs_2d(model_path: str, data: str, ids: list[str] | None = None):
-    """(ids, B×C×H×W 2D softmax, B×H×W labels, classes) of the frames with depth and labels."""
+def probs_2d(
+    model_path: str, data: str, ids: list[str] | None = None, need_depth: bool = True
+):
+    """(ids, B×C×H×W 2D softmax, B×H×W labels, classes) of the labelled frames (with
+    ``need_depth``, only those that have depth)."""
     model, meta = load_model(model_path)
     classes = ClassSet.from_dict(meta['classes'])
-    recs = [r for r in load_records([data], classes) if r.get('depth') and r.get('labels')]
+    recs = [r for r in load_records([data], classes)
+            if r.get('labels') and (r.get('depth') or not need_depth)]
     if ids is not None:
         by_id = {r['id']: r for r in recs}
         missing = [i for i in ids if i not in by_id]
@@ -47,14 +51,17 @@ def probs_2d(model_path: str, data: str, ids: list[str] | None = None):
 
 
 def late_fusion(
-    colour: str, geometry: str, colour_data: str, geometry_data: str, ws: list[float]
+    colour: str, geometry: str, colour_data: str, geometry_data: str, ws: list[float],
+    need_depth: bool = True,
 ) -> tuple[int, list[dict]]:
-    """(frames scored, one ConfusionMatrix.summary per w) of the late fusion (module docstring).
+    """(frames scored, one ConfusionMatrix.summary per w) of the late fusion (module docstring);
+    ``need_depth=False`` scores every labelled frame (a geometry set coded from predicted depth,
+    scripts/predicted_geometry.py).
 
     Raises SystemExit when the geometry set lacks a frame of the colour set, or the two models'
     classes differ."""
-    ids, pc, labels, classes = probs_2d(colour, colour_data)
-    _, pg, _, gclasses = probs_2d(geometry, geometry_data, ids)
+    ids, pc, labels, classes = probs_2d(colour, colour_data, need_depth=need_depth)
+    _, pg, _, gclasses = probs_2d(geometry, geometry_data, ids, need_depth)
     if gclasses.names != classes.names:
         raise SystemExit(
             f'the two models have different classes: {classes.names} / {gclasses.names}'
@@ -76,8 +83,12 @@ def main() -> None:
     ap.add_argument('--colour-data', required=True)
     ap.add_argument('--geometry-data', required=True)
     ap.add_argument('--w', type=float, nargs='+', default=[0.0, 0.25, 0.5, 0.75, 1.0])
+    ap.add_argument('--all-labelled', action='store_true',
+                    help='score every labelled frame, not only those with depth (a geometry set '
+                         'coded from predicted depth: scripts/predicted_geometry.py)')
     a = ap.parse_args()
-    n, summaries = late_fusion(a.colour, a.geometry, a.colour_data, a.geometry_data, a.w)
+    n, summaries = late_fusion(a.colour, a.geometry, a.colour_data, a.geometry_data, a.w,
+                               not a.all_labelled)
     print(f'{n} frames; w = weight of the geometry model')
     for w, s in zip(a.w, summaries):
         per = ' '.join(f'{k}={v:.2f}' for k, v in s['iou'].items() if v is not None)
