@@ -98,6 +98,27 @@ def geometry_image(depth_m: np.ndarray, K: np.ndarray, smooth_px: int = SMOOTH_P
     return np.where(ok[..., None], np.round(code * 255), 0).astype(np.uint8)
 
 
+def start_copy(src: Path, out: Path) -> None:
+    """Empty OUT (removed first if it exists) with an rgb folder, and SRC's depth and labels
+    folders symlinked into it."""
+    if out.exists():
+        shutil.rmtree(out)
+    (out / 'rgb').mkdir(parents=True)
+    for sub in ('depth', 'labels'):
+        if (src / sub).is_dir():
+            os.symlink((src / sub).resolve(), out / sub)
+
+
+def finish_copy(src: Path, out: Path, kept: list[dict], info: dict) -> None:
+    """Write OUT's index (``kept`` records) and SRC's manifest with a ``geometry_input`` entry
+    (source, code constants, frame count, plus ``info``)."""
+    write_index(out, kept)
+    man = json.loads((src / MANIFEST).read_text()) if (src / MANIFEST).is_file() else {}
+    man['geometry_input'] = {'source': str(src), 'near_m': NEAR_M, 'far_m': FAR_M,
+                             'smooth_px': SMOOTH_PX, 'frames': len(kept), **info}
+    (out / MANIFEST).write_text(json.dumps(man, indent=1))
+
+
 def convert(src: Path, out: Path, only_with_depth: bool) -> tuple[int, int]:
     """Write OUT as SRC with each rgb image replaced by the geometry code of its depth.
 
@@ -105,12 +126,7 @@ def convert(src: Path, out: Path, only_with_depth: bool) -> tuple[int, int]:
     SRC without an index.
     """
     records = read_index(src)
-    if out.exists():
-        shutil.rmtree(out)
-    (out / 'rgb').mkdir(parents=True)
-    for sub in ('depth', 'labels'):
-        if (src / sub).is_dir():
-            os.symlink((src / sub).resolve(), out / sub)
+    start_copy(src, out)
     kept, skipped = [], 0
     for r in records:
         if not r.get('depth'):
@@ -125,11 +141,7 @@ def convert(src: Path, out: Path, only_with_depth: bool) -> tuple[int, int]:
         Image.fromarray(code).save(out / r['rgb'])
         rec = {k: v for k, v in r.items() if k != 'dir'}
         kept.append(rec)
-    write_index(out, kept)
-    man = json.loads((src / MANIFEST).read_text()) if (src / MANIFEST).is_file() else {}
-    man['geometry_input'] = {'source': str(src), 'near_m': NEAR_M, 'far_m': FAR_M,
-                             'smooth_px': SMOOTH_PX, 'frames': len(kept)}
-    (out / MANIFEST).write_text(json.dumps(man, indent=1))
+    finish_copy(src, out, kept, {})
     return len(kept), skipped
 
 

@@ -16,9 +16,6 @@ Usage: python scripts/predicted_geometry.py SRC_DATASET OUT_DATASET --model MODE
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -28,11 +25,10 @@ import torch.nn.functional as F
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from geometry_input import FAR_M, NEAR_M, SMOOTH_PX, geometry_image  # noqa: E402
+from geometry_input import finish_copy, geometry_image, start_copy  # noqa: E402
 
 from depth3dseg_ros.core.classes import ClassSet  # noqa: E402
 from depth3dseg_ros.core.modelfile import load_model  # noqa: E402
-from depth3dseg_ros.dataset_format import MANIFEST, write_index  # noqa: E402
 from depth3dseg_ros.training.dataset import load_records  # noqa: E402
 from depth3dseg_ros.training.evaluate import model_dataset  # noqa: E402
 
@@ -59,23 +55,13 @@ def convert(src: Path, out: Path, model_path: str) -> int:
     """Write OUT as SRC with each rgb image replaced by the geometry code of the model's depth.
     Returns the number of frames written. Raises FileNotFoundError for a SRC without an index."""
     recs, depths = predicted_depths(model_path, src)
-    if out.exists():
-        shutil.rmtree(out)
-    (out / 'rgb').mkdir(parents=True)
-    for sub in ('depth', 'labels'):
-        if (src / sub).is_dir():
-            os.symlink((src / sub).resolve(), out / sub)
+    start_copy(src, out)
     kept = []
     for r, d in zip(recs, depths):
         code = geometry_image(d, np.asarray(r['K']).reshape(3, 3))
         Image.fromarray(code).save(out / r['rgb'])
         kept.append({k: v for k, v in r.items() if k != 'dir'})
-    write_index(out, kept)
-    man = json.loads((src / MANIFEST).read_text()) if (src / MANIFEST).is_file() else {}
-    man['geometry_input'] = {'source': str(src), 'depth': f'predicted by {model_path}',
-                             'near_m': NEAR_M, 'far_m': FAR_M, 'smooth_px': SMOOTH_PX,
-                             'frames': len(kept)}
-    (out / MANIFEST).write_text(json.dumps(man, indent=1))
+    finish_copy(src, out, kept, {'depth': f'predicted by {model_path}'})
     return len(kept)
 
 

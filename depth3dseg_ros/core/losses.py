@@ -68,9 +68,18 @@ def _sample_mask(
     return mask
 
 
+def frames_mask(mask: torch.Tensor, frames: Optional[torch.Tensor], name: str) -> torch.Tensor:
+    """A B×1×H×W bool ``mask`` restricted to the frames whose flag in ``frames`` (B bool, or None
+    = every frame) is True. Raises ValueError (naming ``name``) for a flag count other than B."""
+    hd = _sample_mask(frames, mask.shape[0], mask.device, name)
+    return mask if hd is None else mask & hd.view(-1, 1, 1, 1)
+
+
 # ----------------------------------------------------------------------------------------------
 # M5 segmentation cross-entropy (2D and 3D)
 # ----------------------------------------------------------------------------------------------
+
+
 def seg_ce(
     logits: torch.Tensor,
     labels: torch.Tensor,
@@ -160,11 +169,7 @@ def depth_loss(
         raise ValueError(
             f'depth pred {tuple(pred.shape)} and target {tuple(target.shape)} must both be B×1×H×W'
         )
-    b = pred.shape[0]
-    valid = torch.isfinite(target) & (target > 0)
-    hd = _sample_mask(has_depth, b, pred.device, 'has_depth')
-    if hd is not None:
-        valid = valid & hd.view(b, 1, 1, 1)
+    valid = frames_mask(torch.isfinite(target) & (target > 0), has_depth, 'has_depth')
     n = int(valid.sum())
     if n == 0:
         return Term(_zero(pred), 0)

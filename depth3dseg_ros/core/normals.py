@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from .geometry import backproject
-from .losses import Term, _sample_mask, _zero
+from .losses import Term, _zero, frames_mask
 
 __all__ = ['surface_normals', 'normal_loss']
 
@@ -103,15 +103,11 @@ def normal_loss(
         )
     if smooth_px < 1 or smooth_px % 2 == 0:
         raise ValueError(f'normal_loss: smooth_px={smooth_px} must be odd and >= 1')
-    b = pred.shape[0]
     K = K.to(pred.device, torch.float32)
     with torch.no_grad():
         nt, ok_t, _ = surface_normals(target, K, smooth_px)
     np_, ok_p, _ = surface_normals(pred, K, smooth_px)
-    ok = ok_t & ok_p
-    hd = _sample_mask(has_depth, b, pred.device, 'has_depth')
-    if hd is not None:
-        ok = ok & hd.view(b, 1, 1, 1)
+    ok = frames_mask(ok_t & ok_p, has_depth, 'has_depth')
     n = int(ok.sum())
     if n == 0:
         return Term(_zero(pred), 0)

@@ -49,6 +49,7 @@ __all__ = [
     'make_weighting',
 ]
 
+
 def forward_model(
     model: nn.Module,
     rgb: torch.Tensor,
@@ -204,8 +205,11 @@ def losses_from_outputs(
     if cfg.w_normal > 0 and depth_gt is not None:
         K = torch.as_tensor(batch['K']).to(device=device, dtype=torch.float32)
         nt = normal_loss(
-            depth, depth_gt.to(device=device, dtype=torch.float32), K,
-            _mask(batch, 'has_depth', True, b, device), smooth_px_for(depth.shape[-1]),
+            depth,
+            depth_gt.to(device=device, dtype=torch.float32),
+            K,
+            _mask(batch, 'has_depth', True, b, device),
+            smooth_px_for(depth.shape[-1]),
         )
         total = total + cfg.w_normal * nt.value
         result['normal'], result['n_normal'] = nt.value, torch.tensor(nt.count)
