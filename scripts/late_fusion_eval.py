@@ -4,7 +4,8 @@ the 2D network's input"): the 2D class distribution of each pixel is ``(1 − w)
 logits) + w·softmax(geometry 2D logits)``, the colour model run on the RGB frames, the geometry
 model (trained on scripts/geometry_input.py's datasets) on the same frames' geometry code. Scored
 as 2D mIoU (METHOD M8) at the colour model's input size (the geometry model's logits resized
-bilinearly), on the frames that have depth (the geometry code needs it).
+bilinearly), on the frames that have depth (the geometry code needs it), or with --all-labelled
+on every labelled frame (a geometry set coded from predicted depth: scripts/predicted_geometry.py).
 
 Usage: python scripts/late_fusion_eval.py --colour MODEL --geometry MODEL
        --colour-data DS --geometry-data GEO_DS [--w 0.25 0.5 0.75] [--all-labelled]

@@ -65,7 +65,8 @@ class LossConfig:
     distill_temperature: its softmax temperature T (> 0; Hinton et al. 2015 use 2–20; 2 here).
     w_normal: weight of the surface-normal term on the depth (core.normals.normal_loss: 1 − cos
         between the normals of the predicted and the label depth, on the frames with depth),
-        added to the total like the distillation term. 0 (default) = off.
+        added to the total like the distillation term (and, unlike it, kept in the validation
+        loss: it scores the task's depth). 0 (default) = off.
     Raises ValueError naming the field for a bad value.
     """
 

@@ -41,10 +41,11 @@ def surface_normals(
         depth_m: B×1×H×W float, metres along the optical axis; 0, negative or non-finite = none.
         K: B×3×3 float32 intrinsics at H×W (pixels), already checked (fx, fy > 0) by the caller.
         smooth_px: odd box side of the hole-aware smoothing (1 = none).
-    Returns (normals B×3×H×W float32, ok B×1×H×W bool: a normal is defined there — valid depth
-    there and at its four neighbours after smoothing, a non-degenerate cross product, not on the
-    one-pixel border; normals are 0 elsewhere, smoothed
-    depth ds B×1×H×W float32, 0 where the depth has no valid pixel within the box).
+    Returns (normals, ok, ds):
+        normals: B×3×H×W float32 unit vectors in the optical frame, 0 where ok is False;
+        ok: B×1×H×W bool, a normal is defined: valid depth there and (after smoothing) at its
+            four neighbours, a non-degenerate cross product, not on the one-pixel border;
+        ds: B×1×H×W float32 smoothed depth (m), 0 where no valid pixel lies within the box.
     """
     d = depth_m.float()
     valid = torch.isfinite(d) & (d > 0)
