@@ -160,10 +160,11 @@ def losses_from_outputs(
         terms['seg3d'] = Term(seg3d.sum() * 0, 0)
     depth_gt = batch.get('depth')
     if depth_gt is not None:
+        depth_gt = depth_gt.to(device=device, dtype=torch.float32)
         has_depth = _mask(batch, 'has_depth', True, b, device)
         terms['depth'] = depth_loss(
             depth,
-            depth_gt.to(device=device, dtype=torch.float32),
+            depth_gt,
             cfg.depth_loss,
             has_depth,
             cfg.silog_lambda,
@@ -204,13 +205,7 @@ def losses_from_outputs(
         result[f'n_{k}'] = torch.tensor(terms[k].count, dtype=torch.int64)
     if cfg.w_normal > 0 and depth_gt is not None:
         K = torch.as_tensor(batch['K']).to(device=device, dtype=torch.float32)
-        nt = normal_loss(
-            depth,
-            depth_gt.to(device=device, dtype=torch.float32),
-            K,
-            _mask(batch, 'has_depth', True, b, device),
-            smooth_px_for(depth.shape[-1]),
-        )
+        nt = normal_loss(depth, depth_gt, K, has_depth, smooth_px_for(depth.shape[-1]))
         total = total + cfg.w_normal * nt.value
         result['normal'], result['n_normal'] = nt.value, torch.tensor(nt.count)
     if cfg.w_distill > 0 and teacher_out is not None:
