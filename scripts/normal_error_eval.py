@@ -2,10 +2,10 @@
 """Surface-normal error of a model's predicted depth against the measured depth, in degrees.
 
 docs/levers.md, "A surface-normal term on the depth": the angle between the normals
-(core.normals.surface_normals, box 5 at 320×240) of the predicted and of the measured depth, over the pixels where both are defined, on the frames
-of a dataset that have depth. Printed as the mean and median angle and the share of pixels
-under 11.25°, 22.5° and 30° (the thresholds of NYUv2 normal estimation, Eigen & Fergus 2015),
-for each model given.
+(core.normals.surface_normals, box 5 at 320×240) of the predicted and of the measured depth, over
+the pixels where both are defined, on the frames of a dataset that have depth. Printed as the mean
+and median angle and the share of pixels under 11.25°, 22.5° and 30° (the thresholds of NYUv2
+normal estimation, Eigen & Fergus 2015), for each model given.
 
 Usage: python scripts/normal_error_eval.py --data DS [--only-labelled] MODEL [MODEL ...]
 """
