@@ -46,6 +46,7 @@ import torch
 from .arch import DEFAULT_ARCH
 from .backends import BACKENDS, OrtGraph, choose_backend
 from .classes import ClassSet
+from .colour_balance import check_balance, grey_world_
 from .fusion import LABEL_SOURCES, check_w3d, labels_confidence, source_probs
 from .geometry import check_intrinsics_np, resize_intrinsics
 from .imageops import resize_depth
@@ -169,6 +170,8 @@ class Segmenter:
         self.input_size: Tuple[int, int] = (int(size[0]), int(size[1]))
         self.meta = meta
         self.classes = ClassSet.from_dict(meta['classes'])
+        #: white balance of the input before mean/std (core.colour_balance; older files: none)
+        self.balance = check_balance(meta.get('input_balance', 'none'), "meta['input_balance']")
         #: the weight of S3D in the fused labels (arch fusion_w3d; files without it: the mean)
         self.fusion_w3d = check_w3d(
             meta.get('arch', {}).get('fusion_w3d', DEFAULT_ARCH['fusion_w3d'])
@@ -255,7 +258,10 @@ class Segmenter:
             rgb = rgb.copy()  # the result never aliases the caller's buffer
         rgb = np.ascontiguousarray(rgb)
         t = torch.from_numpy(rgb).to(self.device, non_blocking=True).permute(2, 0, 1)
-        self._buf[0].copy_(t).mul_(self._scale).sub_(self._offset)
+        self._buf[0].copy_(t)
+        if self.balance == 'grey_world':  # the model file's input white balance
+            grey_world_(self._buf[0], 255.0)
+        self._buf[0].mul_(self._scale).sub_(self._offset)
         return rgb, Kn, self._buf if self.dtype == torch.float32 else self._buf.to(self.dtype)
 
     def _measured(self, depth: np.ndarray, rgb_shape: Tuple[int, ...]) -> torch.Tensor:

@@ -5,15 +5,17 @@ Layout (a dict of plain types only, so that loading never unpickles an arbitrary
 
     {'format': 'depth3dseg-model', 'version': 1,
      'meta': {'classes': ClassSet.to_dict(), 'input_size': [W, H], 'mean': [r, g, b], 'std': [r, g,
-              b], 'max_depth': float (m), 'arch': {...Depth3DSeg kwargs...}, 'created': ISO-8601
-              UTC, 'training': {...} (optional, plain)},
+              b], 'input_balance': 'none' | 'grey_world', 'max_depth': float (m), 'arch':
+              {...Depth3DSeg kwargs...}, 'created': ISO-8601 UTC, 'training': {...} (optional,
+              plain)},
      'state_dict': {name: Tensor}}
 
 Saving is atomic (temporary file in the same directory + ``os.replace``), so a reader (the node)
 never sees a half-written file. Loading uses ``torch.load(weights_only=True)``: PyTorch's
 restricted unpickler accepts tensors and plain containers only and refuses any other global (a
 crafted ``__reduce__`` payload raises instead of running; test_core_modelfile.py).
-mean/std are the RGB normalisation on the 0..1 scale: rgb_norm = (rgb/255 - mean) / std.
+mean/std are the RGB normalisation on the 0..1 scale: rgb_norm = (rgb/255 - mean) / std, after the
+white balance ``input_balance`` (core.colour_balance; files written before the key: 'none').
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, Dict, Tuple, Union
 import torch
 
 from .classes import ClassSet
+from .colour_balance import check_balance
 from .model import Depth3DSeg, check_arch
 
 __all__ = [
@@ -119,6 +122,7 @@ def make_meta(model: Depth3DSeg, meta: Dict[str, Any]) -> Dict[str, Any]:
     out.setdefault('input_size', list(DEFAULT_INPUT_SIZE))
     out.setdefault('mean', list(IMAGENET_MEAN))
     out.setdefault('std', list(IMAGENET_STD))
+    out.setdefault('input_balance', 'none')
     out.setdefault('max_depth', float(arch['max_depth']))
     out.setdefault('created', _dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'))
     out['input_size'] = (
@@ -144,6 +148,10 @@ def _validate_meta(meta: Dict[str, Any]) -> None:
         raise ModelFileError(f"meta['input_size']={size!r} must be [width, height] integers >= 8")
     _check_triplet(meta, 'mean', False)
     _check_triplet(meta, 'std', True)
+    try:
+        check_balance(meta.get('input_balance', 'none'), "meta['input_balance']")
+    except ValueError as exc:
+        raise ModelFileError(str(exc)) from None
     if not (isinstance(meta['max_depth'], (int, float)) and meta['max_depth'] > 0):
         raise ModelFileError(
             f"meta['max_depth']={meta['max_depth']!r} must be a number > 0 (metres)"
@@ -281,13 +289,15 @@ def read_model_file(path: Union[str, Path], map_location: Any = 'cpu') -> Dict[s
 def load_model(
     path: Union[str, Path], map_location: Any = 'cpu'
 ) -> Tuple[Depth3DSeg, Dict[str, Any]]:
-    """Build the `Depth3DSeg` stored in `path` (eval mode, on `map_location`) -> (model, meta).
+    """Build the `Depth3DSeg` stored in `path` (eval mode, on `map_location`) -> (model, meta);
+    meta always has ``input_balance`` ('none' for files written before the key).
 
     Raises FileNotFoundError, ModelFileError (see `read_model_file`; also for an arch/class-count
     mismatch or a state_dict that does not fit the arch: missing/unexpected/mis-shaped tensors).
     """
     data = read_model_file(path, map_location)
     meta = data['meta']
+    meta.setdefault('input_balance', 'none')
     try:
         model = Depth3DSeg.from_arch(dict(meta['arch']))
     except ValueError as exc:

@@ -13,10 +13,11 @@ Inputs / outputs (core.onnx_graph): ``rgb`` 1×3×H×W float32 normalised, ``K``
 The model-file metadata travels as ONNX ``metadata_props`` (string values; lists and dicts as
 JSON), so the file is self-describing: ``format`` ('depth3dseg-onnx'), ``version``, ``classes``,
 ``input_size``, ``mean``, ``std``, ``max_depth``, ``arch`` (REQUIRED_KEYS), plus ``dynamic_size``,
-``opset``, ``source_file``, ``source_sha256`` (of the .pt: a stale export beside a retrained .pt is
-noticed), ``created``, ``exporter``, ``pointnet_state`` (the 3D net's weights as base64 .npz, for
-the split CPU execution of core.ort_split). `read_onnx_meta` refuses a file without the required
-ones, naming the missing key.
+``opset``, ``input_balance`` (the white balance applied before mean/std, core.colour_balance; read
+as 'none' when absent), ``source_file``, ``source_sha256`` (of the .pt: a stale export beside a
+retrained .pt is noticed), ``created``, ``exporter``, ``pointnet_state`` (the 3D net's weights as
+base64 .npz, for the split CPU execution of core.ort_split). `read_onnx_meta` refuses a file
+without the required ones, naming the missing key.
 """
 
 from __future__ import annotations
@@ -172,6 +173,7 @@ def export_onnx(
             'input_size': json.dumps([w, h]),
             'mean': json.dumps(list(meta['mean'])),
             'std': json.dumps(list(meta['std'])),
+            'input_balance': str(meta.get('input_balance', 'none')),
             'max_depth': json.dumps(float(meta['max_depth'])),
             'arch': json.dumps(meta['arch']),
             'dynamic_size': json.dumps(bool(dynamic)),
@@ -267,5 +269,6 @@ def read_onnx_meta(
         raise ModelFileError(
             f"{path}: metadata version={meta['version']!r}, this package reads {ONNX_VERSION}"
         )
+    meta.setdefault('input_balance', 'none')  # files exported before the key
     _validate_meta(meta)
     return meta

@@ -289,6 +289,8 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
             changed
         )  # the run builds this arch and loads the file's weights into it (same shapes)
     cfg['model'].update(arch=arch, mean=list(meta['mean']), std=list(meta['std']))
+    if cfg['model'].get('input_balance') is None:  # null: the init's white balance
+        cfg['model']['input_balance'] = meta.get('input_balance', 'none')
     return model
 
 

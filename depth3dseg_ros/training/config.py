@@ -33,6 +33,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from depth3dseg_ros.core.colour_balance import check_balance
 from depth3dseg_ros.core.model import check_arch
 from depth3dseg_ros.core.modelfile import ModelFileError
 from depth3dseg_ros.core.train_step import LossConfig
@@ -75,6 +76,9 @@ DEFAULTS: dict[str, Any] = {
         'arch': {},
         'mean': [0.485, 0.456, 0.406],
         'std': [0.229, 0.224, 0.225],
+        # white balance of the input before mean/std (core.colour_balance): 'none', 'grey_world',
+        # or null = model.init's (none without model.init)
+        'input_balance': None,
         'init': None,
         # with model.init and arch code_stream: the model file whose 2D encoder, trained on the
         # geometry code as its image, starts the code's encoder (core.code_stream); null = random
@@ -345,6 +349,8 @@ def validate(cfg: dict) -> dict:
             raise ValueError(f'config model.{key}={v!r} must be 3 numbers (RGB, 0..1 scale)')
     if any(x <= 0 for x in m['std']):
         raise ValueError(f"config model.std={m['std']!r} must be > 0")
+    if m['input_balance'] is not None:
+        check_balance(m['input_balance'], 'config model.input_balance')
     try:
         check_arch(dict(m['arch']))
     except (ValueError, TypeError) as exc:

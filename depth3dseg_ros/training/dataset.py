@@ -33,6 +33,7 @@ import torch
 from torch.utils.data import Dataset
 
 from depth3dseg_ros.core.classes import NYU13, ClassSet
+from depth3dseg_ros.core.colour_balance import check_balance, grey_world
 from depth3dseg_ros.core.depth import depth_to_meters
 from depth3dseg_ros.core.geometry import crop_intrinsics, resize_intrinsics
 from depth3dseg_ros.core.imageops import resize_depth, resize_labels
@@ -207,6 +208,8 @@ class FrameDataset(Dataset):
         input_size: (W, H) of the network input.
         classes: the ClassSet trained; a directory whose manifest names other classes is refused.
         mean, std: RGB normalisation (0..1 scale), stored in the model file too.
+        balance: white balance of the input before that normalisation, after augmentation
+            (core.colour_balance: 'none' or 'grey_world'), stored in the model file too.
         augment: the ``augment`` config section, or None for none (validation/evaluation).
         seed: augmentation seed (with the epoch, `set_epoch`, and the item index).
         records: use these frame records instead of reading ``dirs`` (train/val split).
@@ -225,8 +228,10 @@ class FrameDataset(Dataset):
         augment: dict | None = None,
         seed: int = 0,
         records: list[dict] | None = None,
+        balance: str = 'none',
     ):
         self.classes = classes
+        self.balance = check_balance(balance, 'balance')
         if records is None:
             records = load_records(dirs, classes)
         if not records:
@@ -337,6 +342,8 @@ class FrameDataset(Dataset):
                 rgb = augment_rgb(rgb, rng, self.camera)
                 depth = augment_depth(depth, rng, self.camera)
             x = color_jitter(rgb, p.brightness, p.contrast, p.saturation)
+        if self.balance == 'grey_world':
+            x = grey_world(x, 1.0)
         x = (x - self.mean) / self.std
         void = self.classes.void_id
         return {

@@ -57,8 +57,8 @@ FLAT_KEYS = (
 
 def model_dataset(records: list[dict], meta: dict, classes: ClassSet) -> FrameDataset:
     """The un-augmented FrameDataset of ``records`` (training.dataset.load_records) at a model
-    file's input size and normalisation (``meta`` of core.modelfile: input_size [W, H], mean, std),
-    as depth3dseg-eval feeds the model."""
+    file's input size and normalisation (``meta`` of core.modelfile: input_size [W, H], mean, std,
+    input_balance), as depth3dseg-eval feeds the model."""
     return FrameDataset(
         records=records,
         input_size=meta['input_size'],
@@ -66,6 +66,7 @@ def model_dataset(records: list[dict], meta: dict, classes: ClassSet) -> FrameDa
         mean=meta['mean'],
         std=meta['std'],
         augment=None,
+        balance=meta.get('input_balance', 'none'),
     )
 
 

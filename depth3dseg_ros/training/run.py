@@ -64,7 +64,13 @@ def build_datasets(cfg: dict, classes) -> tuple[FrameDataset, FrameDataset]:
     # from the index's label_max, decoding only label PNGs of datasets extracted before it was
     # recorded
     check_label_range(records if not d['val'] else records + val_recs, classes)
-    common = dict(input_size=d['input_size'], classes=classes, mean=m['mean'], std=m['std'])
+    common = dict(
+        input_size=d['input_size'],
+        classes=classes,
+        mean=m['mean'],
+        std=m['std'],
+        balance=m['input_balance'] or 'none',
+    )
     train_ds = FrameDataset(
         records=train_recs, augment=cfg['augment'], seed=cfg['train']['seed'], **common
     )
@@ -165,6 +171,8 @@ def setup_run(args: argparse.Namespace) -> Run:
     if cfg['model']['init'] and ckpt is None:
         init = load_init_model(cfg, classes)
         cfg = validate(cfg)
+    if cfg['model']['input_balance'] is None:  # null without model.init: no white balance
+        cfg['model']['input_balance'] = 'none'
     # before any data is read: a bad teacher file stops the run at once
     teacher = load_teacher(cfg, classes) if cfg['model']['teacher'] else None
     # every arch key goes into config.yaml and the checkpoints, so --resume rebuilds this network

@@ -312,13 +312,14 @@ def export(run: Run, stop_reason: str) -> None:
 
 
 def export_meta(cfg: dict, classes, model: Depth3DSeg, summary: dict) -> dict[str, Any]:
-    """Model-file metadata the node/Segmenter needs: classes, input size, mean/std, max_depth,
-    arch, and a training summary (no history)."""
+    """Model-file metadata the node/Segmenter needs: classes, input size, mean/std, input
+    white balance, max_depth, arch, and a training summary (no history)."""
     return {
         'classes': classes.to_dict(),
         'input_size': list(cfg['data']['input_size']),
         'mean': list(cfg['model']['mean']),
         'std': list(cfg['model']['std']),
+        'input_balance': cfg['model']['input_balance'] or 'none',
         'max_depth': float(model.arch['max_depth']),
         'arch': dict(model.arch),
         'training': {k: v for k, v in summary.items() if k != 'history'},
