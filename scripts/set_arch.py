@@ -7,9 +7,13 @@ the 3D labels in the fused ones, METHOD M7), ``depth_focal``, ``p_stride`` / ``p
 ``max_depth``). ``depth_gain`` has its own command, ``depth3dseg-calibrate``, which measures it and
 records how. Values are YAML scalars (numbers such as ``1e-1`` too); the new arch is checked
 (core.arch.check_arch) and the weights must load unchanged into the new network, else nothing is
-written. Metadata other than ``arch`` and ``created`` is kept; ``--out`` must be a new file.
+written. ``--input-balance`` sets the file's ``input_balance`` (the white balance of the input
+before mean/std, core.colour_balance: ``none`` | ``grey_world``), a preprocessing choice that also
+leaves the weights as they are. Metadata other than ``arch``, ``created`` and what is set is kept;
+``--out`` must be a new file.
 
-Usage: python scripts/set_arch.py --model M --set fusion_w3d=0.25 [--set KEY=VALUE ...] --out M2
+Usage: python scripts/set_arch.py --model M [--set fusion_w3d=0.25 ...] [--input-balance B]
+       --out M2
 """
 
 from __future__ import annotations
@@ -20,15 +24,20 @@ from pathlib import Path
 import yaml
 
 from depth3dseg_ros.core.arch import DEFAULT_ARCH
+from depth3dseg_ros.core.colour_balance import BALANCES, check_balance
 from depth3dseg_ros.core.modelfile import load_model, save_model
 
 __all__ = ['set_arch', 'main']
 
 
-def set_arch(model_path: str, changes: dict, out: str) -> dict:
-    """Write ``out``: the model file ``model_path`` with ``changes`` (arch key -> value) applied;
-    returns {key: (old, new)}. Raises ValueError naming the key for an unknown key, a bad value
-    (check_arch) or a key that changes the weights' shapes, and when ``out`` is the input file."""
+def set_arch(model_path: str, changes: dict, out: str, input_balance: str | None = None) -> dict:
+    """Write ``out``: the model file ``model_path`` with ``changes`` (arch key -> value) applied
+    and, unless None, its ``input_balance`` set; returns {key: (old, new)} (``input_balance``
+    among them when set). Raises ValueError naming the key for an unknown key, a bad value
+    (check_arch, check_balance) or a key that changes the weights' shapes, and when ``out`` is
+    the input file."""
+    if input_balance is not None:
+        check_balance(input_balance, '--input-balance')
     if Path(out).resolve() == Path(model_path).resolve():
         raise ValueError(f'--out {out} is the input model file: write a new file')
     if Path(out).exists():
@@ -49,17 +58,24 @@ def set_arch(model_path: str, changes: dict, out: str) -> dict:
     keep = {k: v for k, v in meta.items() if k not in ('arch', 'created')}
     if 'max_depth' in changes:  # the file's top-level depth range follows the network's
         keep['max_depth'] = float(new.arch['max_depth'])
+    done = {k: (model.arch[k], new.arch[k]) for k in changes}
+    if input_balance is not None:
+        done['input_balance'] = (meta['input_balance'], input_balance)
+        keep['input_balance'] = input_balance
     save_model(out, new, keep)
-    return {k: (model.arch[k], new.arch[k]) for k in changes}
+    return done
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line; exit 0, or 2 with one error line for bad input."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--model', required=True)
-    ap.add_argument('--set', action='append', required=True, metavar='KEY=VALUE')
+    ap.add_argument('--set', action='append', default=[], metavar='KEY=VALUE')
+    ap.add_argument('--input-balance', choices=BALANCES, default=None)
     ap.add_argument('--out', required=True)
     a = ap.parse_args(argv)
+    if not a.set and a.input_balance is None:
+        ap.error('nothing to change: give --set KEY=VALUE and/or --input-balance')
     try:
         changes = {}
         for item in a.set:
@@ -73,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                 except ValueError:
                     pass
             changes[key.strip()] = v
-        for k, (old, new) in set_arch(a.model, changes, a.out).items():
+        for k, (old, new) in set_arch(a.model, changes, a.out, a.input_balance).items():
             print(f'{k}: {old!r} -> {new!r}')
     except (ValueError, OSError) as e:
         ap.error(' '.join(str(e).split()))

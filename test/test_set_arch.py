@@ -55,3 +55,25 @@ def test_set_a_key_keeps_the_weights_and_refuses_what_cannot_work(tmp_path, caps
     meta = load_model(depth)[1]
     assert meta['arch']['max_depth'] == 8.0 and type(meta['arch']['max_depth']) is float
     assert meta['max_depth'] == 8.0 and meta['arch']['fusion_w3d'] == 0.1
+
+
+def test_input_balance_changes_only_the_preprocessing(tmp_path, capsys):
+    script = runpy.run_path(str(SCRIPT))
+    src = perturbed_tiny_model_file(tmp_path / 'tiny.pt')
+    out = tmp_path / 'gw.pt'
+    args = ['--model', str(src), '--input-balance', 'grey_world', '--out', str(out)]
+    assert script['main'](args) == 0
+    assert "input_balance: 'none' -> 'grey_world'" in capsys.readouterr().out
+    (m0, meta0), (m1, meta1) = load_model(src), load_model(out)
+    assert meta0['input_balance'] == 'none' and meta1['input_balance'] == 'grey_world'
+    assert meta1['arch'] == meta0['arch']
+    for k, v in m0.state_dict().items():
+        assert torch.equal(m1.state_dict()[k], v), k
+    for args, msg in [
+        (['--input-balance', 'grey'], "invalid choice: 'grey'"),
+        ([], 'nothing to change'),
+    ]:
+        with pytest.raises(SystemExit) as ex:
+            script['main'](['--model', str(src), *args, '--out', str(tmp_path / 'bad.pt')])
+        assert ex.value.code == 2 and msg in capsys.readouterr().err
+    assert not (tmp_path / 'bad.pt').exists()
