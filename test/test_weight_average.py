@@ -91,3 +91,23 @@ def test_bad_arguments_exit_2_with_the_reason(script, tmp_path, capsys, argv, ma
     with pytest.raises(SystemExit) as e:
         script['main'](argv + ['--out', str(tmp_path / 'o.pt')])
     assert e.value.code == 2 and match in capsys.readouterr().err
+
+
+def test_a_different_input_balance_needs_the_soups_named(script, tmp_path, capsys):
+    a = str(_model(tmp_path / 'a.pt', 0))
+    gw = tmp_path / 'gw.pt'
+    model, meta = load_model(_model(tmp_path / 'b.pt', 1))
+    save_model(gw, model, {**meta, 'input_balance': 'grey_world'})
+    with pytest.raises(ModelFileError, match=r"gw.pt: meta\['input_balance'\]='grey_world'"):
+        script['average_models']([a, str(gw)])
+    assert (
+        script['average_models']([a, str(gw)], input_balance='grey_world')[1]['input_balance']
+        == 'grey_world'
+    )
+    assert script['average_models']([a, a])[1]['input_balance'] == 'none'
+    out = tmp_path / 'soup.pt'
+    argv = [a, str(gw), '--input-balance', 'grey_world', '--out', str(out)]
+    assert script['main'](argv) == 0 and load_model(out)[1]['input_balance'] == 'grey_world'
+    with pytest.raises(SystemExit) as e:
+        script['main']([a, str(gw), '--out', str(tmp_path / 'o.pt')])
+    assert e.value.code == 2 and 'name the soup' in capsys.readouterr().err
