@@ -4,9 +4,11 @@ A camera's white balance and the light of a room give every image a colour cast;
 rooms that train the model carry the renderer's casts, a real camera carries its own. The
 grey-world assumption (Buchsbaum, J. Franklin Inst. 1980: the average reflectance of a scene is
 grey) removes the cast: each channel is scaled so that the image's mean colour is grey, keeping its
-mean brightness. Applied as part of the input normalisation, before ``(x − mean) / std``, at
-training (training.dataset.FrameDataset) and at inference (core.inference, both backends) alike, so
-the network never sees a cast (docs/levers.md, "Grey-world white balance of the input").
+mean brightness. When a model file's ``input_balance`` is 'grey_world' (default 'none'), it is
+part of the input normalisation, before ``(x − mean) / std``, at training
+(training.dataset.FrameDataset), evaluation and inference (core.inference, both backends) alike.
+Measured on real frames in docs/levers.md, "Grey-world white balance of the input, at test time"
+and "… trained in": neither shipped.
 
 Gains are g_c = M / M_c (M_c the image's mean of channel c, M the mean of the three), clipped to
 [1 / MAX_GAIN, MAX_GAIN] so that a nearly single-coloured or black image is not blown up; the
