@@ -73,13 +73,10 @@ def grey_world(rgb: np.ndarray, peak: float = 1.0) -> np.ndarray:
 
 def grey_world_(t: torch.Tensor, peak: float = 255.0) -> torch.Tensor:
     """Grey-world balance in place of a 3×H×W float tensor of values in [0, ``peak``] (any
-    device, any memory format); returns ``t``. The same gains as `grey_world` (to float32
-    rounding). Raises ValueError for another shape or a non-float tensor."""
+    device, any memory format); returns ``t``. The gains are `grey_world_gains` of the tensor's
+    channel means, as in `grey_world`. Raises ValueError for another shape, a non-float tensor
+    or non-finite values."""
     if t.dim() != 3 or t.shape[0] != 3 or not t.is_floating_point():
         raise ValueError(f'grey_world_: need a float 3×H×W tensor, got {tuple(t.shape)} {t.dtype}')
-    m = t.mean(dim=(1, 2), dtype=torch.float64)
-    grey = m.mean()
-    if float(grey) <= 0:
-        return t
-    g = (grey / torch.clamp(m, min=float(grey) / MAX_GAIN)).clamp(1.0 / MAX_GAIN, MAX_GAIN)
-    return t.mul_(g.to(t.dtype).view(3, 1, 1)).clamp_(0.0, float(peak))
+    g = grey_world_gains(t.mean(dim=(1, 2), dtype=torch.float64).cpu().numpy())
+    return t.mul_(torch.from_numpy(g).to(t.device, t.dtype).view(3, 1, 1)).clamp_(0.0, float(peak))
