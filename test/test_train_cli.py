@@ -470,3 +470,23 @@ def test_channels_last_trains_the_same_model(ds_dir, tmp_path):
     assert torch.allclose(outputs[True], outputs[False], atol=5e-2)
     with pytest.raises(ValueError, match=r"config train.channels_last=1 must be true or false"):
         load_config(None, ['train.channels_last=1'])
+
+
+def test_the_exported_model_carries_the_runs_input_balance(ds_dir, tmp_path):
+    """model.input_balance reaches the exported file: grey_world when set, none by default."""
+    for balance, want in (('grey_world', 'grey_world'), (None, 'none')):
+        out = tmp_path / f'run_{want}'
+        extra = ['--set', f'model.input_balance={balance}'] if balance else []
+        args = tiny_train_args(
+            ds_dir,
+            out,
+            *extra,
+            '--set',
+            'log.tensorboard=false',
+            '--max-steps-per-epoch',
+            '1',
+            epochs=1,
+        )
+        assert train.main(args) == 0
+        assert load_model(out / 'model.pt')[1]['input_balance'] == want
+        assert yaml.safe_load((out / 'config.yaml').read_text())['model']['input_balance'] == want

@@ -319,7 +319,7 @@ def export_meta(cfg: dict, classes, model: Depth3DSeg, summary: dict) -> dict[st
         'input_size': list(cfg['data']['input_size']),
         'mean': list(cfg['model']['mean']),
         'std': list(cfg['model']['std']),
-        'input_balance': cfg['model']['input_balance'] or 'none',
+        'input_balance': cfg['model']['input_balance'],  # resolved by run.setup_run
         'max_depth': float(model.arch['max_depth']),
         'arch': dict(model.arch),
         'training': {k: v for k, v in summary.items() if k != 'history'},
