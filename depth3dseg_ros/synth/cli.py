@@ -26,6 +26,7 @@ from depth3dseg_ros.core.depth import meters_to_16uc1
 from depth3dseg_ros.synth.bagwrite import RgbdBagWriter, stamp_ns
 from depth3dseg_ros.synth.camera import camera_path, handheld_poses
 from depth3dseg_ros.synth.noise import kinect_noise
+from depth3dseg_ros.synth.palette import PALETTES
 from depth3dseg_ros.synth.render import Frame, Renderer
 from depth3dseg_ros.synth.room import LAYOUTS, make_scene
 
@@ -35,8 +36,11 @@ from depth3dseg_ros.synth.room import LAYOUTS, make_scene
 CAMERAS = ('robot', 'handheld')
 
 
-def _check_options(layout: str, camera: str) -> None:
-    """Raise ValueError naming ``--layout``/``--camera`` and the value if either is unknown."""
+def _check_options(layout: str, camera: str, palette: str = 'random') -> None:
+    """Raise ValueError naming ``--layout``/``--camera``/``--palette`` and the value if one is
+    unknown."""
+    if palette not in PALETTES:
+        raise ValueError(f'--palette {palette!r}: expected one of {list(PALETTES)}')
     if camera not in CAMERAS:
         raise ValueError(f'--camera {camera!r}: expected one of {list(CAMERAS)}')
     if layout not in LAYOUTS:
@@ -52,22 +56,25 @@ def render_frames(
     noise: bool,
     layout: str = 'sparse',
     camera: str = 'robot',
+    palette: str = 'random',
 ) -> Iterator[Tuple[int, Frame, np.ndarray]]:
     """Yield (scene index, exact frame, depth to record in m) for every frame, scene after scene.
 
     The recorded depth is the exact render, or the Kinect-like noisy one with ``noise``. ``layout``
     is one of room.LAYOUTS ('sparse', 'dense', 'cluttered', 'nyu'), ``camera`` one of
-    :data:`CAMERAS`.
+    :data:`CAMERAS`, ``palette`` one of synth.palette.PALETTES ('indoor' colours come from
+    ``default_rng([seed, scene, 2])``, so the rooms, cameras, depth and labels are those of
+    'random').
     One pybullet connection is reused; the world is reset per scene.
 
     Raises:
-        ValueError: unknown ``layout`` or ``camera``.
+        ValueError: unknown ``layout``, ``camera`` or ``palette``.
     """
-    _check_options(layout, camera)
+    _check_options(layout, camera, palette)
     with Renderer(width, height) as renderer:
         for s in range(scenes):
             rng = np.random.default_rng([seed, s, 0])
-            scene = make_scene(rng, layout)
+            scene = make_scene(rng, layout, palette, np.random.default_rng([seed, s, 2]))
             renderer.load(scene)
             noise_rng = np.random.default_rng([seed, s, 1])
             if camera == 'robot':
@@ -92,15 +99,16 @@ def generate(
     progress: bool = True,
     layout: str = 'sparse',
     camera: str = 'robot',
+    palette: str = 'random',
 ) -> int:
     """Render ``scenes`` × ``frames_per_scene`` frames into the rosbag2 directory ``out``; returns
     the count.
 
     Raises:
-        ValueError: a non-positive count/size, an unknown ``layout``/``camera``, or ``out``
-            exists and is not an empty directory.
+        ValueError: a non-positive count/size, an unknown ``layout``/``camera``/``palette``, or
+            ``out`` exists and is not an empty directory.
     """
-    _check_options(layout, camera)  # before the output directory is touched
+    _check_options(layout, camera, palette)  # before the output directory is touched
     for name, v in (
         ('scenes', scenes),
         ('frames_per_scene', frames_per_scene),
@@ -129,12 +137,13 @@ def generate(
                     noise=noise,
                     layout=layout,
                     camera=camera,
+                    palette=palette,
                     classes='NYU13',
                 )
             ),
         )
         frames = render_frames(
-            scenes, frames_per_scene, width, height, seed, noise, layout, camera
+            scenes, frames_per_scene, width, height, seed, noise, layout, camera, palette
         )
         for _, frame, depth in tqdm(
             frames, total=total, disable=not progress, unit='frame', desc='synth'
@@ -174,6 +183,15 @@ def build_parser() -> argparse.ArgumentParser:
         help='robot: smooth path at 0.3-1.5 m through the free middle (default); handheld: '
         'snapshots at 1.1-1.7 m from the room edge looking across it',
     )
+    ap.add_argument(
+        '--palette',
+        choices=PALETTES,
+        default='random',
+        help='colours of chairs, sofas, bed covers, small objects and accent walls: random '
+        '(uniform RGB, default) or indoor (wood, black or fabric chairs; fabric or leather '
+        'sofas; linen bed covers; muted colours otherwise); the same seed gives the same rooms '
+        'either way',
+    )
     ap.add_argument('--storage', choices=('mcap', 'sqlite3'), default='mcap')
     ap.add_argument('--no-progress', action='store_true', help='no tqdm bar')
     return ap
@@ -195,6 +213,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             progress=not args.no_progress,
             layout=args.layout,
             camera=args.camera,
+            palette=args.palette,
         )
     except ValueError as exc:
         print(f'depth3dseg-synth: error: {exc}', file=sys.stderr)

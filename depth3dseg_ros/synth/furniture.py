@@ -150,7 +150,7 @@ def chair(pl: Placer, x, y, yaw) -> List[Part]:
     """A chair (chair): seat, four legs and a back, facing local +y, at floor pose x, y, yaw."""
     rng = pl.rng
     s, h, back = rng.uniform(0.2, 0.25), rng.uniform(0.4, 0.5), rng.uniform(0.35, 0.55)
-    ob, col = ObjectBuilder(x, y, yaw), pl.colour()
+    ob, col = ObjectBuilder(x, y, yaw), pl.colour(kind='chair')
     ob.box((0, 0, h), (s, s, 0.025), col, CLS['chair'], pl.texture(('wood', 'noise', None)))
     for sx in (-1, 1):
         for sy in (-1, 1):
@@ -298,7 +298,7 @@ def sofa(pl: Placer) -> List[object]:
     pose = pl.against_wall(w, d)
     if pose is None:
         return []
-    ob, col = ObjectBuilder(*pose), pl.colour()
+    ob, col = ObjectBuilder(*pose), pl.colour(kind='sofa')
     tex = pl.texture(('carpet', 'noise', 'stripes', None))
     seat, arm = rng.uniform(0.35, 0.48), rng.uniform(0.1, 0.2)
     ob.box((0, 0, 0.1), (w / 2, d / 2, 0.1), pl.colour(col[:3], 0.05), CLS['sofa'])
@@ -331,7 +331,7 @@ def bed(pl: Placer) -> List[object]:
     ob.box(
         (0, 0.02, 0.4),
         (w / 2 - 0.03, d / 2 - 0.05, 0.1),
-        pl.colour(),
+        pl.colour(kind='bedding'),
         CLS['bed'],
         pl.texture(('stripes', 'carpet', 'noise', None)),
     )

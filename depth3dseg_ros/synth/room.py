@@ -4,6 +4,8 @@ furniture, clutter, lighting and camera field of view, drawn from a ``numpy.rand
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from depth3dseg_ros.synth import furniture as fu
@@ -120,7 +122,12 @@ LAYOUTS['cluttered'] = dict(
 )
 
 
-def make_scene(rng: np.random.Generator, layout: str = 'sparse') -> SceneSpec:
+def make_scene(
+    rng: np.random.Generator,
+    layout: str = 'sparse',
+    palette: str = 'random',
+    palette_rng: Optional[np.random.Generator] = None,
+) -> SceneSpec:
     """A random room with furniture along the walls and a free middle.
 
     ``layout`` 'sparse' (the shipped model's training set): 4–7.5 m × 4–7.5 m × 2.4–3.0 m, the
@@ -134,10 +141,12 @@ def make_scene(rng: np.random.Generator, layout: str = 'sparse') -> SceneSpec:
     TV), a sofa and/or a bed, 1–4 loose chairs, 1–5 floor clutter groups, 2–5 larger objects
     (box stacks, lamps, plants, bins); items that do not fit are dropped. Lighting: random
     direction, colour, ambient/diffuse/specular coefficients, shadows in about a quarter of the
-    rooms. ``fov_y_deg`` 45–58 (Kinect-like vertical field of view).
+    rooms. ``fov_y_deg`` 45–58 (Kinect-like vertical field of view). ``palette`` (synth.palette:
+    'random' or 'indoor', the latter drawn from ``palette_rng``) sets the colours of the items
+    without a base colour and nothing else.
 
     Raises:
-        ValueError: unknown ``layout``.
+        ValueError: unknown ``layout`` or ``palette``, or 'indoor' without ``palette_rng``.
     """
     if layout not in LAYOUTS:
         raise ValueError(f'layout={layout!r}: expected one of {sorted(LAYOUTS)}')
@@ -159,6 +168,8 @@ def make_scene(rng: np.random.Generator, layout: str = 'sparse') -> SceneSpec:
         cfg['clutter_size'],
         cfg['upper_cabinet_p'],
         nyu,
+        palette,
+        palette_rng,
     )
     spec = SceneSpec(size=(lx, ly, hc), free_zone=zone)
     spec.objects += _shell(pl)

@@ -19,6 +19,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from depth3dseg_ros.core.classes import NYU13
+from depth3dseg_ros.synth.palette import PALETTES, indoor_colour
 
 #: NYUv2 13-class ids used by the generator, looked up by name in :data:`core.classes.NYU13`.
 CLS = {name: NYU13.names.index(name) for name in NYU13.names if name != 'void'}
@@ -110,8 +111,16 @@ class Placer:
         clutter_size: float = 1.0,
         upper_cabinet_p: float = 0.0,
         nyu: bool = False,
+        palette: str = 'random',
+        palette_rng: Optional[np.random.Generator] = None,
     ):
+        if palette not in PALETTES:
+            raise ValueError(f'palette={palette!r}: expected one of {list(PALETTES)}')
+        if palette != 'random' and palette_rng is None:
+            raise ValueError(f'palette={palette!r} needs a palette_rng')
         self.rng, self.size, self.free_zone = rng, size, free_zone
+        #: colour priors of the items without a base colour (synth.palette) and their generator
+        self.palette, self.palette_rng = palette, palette_rng
         #: label and furnish by NYU Depth v2's 13-class conventions (synth.nyu_items): bed pillows
         #: objects, night stands, throw pillows, curtains, table lamps
         self.nyu = nyu
@@ -122,10 +131,18 @@ class Placer:
         self.upper_cabinet_p = upper_cabinet_p
         self.footprints: List[Tuple[float, float, float, float]] = []
 
-    def colour(self, base=None, spread=0.15) -> RGBA:
-        """Random colour; around ``base`` (RGB 0..1) if given."""
+    def colour(self, base=None, spread=0.15, kind: Optional[str] = None) -> RGBA:
+        """Random colour; around ``base`` (RGB 0..1) if given.
+
+        Without ``base``: uniform in 0.1–0.95 per channel under the 'random' palette; under
+        'indoor', :func:`synth.palette.indoor_colour` of ``kind`` ('chair', 'sofa', 'bedding'
+        or None), drawn from ``palette_rng`` after the uniform draw, so the layout's generator
+        advances the same under either palette.
+        """
         if base is None:
             c = self.rng.uniform(0.1, 0.95, 3)
+            if self.palette == 'indoor':
+                c = np.asarray(indoor_colour(self.palette_rng, kind))
         else:
             c = np.clip(np.asarray(base) + self.rng.uniform(-spread, spread, 3), 0.02, 1.0)
         return (float(c[0]), float(c[1]), float(c[2]), 1.0)
