@@ -100,7 +100,14 @@ PICTURE_TEXTURES = (
 
 class Placer:
     """Collects object parts in an object-local frame (x, y, yaw on the floor) and the free
-    footprints."""
+    footprints.
+
+    ``palette`` (synth.palette.PALETTES) sets how :meth:`colour` colours items without a base
+    colour; 'indoor' draws them from ``palette_rng``.
+
+    Raises:
+        ValueError: an unknown ``palette``, or 'indoor' without ``palette_rng``.
+    """
 
     def __init__(
         self,
