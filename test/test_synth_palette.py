@@ -126,3 +126,27 @@ def test_indoor_palette_same_seed_same_bytes_and_recorded(tmp_path):
     info = yaml.safe_load((tmp_path / 'a' / 'metadata.yaml').read_text())
     custom = json.loads(info['rosbag2_bagfile_information']['custom_data']['depth3dseg.synth'])
     assert custom['palette'] == 'indoor'
+
+
+def test_furniture_palette_recolours_only_chairs_sofas_and_beds():
+    changed = same = 0
+    for s in range(8):
+        a, b = (
+            make_scene(
+                np.random.default_rng([3, s, 0]), 'nyu', p, np.random.default_rng([3, s, 2])
+            )
+            for p in ('furniture', 'random')
+        )
+        pa = [p for obj in a.objects if isinstance(obj, list) for p in obj]
+        pb = [p for obj in b.objects if isinstance(obj, list) for p in obj]
+        assert len(pa) == len(pb)
+        for x, y in zip(pa, pb):
+            assert (x.shape, x.size, x.pos, x.class_id) == (y.shape, y.size, y.pos, y.class_id)
+            if x.class_id in (CLS['chair'], CLS['sofa'], CLS['bed']):
+                changed += x.rgba != y.rgba
+            else:
+                assert x.rgba == y.rgba, x  # everything else keeps the random draw
+                same += 1
+        chairs = [p.rgba for p in pa if p.class_id == CLS['chair']]
+        assert all(_near(c, (WOODS, DARKS, FABRICS), 0.1) for c in chairs)
+    assert changed > 20 and same > 500

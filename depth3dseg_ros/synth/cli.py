@@ -62,7 +62,7 @@ def render_frames(
 
     The recorded depth is the exact render, or the Kinect-like noisy one with ``noise``. ``layout``
     is one of room.LAYOUTS ('sparse', 'dense', 'cluttered', 'nyu'), ``camera`` one of
-    :data:`CAMERAS`, ``palette`` one of synth.palette.PALETTES ('indoor' colours come from
+    :data:`CAMERAS`, ``palette`` one of synth.palette.PALETTES (its colours come from
     ``default_rng([seed, scene, 2])``, so the rooms, cameras, depth and labels are those of
     'random').
     One pybullet connection is reused; the world is reset per scene.
@@ -188,9 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=PALETTES,
         default='random',
         help='colours of chairs, sofas, bed covers, small objects and accent walls: random '
-        '(uniform RGB, default) or indoor (wood, black or fabric chairs; fabric or leather '
-        'sofas; linen bed covers; muted colours otherwise); the same seed gives the same rooms '
-        'either way',
+        '(uniform RGB, default), indoor (wood, black or fabric chairs; fabric or leather '
+        'sofas; linen bed covers; muted colours otherwise) or furniture (those chairs, sofas '
+        'and bed covers, random otherwise); the same seed gives the same rooms every way',
     )
     ap.add_argument('--storage', choices=('mcap', 'sqlite3'), default='mcap')
     ap.add_argument('--no-progress', action='store_true', help='no tqdm bar')

@@ -8,13 +8,16 @@ real rooms rarely have, while wood tones go to tables, shelves and cabinets only
 room teaches "brown wood is a table, a bright surface is a chair or a sofa". The ``'indoor'``
 palette draws them from priors of what furniture is made of instead (chairs of wood, black or
 fabric; sofas of fabric or leather; bed covers of white, cream or fabric; anything else a muted
-colour), which are general furnishing facts, not fitted to any evaluation frame.
+colour), which are general furnishing facts, not fitted to any evaluation frame. The
+``'furniture'`` palette applies only the chair, sofa and bed-cover priors and leaves everything
+else to the 'random' draw (so muted colours stay a cue for the room's structure).
 
-The ``'indoor'`` colours come from a generator of their own (``numpy.random.default_rng([seed,
-scene, 2])`` in :func:`synth.cli.render_frames`), and :meth:`Placer.colour` still draws the
-``'random'`` colour from the layout's generator before it is replaced, so the same seed gives
-the same rooms, cameras, depth and labels under either palette: only the colours differ
-(``test/test_synth_palette.py``). Lever 58 of docs/levers.md measures it.
+The ``'indoor'`` and ``'furniture'`` colours come from a generator of their own
+(``numpy.random.default_rng([seed, scene, 2])`` in :func:`synth.cli.render_frames`), and
+:meth:`Placer.colour` still draws the ``'random'`` colour from the layout's generator before it is
+replaced, so the same seed gives the same rooms, cameras, depth and labels under either palette:
+only the colours differ (``test/test_synth_palette.py``). Levers 58–60 of docs/levers.md measure
+them.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 #: palettes of ``depth3dseg-synth --palette``
-PALETTES = ('random', 'indoor')
+PALETTES = ('random', 'indoor', 'furniture')
 
 #: kinds of item the 'indoor' palette has a prior for; any other kind (or None) is 'muted'
 KINDS = ('chair', 'sofa', 'bedding', 'muted')

@@ -103,7 +103,7 @@ class Placer:
     footprints.
 
     ``palette`` (synth.palette.PALETTES) sets how :meth:`colour` colours items without a base
-    colour; 'indoor' draws them from ``palette_rng``.
+    colour; 'indoor' and 'furniture' draw them from ``palette_rng``.
 
     Raises:
         ValueError: an unknown ``palette``, or 'indoor' without ``palette_rng``.
@@ -144,11 +144,12 @@ class Placer:
         Without ``base``: uniform in 0.1–0.95 per channel under the 'random' palette; under
         'indoor', :func:`synth.palette.indoor_colour` of ``kind`` ('chair', 'sofa', 'bedding'
         or None), drawn from ``palette_rng`` after the uniform draw, so the layout's generator
-        advances the same under either palette.
+        advances the same under every palette; under 'furniture', the same for a ``kind`` and
+        the uniform draw for None.
         """
         if base is None:
             c = self.rng.uniform(0.1, 0.95, 3)
-            if self.palette == 'indoor':
+            if self.palette == 'indoor' or (self.palette == 'furniture' and kind is not None):
                 c = np.asarray(indoor_colour(self.palette_rng, kind))
         else:
             c = np.clip(np.asarray(base) + self.rng.uniform(-spread, spread, 3), 0.02, 1.0)
