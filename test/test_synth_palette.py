@@ -104,7 +104,7 @@ def test_indoor_rooms_furnish_chairs_from_the_priors_and_keep_the_layout():
     assert np.mean([_sat(c) for c in indoor]) < np.mean([_sat(c) for c in random_])
 
 
-def test_palette_changes_colours_only(tmp_path):
+def test_palette_changes_colours_only():
     args = dict(width=64, height=48, seed=4, noise=True, layout='nyu', camera='handheld')
     a = list(cli.render_frames(2, 2, palette='indoor', **args))
     b = list(cli.render_frames(2, 2, palette='random', **args))
