@@ -41,6 +41,7 @@ setup(
             'depth3dseg-extract = depth3dseg_ros.bags.extract:main',
             'depth3dseg-train = depth3dseg_ros.training.train:main',
             'depth3dseg-eval = depth3dseg_ros.training.evaluate:main',
+            'depth3dseg-compare = depth3dseg_ros.training.compare:main',
             'depth3dseg-calibrate = depth3dseg_ros.training.calibrate:main',
             'depth3dseg-replay = depth3dseg_ros.bags.replay:main',
             'depth3dseg-synth = depth3dseg_ros.synth.cli:main',

@@ -263,6 +263,8 @@ class SegDepthEvaluator:
     depth B×1×H×W m, valid B×1×H×W); labels B×H×W (void ignored; pass None for frames without
     labels); depth_gt B×1×H×W m (NaN/0 invalid) or None. 3D metrics count pixels with a valid 3D
     point only. ``fusion_w3d``: the weight of S3D in the fused labels (the model's arch key).
+    ``per_frame``: also keep each frame's counts (`frames`), for frame bootstrap intervals
+    (core.bootstrap).
     """
 
     def __init__(
@@ -272,12 +274,18 @@ class SegDepthEvaluator:
         names: Optional[Sequence[str]] = None,
         max_depth: Optional[float] = None,
         fusion_w3d: float = 0.5,
+        per_frame: bool = False,
     ):
         self.names = list(names) if names is not None else None
+        self.num_classes = int(num_classes)
         self.cm = {k: ConfusionMatrix(num_classes, void_id) for k in ('2d', '3d', 'fused')}
         self.depth = DepthMetrics(max_depth)
         self.void_id = void_id
         self.fusion_w3d = check_w3d(fusion_w3d)
+        self.per_frame = per_frame
+        self._frames: Dict[str, list] = {
+            k: [] for k in ('conf_2d', 'conf_3d', 'conf_fused', 'absrel_sum', 'depth_pixels')
+        }
 
     @torch.no_grad()
     def update(
@@ -288,23 +296,56 @@ class SegDepthEvaluator:
     ) -> None:
         """Add one batch (see the class docstring): 2D/3D/fused confusion matrices and depth
         sums."""
+        pred: Dict[str, torch.Tensor] = {}
+        valid_b1 = out.get('valid')  # B×1×H×W
+        valid = None if valid_b1 is None else valid_b1[:, 0]
         if labels is not None:
-            valid = out.get('valid')
             # labels by core.fusion, the rule of Segmenter.infer: the figures are the node's
             # labels'
             if 'seg3d' not in out:
-                self.cm['2d'].update(
-                    source_labels(out['seg2d'], None, None, '2d', self.void_id), labels
-                )
+                pred = {'2d': source_labels(out['seg2d'], None, None, '2d', self.void_id)}
             else:
                 pred = all_source_labels(
-                    out['seg2d'], out['seg3d'], valid, self.void_id, w3d=self.fusion_w3d
+                    out['seg2d'], out['seg3d'], valid_b1, self.void_id, w3d=self.fusion_w3d
                 )
-                self.cm['2d'].update(pred['2d'], labels)
-                self.cm['3d'].update(pred['3d'], labels, None if valid is None else valid[:, 0])
-                self.cm['fused'].update(pred['fused'], labels)
+            for k, p in pred.items():
+                self.cm[k].update(p, labels, valid if k == '3d' else None)
         if depth_gt is not None:
             self.depth.update(out['depth'], depth_gt)
+        if self.per_frame:
+            self._add_frames(out['depth'].shape[0], pred, labels, valid, out['depth'], depth_gt)
+
+    def _add_frames(self, n, pred, labels, valid, depth, depth_gt) -> None:
+        """Append each of the batch's ``n`` frames' confusion matrices and depth sums."""
+        for b in range(n):
+            for k in ('2d', '3d', 'fused'):
+                cm = ConfusionMatrix(self.num_classes, self.void_id)
+                if k in pred:
+                    v = valid[b] if k == '3d' and valid is not None else None
+                    cm.update(pred[k][b], labels[b], v)
+                self._frames[f'conf_{k}'].append(cm.mat)
+            dm = DepthMetrics(self.depth.max_depth)
+            if depth_gt is not None:
+                dm.update(depth[b], depth_gt[b])
+            self._frames['absrel_sum'].append(dm.sum_absrel)
+            self._frames['depth_pixels'].append(dm.n)
+
+    def frames(self) -> Dict[str, np.ndarray]:
+        """Per-frame counts in update order (``per_frame=True``): ``conf_2d``, ``conf_3d``,
+        ``conf_fused`` F×C×C int64 (zeros for a frame without labels) and ``absrel_sum`` F float64
+        (Σ|d−g|/g), ``depth_pixels`` F int64 (valid depth pixels). Raises RuntimeError when the
+        evaluator was made without ``per_frame``."""
+        if not self.per_frame:
+            raise RuntimeError('SegDepthEvaluator(per_frame=False) keeps no per-frame counts')
+        c = self.num_classes
+        out = {
+            k: np.stack(v) if v else np.zeros((0, c, c), np.int64)
+            for k, v in self._frames.items()
+            if k.startswith('conf_')
+        }
+        out['absrel_sum'] = np.asarray(self._frames['absrel_sum'], np.float64)
+        out['depth_pixels'] = np.asarray(self._frames['depth_pixels'], np.int64)
+        return out
 
     def summary(self) -> Dict[str, Any]:
         """{'seg2d': {...}, 'seg3d': {...}, 'fused': {...}, 'depth': {...}} plus the flat keys

@@ -10,9 +10,10 @@ depth: NaN-safe, K scaled:
 C18). Metrics (core.metrics.SegDepthEvaluator, accumulated over all pixels): mIoU, per-class IoU
 and pixel accuracy for the 2D, 3D and fused labels; AbsRel, RMSE and δ1–δ3 for depth; and frames/s
 of the batched forward pass. Writes ``report.json`` and ``report.txt`` (the table also printed),
-and with ``--grids N`` ``grid_XXX.png`` images (rgb | ground truth | fused prediction | predicted
-depth). A tqdm progress bar over the batches goes to stderr when it is a terminal
-(``--no-progress`` turns it off), like training's.
+``frames.npz`` (each frame's counts, for 95 % frame bootstrap intervals in the report and for
+depth3dseg-compare), and with ``--grids N`` ``grid_XXX.png`` images (rgb | ground truth | fused
+prediction | predicted depth). A tqdm progress bar over the batches goes to stderr when it is a
+terminal (``--no-progress`` turns it off), like training's.
 """
 
 from __future__ import annotations
@@ -31,13 +32,16 @@ import torch
 from torch.utils.data import DataLoader
 
 from depth3dseg_ros.bags.dataset_writer import check_label_range
+from depth3dseg_ros.core import bootstrap
 from depth3dseg_ros.core.arch import DEFAULT_ARCH
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.inference import resolve_device
 from depth3dseg_ros.core.metrics import SegDepthEvaluator
 from depth3dseg_ros.core.train_step import losses_from_outputs
 from depth3dseg_ros.training.dataset import FrameDataset, load_records
+from depth3dseg_ros.training import frame_stats
 from depth3dseg_ros.training.eval_report import format_table, model_arch, sample_grid
+from depth3dseg_ros.training.frame_stats import interval_lines
 
 FLAT_KEYS = (
     'miou_2d',
@@ -83,6 +87,7 @@ def evaluate_model(
     full: bool = False,
     measured_depth: bool = False,
     progress: bool = False,
+    per_frame: bool = False,
 ) -> dict[str, Any]:
     """Run ``model`` (Depth3DSeg) over ``dataset`` (un-augmented FrameDataset) and return metrics.
 
@@ -98,6 +103,8 @@ def evaluate_model(
     predicted depth.
     ``progress``: a tqdm bar over the batches on stderr (as depth3dseg-train shows; off by
     default).
+    ``per_frame``: also return each frame's counts under ``per_frame``
+    (core.metrics.SegDepthEvaluator.frames: numpy arrays, not JSON), for bootstrap intervals.
     """
     from tqdm import tqdm
 
@@ -111,6 +118,7 @@ def evaluate_model(
         classes.names,
         max_depth=arch.get('max_depth'),
         fusion_w3d=arch.get('fusion_w3d', DEFAULT_ARCH['fusion_w3d']),
+        per_frame=per_frame,
     )
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=0)
     loss_sum, n_frames, t_fwd = 0.0, 0, 0.0
@@ -148,6 +156,8 @@ def evaluate_model(
     flat['frames_per_s'] = n_frames / t_fwd if t_fwd > 0 else None
     if full:
         flat.update({k: s[k] for k in ('seg2d', 'seg3d', 'fused', 'depth')})
+    if per_frame:
+        flat['per_frame'] = ev.frames()
     return flat
 
 
@@ -194,6 +204,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         '--only-with-depth', action='store_true', help='evaluate only the frames that have depth'
     )
     p.add_argument(
+        '--resamples',
+        type=int,
+        default=bootstrap.DEFAULT_RESAMPLES,
+        help='frame bootstrap resamples for the 95 %% intervals of mIoU and AbsRel (0: none; '
+        'frames.npz is written either way, for depth3dseg-compare)',
+    )
+    p.add_argument(
         '--no-progress',
         action='store_true',
         help='no progress bar (it is shown only when stderr is a terminal anyway)',
@@ -231,6 +248,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.batch_size < 1:
         raise ValueError(f'--batch-size={args.batch_size} must be >= 1')
+    if args.resamples < 0:
+        raise ValueError(f'--resamples={args.resamples} must be >= 0')
     device = resolve_device(args.device)
     model, meta = load_model(args.model, map_location=device)
     model.to(device).eval()
@@ -276,7 +295,9 @@ def _run(args: argparse.Namespace) -> int:
             full=True,
             measured_depth=args.measured_depth,
             progress=show_progress(args.no_progress),
+            per_frame=True,
         )
+        frames = report.pop('per_frame')
         report['wall_frames_per_s'] = report['frames'] / (time.perf_counter() - t0)
         report.update(
             model=str(args.model),
@@ -291,12 +312,15 @@ def _run(args: argparse.Namespace) -> int:
             depth_gain=model.arch['depth_gain'],
             fusion_w3d=model.arch['fusion_w3d'],
         )
+        if args.resamples:
+            report['ci'] = frame_stats.intervals(frames, classes.void_id, args.resamples)
         for g in range(max(0, args.grids)):
             if g * 4 >= len(ds):
                 break
             grid = sample_grid(model, ds, classes, device, n=4, start=g * 4)
             cv2.imwrite(str(out / f'grid_{g:03d}.png'), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
-    table = format_table(report, classes.names)
+    table = '\n'.join([format_table(report, classes.names)] + interval_lines(report.get('ci')))
+    frame_stats.save_frames(out, [str(r['id']) for r in records], frames, classes.void_id)
     (out / 'report.json').write_text(json.dumps(report, indent=1))
     (out / 'report.txt').write_text(table + '\n')
     print(table)

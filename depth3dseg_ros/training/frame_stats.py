@@ -1,0 +1,114 @@
+"""Per-frame counts beside an evaluation report, and the frame bootstrap intervals made from them.
+
+depth3dseg-eval writes ``frames.npz`` next to ``report.json``: the frame ids (the dataset records'
+``id``, in evaluation order), the 2D / 3D / fused confusion matrix of each frame (F×C×C int64) and
+each frame's AbsRel sum and valid depth pixel count (core.metrics.SegDepthEvaluator.frames). From
+them the report gets 95 % frame bootstrap intervals (core.bootstrap) and depth3dseg-compare gets
+paired intervals for two models on the same frames.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from depth3dseg_ros.core import bootstrap
+
+FRAMES_FILE = 'frames.npz'
+ARRAYS = ('conf_2d', 'conf_3d', 'conf_fused', 'absrel_sum', 'depth_pixels')
+SEG_KEYS = (('miou_2d', 'conf_2d'), ('miou_3d', 'conf_3d'), ('miou_fused', 'conf_fused'))
+
+
+def save_frames(
+    report_dir: str | Path,
+    ids: Sequence[str],
+    arrays: dict[str, np.ndarray],
+    void_id: Optional[int] = 0,
+) -> Path:
+    """Write ``frames.npz`` (ids, ARRAYS and the class set's ``void_id``, -1 for none) into
+    ``report_dir``; returns its path. Raises ValueError when an array's frame count differs from
+    ``len(ids)``."""
+    for k in ARRAYS:
+        if len(arrays[k]) != len(ids):
+            raise ValueError(f'{k} holds {len(arrays[k])} frames, ids {len(ids)}')
+    path = Path(report_dir) / FRAMES_FILE
+    np.savez_compressed(
+        path,
+        ids=np.asarray(list(ids), dtype=str),
+        void_id=np.int64(-1 if void_id is None else void_id),
+        **{k: arrays[k] for k in ARRAYS},
+    )
+    return path
+
+
+def load_frames(report_dir: str | Path) -> tuple[list[str], dict[str, Any]]:
+    """(ids, arrays) of the ``frames.npz`` in ``report_dir`` (or the file itself); ``arrays``
+    holds ARRAYS and ``void_id`` (int or None).
+
+    Raises FileNotFoundError naming the path when there is none (a report written before
+    depth3dseg-eval kept per-frame counts: evaluate again), ValueError when an array is missing."""
+    p = Path(report_dir)
+    path = p / FRAMES_FILE if p.is_dir() else p
+    if not path.is_file():
+        raise FileNotFoundError(
+            f'{path} not found: per-frame counts are written by depth3dseg-eval (evaluate the '
+            'model again with this version)'
+        )
+    with np.load(path, allow_pickle=False) as z:
+        missing = [k for k in ('ids', 'void_id') + ARRAYS if k not in z]
+        if missing:
+            raise ValueError(f'{path} lacks {", ".join(missing)}')
+        arrays: dict[str, Any] = {k: z[k] for k in ARRAYS}
+        v = int(z['void_id'])
+        arrays['void_id'] = None if v < 0 else v
+        return [str(i) for i in z['ids']], arrays
+
+
+def intervals(
+    arrays: dict[str, np.ndarray],
+    void_id: Optional[int] = 0,
+    resamples: int = bootstrap.DEFAULT_RESAMPLES,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Frame bootstrap intervals (core.bootstrap) of mIoU 2D / 3D / fused and AbsRel, as
+    {'miou_2d': Interval dict, ..., 'absrel': Interval dict} (JSON-serialisable)."""
+    out: dict[str, Any] = {}
+    for key, arr in SEG_KEYS:
+        out[key] = bootstrap.bootstrap_miou(arrays[arr], void_id, resamples, level, seed).to_dict()
+    out['absrel'] = bootstrap.bootstrap_absrel(
+        arrays['absrel_sum'], arrays['depth_pixels'], resamples, level, seed
+    ).to_dict()
+    return out
+
+
+def _fmt(v: Optional[float], signed: bool = False) -> str:
+    if v is None:
+        return '-'
+    return f'{v:+.3f}' if signed else f'{v:.3f}'
+
+
+def interval_lines(ci: dict[str, Any]) -> list[str]:
+    """Table lines for a report's ``ci`` (`intervals`): one per figure, value and interval."""
+    if not ci:
+        return []
+    first = next(iter(ci.values()))
+    lines = [
+        f"{int(first['level'] * 100)} % frame bootstrap intervals ({first['resamples']} "
+        'resamples of the frames; a few frames give wide intervals):'
+    ]
+    for key, label in (
+        ('miou_fused', 'mIoU fused'),
+        ('miou_2d', 'mIoU 2D'),
+        ('miou_3d', 'mIoU 3D'),
+        ('absrel', 'AbsRel'),
+    ):
+        c = ci.get(key)
+        if c and c['value'] is not None:
+            lines.append(
+                f"  {label:<11} {_fmt(c['value'])}  [{_fmt(c['lo'])}, {_fmt(c['hi'])}]  "
+                f"over {c['frames']} frames"
+            )
+    return lines

@@ -1,0 +1,114 @@
+"""depth3dseg-eval's per-frame counts and frame bootstrap intervals, and depth3dseg-compare's
+paired intervals between two reports on the same frames."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from depth3dseg_ros.core.bootstrap import miou_of
+from depth3dseg_ros.core.classes import NYU13
+from depth3dseg_ros.core.model import Depth3DSeg
+from depth3dseg_ros.core.modelfile import save_model
+from depth3dseg_ros.training import compare, evaluate
+from depth3dseg_ros.training.frame_stats import load_frames
+from trainutil import TINY_ARCH, make_dataset_dir
+
+SIZE = (64, 48)
+
+
+@pytest.fixture(scope='module')
+def ds_dir(real_dir, tmp_path_factory):
+    return make_dataset_dir(real_dir, tmp_path_factory.mktemp('ds') / 'd', size=(80, 60))
+
+
+def _model(tmp_path_factory, seed):
+    torch.manual_seed(seed)
+    model = Depth3DSeg(num_classes=len(NYU13), **yaml.safe_load(TINY_ARCH))
+    with torch.no_grad():  # make the untrained depth head depend on the image
+        torch.nn.init.normal_(model.net.depth_head[-1].weight, std=20.0)
+    path = tmp_path_factory.mktemp(f'm{seed}') / 'model.pt'
+    return save_model(path, model, {'classes': NYU13.to_dict(), 'input_size': list(SIZE)})
+
+
+@pytest.fixture(scope='module')
+def reports(ds_dir, tmp_path_factory):
+    """Two untrained models (seeds 0, 1) evaluated on the same frames."""
+    out = []
+    for seed in (0, 1):
+        d = tmp_path_factory.mktemp(f'e{seed}')
+        m = _model(tmp_path_factory, seed)
+        argv = ['--model', str(m), '--data', str(ds_dir), '--out', str(d), '--resamples', '300']
+        assert evaluate.main(argv) == 0
+        out.append(d)
+    return out
+
+
+def test_eval_writes_per_frame_counts_and_intervals(reports, ds_dir):
+    d = reports[0]
+    rep = json.loads((d / 'report.json').read_text())
+    ids, fr = load_frames(d)
+    index = [json.loads(line)['id'] for line in (ds_dir / 'index.jsonl').read_text().splitlines()]
+    assert ids == index and fr['void_id'] == NYU13.void_id
+    for k, sec in (('2d', 'seg2d'), ('3d', 'seg3d'), ('fused', 'fused')):
+        np.testing.assert_array_equal(fr[f'conf_{k}'].sum(0), rep[sec]['confusion'])
+        assert miou_of(fr[f'conf_{k}'].sum(0)) == pytest.approx(rep[f'miou_{k}'])
+    assert fr['depth_pixels'].sum() == rep['depth']['pixels']
+    assert fr['absrel_sum'].sum() / fr['depth_pixels'].sum() == pytest.approx(rep['absrel'])
+    for key in ('miou_fused', 'miou_2d', 'miou_3d', 'absrel'):
+        ci = rep['ci'][key]
+        assert ci['value'] == pytest.approx(rep[key]) and ci['resamples'] == 300
+        assert ci['lo'] <= ci['value'] <= ci['hi'] and ci['level'] == 0.95
+    assert rep['ci']['absrel']['frames'] == int((fr['depth_pixels'] > 0).sum()) == 5
+    assert '95 % frame bootstrap intervals' in (d / 'report.txt').read_text()
+
+
+def test_resamples_zero_writes_counts_without_intervals(ds_dir, reports, tmp_path, capsys):
+    m = json.loads((reports[0] / 'report.json').read_text())['model']
+    argv = ['--model', m, '--data', str(ds_dir), '--out', str(tmp_path / 'e')]
+    assert evaluate.main(argv + ['--resamples', '0']) == 0
+    assert 'ci' not in json.loads((tmp_path / 'e' / 'report.json').read_text())
+    assert (tmp_path / 'e' / 'frames.npz').is_file()
+    assert evaluate.main(argv + ['--resamples', '-1']) == 2
+    assert '--resamples=-1 must be >= 0' in capsys.readouterr().err
+
+
+def test_compare_a_report_with_itself_and_with_another_model(reports, tmp_path, capsys):
+    a, b = reports
+    assert compare.main([str(a), str(a), '--resamples', '200']) == 0
+    out = capsys.readouterr().out
+    assert 'mIoU fused' in out and '+0.000' in out and 'p(not better)' in out
+    res_json = tmp_path / 'c.json'
+    assert compare.main([str(a), str(b), '--resamples', '200', '--json', str(res_json)]) == 0
+    res = json.loads(res_json.read_text())
+    ra, rb = (json.loads((d / 'report.json').read_text()) for d in (a, b))
+    for key in ('miou_fused', 'miou_2d', 'miou_3d', 'absrel'):
+        r = res[key]
+        assert r['value'] == pytest.approx(rb[key] - ra[key])
+        assert r['lo'] <= r['value'] <= r['hi'] and 0.0 <= r['p_not_better'] <= 1.0
+    assert f"model {ra['model']}" in capsys.readouterr().out
+
+
+def test_compare_refuses_reports_on_different_frames(reports, tmp_path, capsys):
+    a, b = reports
+    other = tmp_path / 'other'
+    shutil.copytree(b, other)
+    ids, fr = load_frames(other)
+    np.savez(
+        other / 'frames.npz',
+        ids=np.asarray(ids[::-1]),
+        void_id=np.int64(fr['void_id']),
+        **{k: v for k, v in fr.items() if k != 'void_id'},
+    )
+    assert compare.main([str(a), str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('depth3dseg-compare: error: the two reports were made on different')
+    assert f'frame 0: {ids[0]!r} against {ids[-1]!r}' in err
+    (other / 'frames.npz').unlink()
+    assert compare.main([str(a), str(other)]) == 2
+    assert 'frames.npz not found' in capsys.readouterr().err
