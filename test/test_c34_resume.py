@@ -74,7 +74,7 @@ def test_c34_resume_with_batch_size_2_then_5_end_to_end(ds_dir, tmp_path, monkey
     seen = _record_indices(monkeypatch)
     out = tmp_path / 'run'
     args = tiny_train_args(
-        ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=1
+        ds_dir, out, '--time-limit-min', '0', epochs=1
     )
     assert train.main(args) == 0  # stops after its first step (time limit)
     ck = load_checkpoint(out / 'last.pt')
@@ -102,7 +102,7 @@ def test_c34_resume_with_batch_size_2_then_5_end_to_end(ds_dir, tmp_path, monkey
 def test_c34_old_mid_epoch_checkpoint_is_refused_naming_it(ds_dir, tmp_path, capsys):
     out = tmp_path / 'run'
     args = tiny_train_args(
-        ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=1
+        ds_dir, out, '--time-limit-min', '0', epochs=1
     )
     assert train.main(args) == 0
     ck = load_checkpoint(out / 'last.pt')
@@ -133,7 +133,7 @@ def test_c34_resume_with_another_seed_finishes_the_epoch_in_its_own_order(
     seen = _record_indices(monkeypatch)
     out = tmp_path / 'run'
     args = tiny_train_args(
-        ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=2
+        ds_dir, out, '--time-limit-min', '0', epochs=2
     )
     assert train.main(args) == 0  # one step of batch 2 with seed 0, then the time limit
     resumed = ['--out', str(out), '--resume', '--set', 'train.time_limit_min=null']
@@ -151,7 +151,7 @@ def test_c34_mid_epoch_resume_on_changed_training_data_is_refused(
 ):
     out = tmp_path / 'run'
     args = tiny_train_args(
-        ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=1
+        ds_dir, out, '--time-limit-min', '0', epochs=1
     )
     assert train.main(args) == 0
     more = make_dataset_dir(real_dir, tmp_path / 'more', size=(80, 60))

@@ -82,8 +82,6 @@ def test_c33_checkpoints_load_weights_only_with_no_numpy_inside(ds_dir, tmp_path
         out,
         '--set',
         'loss.uncertainty_weighting=true',
-        '--set',
-        'log.tensorboard=false',
         epochs=2,
     )
     assert train.main(args) == 0

@@ -71,6 +71,12 @@ def test_shipped_model_reproduces_its_model_card_on_the_real_sample_bag(tmp_path
     want = CARD['real_bag']
     for key in ('absrel', 'rmse', 'delta1', 'miou_2d', 'miou_3d', 'miou_fused'):
         assert report[key] == pytest.approx(want[key], abs=0.01), key
+    # the card's 95 % frame bootstrap intervals (same frames, same resampling seed)
+    for key in ('miou_fused', 'absrel'):
+        got, card = report['ci'][key], want['ci'][key]
+        assert got['frames'] == card['frames'] == (11 if key == 'miou_fused' else 14)
+        for end in ('lo', 'hi'):
+            assert got[end] == pytest.approx(card[end], abs=0.01), (key, end)
 
 
 @pytest.mark.timeout(300)

@@ -95,7 +95,8 @@ def test_set_overrides_and_validation_errors(tmp_path):
 
 def test_two_epochs_checkpoint_resume_export_eval(ds_dir, tmp_path, capsys):
     out = tmp_path / 'run'
-    assert train.main(tiny_train_args(ds_dir, out, epochs=2)) == 0
+    args = tiny_train_args(ds_dir, out, '--set', 'log.tensorboard=true', epochs=2)
+    assert train.main(args) == 0
     assert 'stopped: max epochs (2)' in capsys.readouterr().out
     for name in ('last.pt', 'best.pt', 'model.pt', 'summary.json', 'config.yaml'):
         assert (out / name).is_file(), name
@@ -181,8 +182,6 @@ def test_early_stopping_says_why(ds_dir, tmp_path, capsys):
         '--set',
         'early_stop.mode=min',
         '--set',
-        'log.tensorboard=false',
-        '--set',
         'data.num_workers=1',
         '--set',
         'train.amp=bf16',
@@ -208,7 +207,7 @@ def test_early_stopping_says_why(ds_dir, tmp_path, capsys):
 def test_time_limit_chunk_saves_and_resumes(ds_dir, tmp_path, capsys):
     out = tmp_path / 'run'
     args = tiny_train_args(
-        ds_dir, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=1
+        ds_dir, out, '--time-limit-min', '0', epochs=1
     )
     assert train.main(args) == 0
     assert 'stopped: time limit (resume with --resume)' in capsys.readouterr().out
@@ -381,7 +380,7 @@ def test_unlabelled_validation_selects_by_val_loss_and_exports(real_dir, tmp_pat
     )
     out = tmp_path / 'run'
     args = tiny_train_args(
-        ds, out, '--set', 'log.tensorboard=false', '--set', 'early_stop.patience=1', epochs=2
+        ds, out, '--set', 'early_stop.patience=1', epochs=2
     )
     assert train.main(args) == 0
     text = capsys.readouterr().out
@@ -481,8 +480,6 @@ def test_the_exported_model_carries_the_runs_input_balance(ds_dir, tmp_path):
             ds_dir,
             out,
             *extra,
-            '--set',
-            'log.tensorboard=false',
             '--max-steps-per-epoch',
             '1',
             epochs=1,

@@ -39,7 +39,7 @@ def test_torchrun_two_processes_gloo(real_dir, tmp_path):
     res = subprocess.run(
         torchrun
         + tiny_train_args(
-            data, out, '--set', 'log.tensorboard=false', '--time-limit-min', '0', epochs=2
+            data, out, '--time-limit-min', '0', epochs=2
         ),
         env=env,
         capture_output=True,

@@ -71,7 +71,7 @@ def test_first_signal_saves_the_step_exports_and_resumes_from_that_sample(
     sig, ds_dir, tmp_path, monkeypatch, capsys
 ):
     out = tmp_path / 'run'
-    args = tiny_train_args(ds_dir, out, '--set', 'log.tensorboard=false', epochs=3)
+    args = tiny_train_args(ds_dir, out, epochs=3)
     calls = _signal_at_step(monkeypatch, 6, (sig,))  # epoch 2 (4 steps per epoch), its 2nd step
     assert train.main(args) == 128 + sig
     cap = capsys.readouterr()
@@ -100,7 +100,7 @@ def test_first_signal_saves_the_step_exports_and_resumes_from_that_sample(
 
 def test_second_signal_stops_at_once_without_saving(ds_dir, tmp_path, monkeypatch, capsys):
     out = tmp_path / 'run'
-    args = tiny_train_args(ds_dir, out, '--set', 'log.tensorboard=false', epochs=1)
+    args = tiny_train_args(ds_dir, out, epochs=1)
     _signal_at_step(monkeypatch, 2, (signal.SIGINT, signal.SIGINT))
     assert train.main(args) == 130
     err = capsys.readouterr().err
@@ -114,7 +114,7 @@ def test_ctrl_c_to_the_process_group_with_dataloader_workers(ds_dir, tmp_path):
     ignore it, the trainer saves its step and exits 130 without a traceback."""
     out = tmp_path / 'run'
     args = tiny_train_args(
-        ds_dir, out, '--set', 'log.tensorboard=false', '--set', 'data.num_workers=1', epochs=200
+        ds_dir, out, '--set', 'data.num_workers=1', epochs=200
     )
     proc = subprocess.Popen(
         [sys.executable, '-m', 'depth3dseg_ros.training.train', *args],

@@ -28,8 +28,6 @@ def _cmd(data, out, *extra):
     args = tiny_train_args(
         data,
         out,
-        '--set',
-        'log.tensorboard=false',
         '--max-steps-per-epoch',
         '2',
         *extra,
@@ -71,8 +69,6 @@ def test_resume_completes_a_config_written_before_a_key_existed(ds_dir, tmp_path
             tiny_train_args(
                 ds_dir,
                 out,
-                '--set',
-                'log.tensorboard=false',
                 '--max-steps-per-epoch',
                 '1',
                 epochs=1,
@@ -120,8 +116,6 @@ def test_a_run_records_every_arch_key_and_old_runs_resume_with_a_warning(ds_dir,
             tiny_train_args(
                 ds_dir,
                 out,
-                '--set',
-                'log.tensorboard=false',
                 '--max-steps-per-epoch',
                 '1',
                 epochs=1,
@@ -175,8 +169,6 @@ def test_a_last_pt_resumed_in_a_new_directory_still_exports_a_model(ds_dir, tmp_
             tiny_train_args(
                 ds_dir,
                 base,
-                '--set',
-                'log.tensorboard=false',
                 '--max-steps-per-epoch',
                 '1',
                 epochs=1,

@@ -103,7 +103,8 @@ TINY_ARCH = (
 
 def tiny_train_args(data: Path, out: Path, *extra: str, epochs: int = 2) -> list[str]:
     """depth3dseg-train arguments for a fast CPU run: 64×48 input, tiny arch, batch 2, no
-    TensorBoard unless asked, validation on a seeded 30 % split."""
+    TensorBoard unless asked (``'--set', 'log.tensorboard=true'`` in ``extra``), validation on a
+    seeded 30 % split."""
     return [
         '--out',
         str(out),
@@ -125,6 +126,8 @@ def tiny_train_args(data: Path, out: Path, *extra: str, epochs: int = 2) -> list
         'log.progress=false',
         '--set',
         'log.sample_images=2',
+        '--set',
+        'log.tensorboard=false',
         *extra,
     ]
 
