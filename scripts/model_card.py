@@ -39,6 +39,7 @@ def run_eval(model: Path, source: list[str], out: Path) -> dict:
     rep = json.loads((out / 'report.json').read_text())
     fig = {k: rep[k] for k in KEYS}
     fig['iou_fused'] = rep['fused']['iou']
+    fig['ci'] = rep.get('ci')  # 95 % frame bootstrap intervals (core/bootstrap.py)
     return fig
 
 
@@ -85,7 +86,7 @@ def main() -> int:
     print(
         json.dumps(
             {
-                k: {kk: v for kk, v in d.items() if kk != 'iou_fused'}
+                k: {kk: v for kk, v in d.items() if kk not in ('iou_fused', 'ci')}
                 if isinstance(d, dict)
                 else d
                 for k, d in card.items()
