@@ -112,3 +112,20 @@ def test_compare_refuses_reports_on_different_frames(reports, tmp_path, capsys):
     (other / 'frames.npz').unlink()
     assert compare.main([str(a), str(other)]) == 2
     assert 'frames.npz not found' in capsys.readouterr().err
+
+
+def test_damaged_frames_file_and_unwritable_json_are_one_line_errors(reports, tmp_path, capsys):
+    a, b = reports
+    bad = tmp_path / 'bad'
+    shutil.copytree(b, bad)
+    data = (bad / 'frames.npz').read_bytes()
+    (bad / 'frames.npz').write_bytes(data[: len(data) // 2])  # a copy cut short
+    assert compare.main([str(a), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('depth3dseg-compare: error:') and 'cannot be read' in err
+    assert 'Traceback' not in err and str(bad / 'frames.npz') in err
+    assert compare.main([str(a), str(b), '--json', str(tmp_path / 'no' / 'dir' / 'c.json')]) == 2
+    assert '--json' in capsys.readouterr().err
+    for flags, msg in ((['--level', '1.2'], 'level=1.2'), (['--resamples', '0'], 'resamples=0')):
+        assert compare.main([str(a), str(b), *flags]) == 2
+        assert msg in capsys.readouterr().err

@@ -120,7 +120,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns 0, or 2 after one ``depth3dseg-compare: error:`` line for a
-    missing report or frames file, frames that differ, or a bad --resamples / --level."""
+    missing report or frames file, a damaged one, frames that differ, a bad --resamples / --level,
+    or a --json path that cannot be written."""
     args = parse_args(argv)
     try:
         base, new = Path(args.base), Path(args.new)
@@ -138,7 +139,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(format_comparison(res, rb, rn))
     if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=1))
+        try:
+            Path(args.json).write_text(json.dumps(res, indent=1))
+        except OSError as exc:
+            print(f'depth3dseg-compare: error: --json {args.json}: {exc}', file=sys.stderr)
+            return 2
     return 0
 
 

@@ -9,6 +9,7 @@ paired intervals for two models on the same frames.
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -48,7 +49,8 @@ def load_frames(report_dir: str | Path) -> tuple[list[str], dict[str, Any]]:
     holds ARRAYS and ``void_id`` (int or None).
 
     Raises FileNotFoundError naming the path when there is none (a report written before
-    depth3dseg-eval kept per-frame counts: evaluate again), ValueError when an array is missing."""
+    depth3dseg-eval kept per-frame counts: evaluate again), ValueError when an array is missing or
+    the file is damaged (naming it)."""
     p = Path(report_dir)
     path = p / FRAMES_FILE if p.is_dir() else p
     if not path.is_file():
@@ -56,14 +58,18 @@ def load_frames(report_dir: str | Path) -> tuple[list[str], dict[str, Any]]:
             f'{path} not found: per-frame counts are written by depth3dseg-eval (evaluate the '
             'model again with this version)'
         )
-    with np.load(path, allow_pickle=False) as z:
-        missing = [k for k in ('ids', 'void_id') + ARRAYS if k not in z]
-        if missing:
-            raise ValueError(f'{path} lacks {", ".join(missing)}')
-        arrays: dict[str, Any] = {k: z[k] for k in ARRAYS}
-        v = int(z['void_id'])
-        arrays['void_id'] = None if v < 0 else v
-        return [str(i) for i in z['ids']], arrays
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = [k for k in ('ids', 'void_id') + ARRAYS if k not in z]
+            if missing:
+                raise ValueError(f'{path} lacks {", ".join(missing)}')
+            arrays: dict[str, Any] = {k: z[k] for k in ARRAYS}
+            v = int(z['void_id'])
+            ids = [str(i) for i in z['ids']]
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:  # damaged or not an npz
+        raise ValueError(f'{path} cannot be read ({type(exc).__name__}: {exc})') from exc
+    arrays['void_id'] = None if v < 0 else v
+    return ids, arrays
 
 
 def intervals(
