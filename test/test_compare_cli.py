@@ -16,7 +16,7 @@ from depth3dseg_ros.core.classes import NYU13
 from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import save_model
 from depth3dseg_ros.training import compare, evaluate
-from depth3dseg_ros.training.frame_stats import load_frames
+from depth3dseg_ros.training.frame_stats import level_label, load_frames
 from trainutil import TINY_ARCH, make_dataset_dir
 
 SIZE = (64, 48)
@@ -74,8 +74,9 @@ def test_resamples_zero_writes_counts_without_intervals(ds_dir, reports, tmp_pat
     assert evaluate.main(argv + ['--resamples', '0']) == 0
     assert 'ci' not in json.loads((tmp_path / 'e' / 'report.json').read_text())
     assert (tmp_path / 'e' / 'frames.npz').is_file()
-    assert evaluate.main(argv + ['--resamples', '-1']) == 2
-    assert '--resamples=-1 must be >= 0' in capsys.readouterr().err
+    for bad in ('-1', '5'):
+        assert evaluate.main(argv + ['--resamples', bad]) == 2
+        assert f'--resamples={bad} must be 0 (no intervals) or >= 100' in capsys.readouterr().err
 
 
 def test_compare_a_report_with_itself_and_with_another_model(reports, tmp_path, capsys):
@@ -129,3 +130,70 @@ def test_damaged_frames_file_and_unwritable_json_are_one_line_errors(reports, tm
     for flags, msg in ((['--level', '1.2'], 'level=1.2'), (['--resamples', '0'], 'resamples=0')):
         assert compare.main([str(a), str(b), *flags]) == 2
         assert msg in capsys.readouterr().err
+
+
+def test_same_ids_with_other_ground_truth_are_refused(reports, tmp_path, capsys):
+    """The same bag extracted another way (or relabelled) keeps its frame ids: the per-frame
+    ground truth, not the ids alone, decides whether two reports hold the same frames."""
+    a, b = reports
+    ids, fr = load_frames(b)
+    for what, change in (
+        ('labels', lambda f: f['conf_2d'].__setitem__((3, 5, 5), f['conf_2d'][3, 5, 5] + 7)),
+        ('valid depth pixels', lambda f: f['depth_pixels'].__setitem__(0, 1)),
+    ):
+        other = tmp_path / what.replace(' ', '_')
+        shutil.copytree(b, other)
+        f = {k: (v.copy() if hasattr(v, 'copy') else v) for k, v in fr.items()}
+        change(f)
+        np.savez(
+            other / 'frames.npz',
+            ids=np.asarray(ids),
+            void_id=np.int64(f['void_id']),
+            **{k: v for k, v in f.items() if k != 'void_id'},
+        )
+        assert compare.main([str(a), str(other)]) == 2
+        err = capsys.readouterr().err
+        assert 'the same frames but their ground truth differs' in err and what in err
+
+
+def test_repeated_frames_are_warned_about(ds_dir, reports, tmp_path, capsys):
+    m = json.loads((reports[0] / 'report.json').read_text())['model']
+    out = tmp_path / 'twice'
+    argv = ['--model', m, '--data', str(ds_dir), str(ds_dir), '--out', str(out)]
+    assert evaluate.main(argv + ['--resamples', '100']) == 0
+    err = capsys.readouterr().err
+    assert 'depth3dseg-eval: warning: 10 frame ids occur more than once' in err
+    assert compare.main([str(out), str(out), '--resamples', '100']) == 0
+    assert 'depth3dseg-compare: warning: 10 frame ids occur more than once' in (
+        capsys.readouterr().err
+    )
+
+
+def test_unlabelled_frames_and_missing_reports_are_said_plainly(
+    ds_dir, reports, tmp_path, capsys
+):
+    m = json.loads((reports[0] / 'report.json').read_text())['model']
+    nolab = tmp_path / 'nolab'
+    shutil.copytree(ds_dir, nolab)
+    idx = nolab / 'index.jsonl'
+    recs = [json.loads(line) for line in idx.read_text().splitlines() if line.strip()]
+    idx.write_text(''.join(json.dumps(dict(r, labels=None)) + '\n' for r in recs))
+    out = tmp_path / 'e'
+    assert evaluate.main(['--model', m, '--data', str(nolab), '--out', str(out)]) == 0
+    table = (out / 'report.txt').read_text()
+    assert 'mIoU fused  -  (no labelled frames)' in table and 'AbsRel' in table
+    assert compare.main([str(reports[0]), str(tmp_path / 'nowhere')]) == 2
+    assert f'report directory {tmp_path / "nowhere"} not found' in capsys.readouterr().err
+    assert compare.main([str(reports[0]), str(reports[0] / 'report.json')]) == 2
+    err = capsys.readouterr().err
+    assert 'report.json cannot be read as a depth3dseg-eval frames file' in err
+    (tmp_path / 'empty').mkdir()
+    (tmp_path / 'empty' / 'index.jsonl').write_text('')
+    argv = ['--model', m, '--data', str(tmp_path / 'empty'), '--out', str(tmp_path / 'x')]
+    assert evaluate.main(argv) == 2
+    assert f'no frames in {tmp_path / "empty"}' in capsys.readouterr().err
+
+
+def test_interval_levels_are_named_rounded():
+    assert level_label(0.95) == '95 %' and level_label(0.58) == '58 %'
+    assert level_label(0.999) == '99.9 %'

@@ -20,8 +20,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from depth3dseg_ros.core import bootstrap
-from depth3dseg_ros.training.frame_stats import SEG_KEYS, load_frames
+from depth3dseg_ros.training.frame_stats import (
+    MIN_RESAMPLES,
+    SEG_KEYS,
+    level_label,
+    load_frames,
+    repeated_ids,
+)
 
 LABELS = {
     'miou_fused': 'mIoU fused',
@@ -41,8 +49,10 @@ def compare_frames(
     """Paired intervals {'miou_fused': PairedInterval dict, 'miou_2d', 'miou_3d', 'absrel'} of
     ``new`` − ``base``, each (ids, arrays) as frame_stats.load_frames returns.
 
-    Raises ValueError naming the first differing frame when the two hold different frames (or
-    the same frames in another order), or when their class sets' void ids differ."""
+    Raises ValueError naming the first differing frame when the two hold different frames: other
+    ids, the same ids in another order, or the same ids with other ground truth (each frame's
+    labelled pixels per class, its valid depth pixels: the same bag extracted another way, or
+    relabelled); or when their class sets' void ids differ."""
     (ids_a, a), (ids_b, b) = base, new
     if ids_a != ids_b:
         i = next((i for i, (x, y) in enumerate(zip(ids_a, ids_b)) if x != y), None)
@@ -55,6 +65,18 @@ def compare_frames(
             f'the two reports were made on different frames ({where}): evaluate both models on '
             'the same dataset directories, in the same order'
         )
+    for what, fa, fb in (
+        ('labels', a['conf_2d'].sum(2), b['conf_2d'].sum(2)),  # per frame: pixels per true class
+        ('valid depth pixels', a['depth_pixels'], b['depth_pixels']),
+    ):
+        diff = np.flatnonzero((np.asarray(fa) != np.asarray(fb)).reshape(len(ids_a), -1).any(1))
+        if diff.size:
+            i = int(diff[0])
+            raise ValueError(
+                f'the two reports name the same frames but their ground truth differs ({what} of '
+                f'frame {i}, {ids_a[i]!r}, and {diff.size - 1} more): evaluate both models on the '
+                'same dataset directories, extracted the same way'
+            )
     if a.get('void_id') != b.get('void_id'):
         raise ValueError(f"void ids differ: base {a.get('void_id')}, new {b.get('void_id')}")
     out: dict[str, Any] = {}
@@ -85,9 +107,9 @@ def format_comparison(res: dict[str, Any], base: dict, new: dict) -> str:
     def f(v, signed=False):
         return '    -' if v is None else (f'{v:+.3f}' if signed else f'{v:.3f}')
 
-    level = int(next(iter(res.values()))['level'] * 100)
+    level = level_label(next(iter(res.values()))['level'])
     lines = [
-        f"{'figure':<12}{'base':>7}{'new':>7}{'new-base':>10}   {level} % interval"
+        f"{'figure':<12}{'base':>7}{'new':>7}{'new-base':>10}   {level} interval"
         f"{'p(not better)':>17}{'frames':>8}"
     ]
     for key, label in LABELS.items():
@@ -111,26 +133,50 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument('base', help='depth3dseg-eval report directory of the base model')
     p.add_argument('new', help='depth3dseg-eval report directory of the new model (same frames)')
-    p.add_argument('--resamples', type=int, default=bootstrap.DEFAULT_RESAMPLES)
+    p.add_argument(
+        '--resamples',
+        type=int,
+        default=bootstrap.DEFAULT_RESAMPLES,
+        help=f'paired resamples of the frames (default %(default)s, at least {MIN_RESAMPLES})',
+    )
     p.add_argument('--level', type=float, default=0.95, help='interval level (default 0.95)')
-    p.add_argument('--seed', type=int, default=0, help='resampling seed')
+    p.add_argument('--seed', type=int, default=0, help='resampling seed (>= 0; default 0)')
     p.add_argument('--json', help='also write the result to this JSON file')
     return p.parse_args(argv)
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Raise ValueError naming the flag for --resamples < MIN_RESAMPLES, --level outside (0, 1)
+    or --seed < 0."""
+    if args.resamples < MIN_RESAMPLES:
+        raise ValueError(f'--resamples={args.resamples} must be >= {MIN_RESAMPLES}')
+    if not 0.0 < args.level < 1.0:
+        raise ValueError(f'--level={args.level} must be in (0, 1)')
+    if args.seed < 0:
+        raise ValueError(f'--seed={args.seed} must be >= 0')
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns 0, or 2 after one ``depth3dseg-compare: error:`` line for a
-    missing report or frames file, a damaged one, frames that differ, a bad --resamples / --level,
-    or a --json path that cannot be written."""
+    missing report or frames file, a damaged one, frames that differ, a bad --resamples / --level /
+    --seed, or a --json path that cannot be written; warns (stderr) when frame ids repeat."""
     args = parse_args(argv)
     try:
+        check_args(args)
         base, new = Path(args.base), Path(args.new)
-        res = compare_frames(
-            load_frames(base), load_frames(new), args.resamples, args.level, args.seed
-        )
+        fb, fn = load_frames(base), load_frames(new)
+        res = compare_frames(fb, fn, args.resamples, args.level, args.seed)
     except (FileNotFoundError, ValueError) as exc:
         print(f'depth3dseg-compare: error: {" ".join(str(exc).split())}', file=sys.stderr)
         return 2
+    rep = repeated_ids(fb[0])
+    if rep:
+        print(
+            f'depth3dseg-compare: warning: {len(rep)} frame ids occur more than once (e.g. '
+            f'{rep[0]!r}: a dataset given twice?); the intervals count them as separate frames '
+            'and are too narrow',
+            file=sys.stderr,
+        )
     rb, rn = _read_report(base), _read_report(new)
     for name, r, d in (('base', rb, base), ('new', rn, new)):
         print(

@@ -187,7 +187,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument('--extract-config', help='depth3dseg-extract YAML (topics etc.) for --bag')
     p.add_argument('--preset', help='depth3dseg-extract topic preset for --bag')
     p.add_argument(
-        '--out', required=True, help='report directory (report.json, report.txt, grids)'
+        '--out',
+        required=True,
+        help='report directory (report.json, report.txt, frames.npz, grids)',
     )
     p.add_argument('--batch-size', type=int, default=8)
     p.add_argument('--device', default='auto', help="'auto', 'cpu' or 'cuda[:N]'")
@@ -207,8 +209,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         '--resamples',
         type=int,
         default=bootstrap.DEFAULT_RESAMPLES,
-        help='frame bootstrap resamples for the 95 %% intervals of mIoU and AbsRel (0: none; '
-        'frames.npz is written either way, for depth3dseg-compare)',
+        help='frame bootstrap resamples for the 95 %% intervals of mIoU and AbsRel (default '
+        '%(default)s; 0: none, else at least 100; frames.npz is written either way, for '
+        'depth3dseg-compare)',
     )
     p.add_argument(
         '--no-progress',
@@ -248,8 +251,11 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.batch_size < 1:
         raise ValueError(f'--batch-size={args.batch_size} must be >= 1')
-    if args.resamples < 0:
-        raise ValueError(f'--resamples={args.resamples} must be >= 0')
+    if args.resamples < 0 or 0 < args.resamples < frame_stats.MIN_RESAMPLES:
+        raise ValueError(
+            f'--resamples={args.resamples} must be 0 (no intervals) or >= '
+            f'{frame_stats.MIN_RESAMPLES}'
+        )
     device = resolve_device(args.device)
     model, meta = load_model(args.model, map_location=device)
     model.to(device).eval()
@@ -261,6 +267,16 @@ def _run(args: argparse.Namespace) -> int:
             str(extract_bags_to(args.bag, Path(tmp) / 'ds', args.extract_config, args.preset))
         ]
         records = load_records(dirs, classes)
+        if not records:
+            raise ValueError(f'no frames in {", ".join(map(str, args.data or args.bag))}')
+        rep = frame_stats.repeated_ids([str(r['id']) for r in records])
+        if rep:
+            print(
+                f'depth3dseg-eval: warning: {len(rep)} frame ids occur more than once (e.g. '
+                f'{rep[0]!r}: the same frames given twice?); they count twice in every figure '
+                'and the intervals are too narrow',
+                file=sys.stderr,
+            )
         if args.only_with_depth:
             n, records = len(records), [r for r in records if r.get('depth')]
             if n and not records:

@@ -18,6 +18,7 @@ import numpy as np
 from depth3dseg_ros.core import bootstrap
 
 FRAMES_FILE = 'frames.npz'
+MIN_RESAMPLES = 100  # the CLIs' floor: fewer gives percentiles that are one or two draws
 ARRAYS = ('conf_2d', 'conf_3d', 'conf_fused', 'absrel_sum', 'depth_pixels')
 SEG_KEYS = (('miou_2d', 'conf_2d'), ('miou_3d', 'conf_3d'), ('miou_fused', 'conf_fused'))
 
@@ -48,28 +49,49 @@ def load_frames(report_dir: str | Path) -> tuple[list[str], dict[str, Any]]:
     """(ids, arrays) of the ``frames.npz`` in ``report_dir`` (or the file itself); ``arrays``
     holds ARRAYS and ``void_id`` (int or None).
 
-    Raises FileNotFoundError naming the path when there is none (a report written before
-    depth3dseg-eval kept per-frame counts: evaluate again), ValueError when an array is missing or
-    the file is damaged (naming it)."""
+    Raises FileNotFoundError naming the path when the directory or its frames file does not exist
+    (a report written before depth3dseg-eval kept per-frame counts: evaluate again), ValueError
+    naming the file when an array is missing or the file is damaged or of another kind."""
     p = Path(report_dir)
+    if not p.exists():
+        raise FileNotFoundError(f'report directory {p} not found')
     path = p / FRAMES_FILE if p.is_dir() else p
     if not path.is_file():
         raise FileNotFoundError(
-            f'{path} not found: per-frame counts are written by depth3dseg-eval (evaluate the '
-            'model again with this version)'
+            f'{path} not found: per-frame counts are written by depth3dseg-eval (a report made '
+            'before it kept them: evaluate the model again)'
         )
     try:
         with np.load(path, allow_pickle=False) as z:
             missing = [k for k in ('ids', 'void_id') + ARRAYS if k not in z]
-            if missing:
-                raise ValueError(f'{path} lacks {", ".join(missing)}')
-            arrays: dict[str, Any] = {k: z[k] for k in ARRAYS}
-            v = int(z['void_id'])
-            ids = [str(i) for i in z['ids']]
-    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:  # damaged or not an npz
-        raise ValueError(f'{path} cannot be read ({type(exc).__name__}: {exc})') from exc
+            arrays: dict[str, Any] = {k: z[k] for k in ARRAYS if k in z}
+            v = int(z['void_id']) if 'void_id' in z else -1
+            ids = [str(i) for i in z['ids']] if 'ids' in z else []
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, KeyError) as exc:
+        # damaged, cut short, or not a depth3dseg-eval frames file at all
+        raise ValueError(
+            f'{path} cannot be read as a depth3dseg-eval frames file ({type(exc).__name__}: '
+            f'{exc})'
+        ) from exc
+    if missing:
+        raise ValueError(f'{path} lacks {", ".join(missing)}')
     arrays['void_id'] = None if v < 0 else v
     return ids, arrays
+
+
+def repeated_ids(ids: Sequence[str]) -> list[str]:
+    """The ids that occur more than once in ``ids`` (sorted): frames given twice, e.g. a dataset
+    directory and a subset of it, which the bootstrap would count as separate frames."""
+    seen: set[str] = set()
+    rep: set[str] = set()
+    for i in ids:
+        (rep if i in seen else seen).add(i)
+    return sorted(rep)
+
+
+def level_label(level: float) -> str:
+    """'95 %' for 0.95, '99.9 %' for 0.999 (rounded, never truncated)."""
+    return f'{round(level * 100, 4):g} %'
 
 
 def intervals(
@@ -102,14 +124,14 @@ def interval_lines(ci: dict[str, Any]) -> list[str]:
         return []
     first = next(iter(ci.values()))
     lines = [
-        f"{int(first['level'] * 100)} % frame bootstrap intervals ({first['resamples']} "
+        f"{level_label(first['level'])} frame bootstrap intervals ({first['resamples']} "
         'resamples of the frames; a few frames give wide intervals):'
     ]
-    for key, label in (
-        ('miou_fused', 'mIoU fused'),
-        ('miou_2d', 'mIoU 2D'),
-        ('miou_3d', 'mIoU 3D'),
-        ('absrel', 'AbsRel'),
+    for key, label, what in (
+        ('miou_fused', 'mIoU fused', 'labelled'),
+        ('miou_2d', 'mIoU 2D', 'labelled'),
+        ('miou_3d', 'mIoU 3D', 'labelled'),
+        ('absrel', 'AbsRel', 'depth'),
     ):
         c = ci.get(key)
         if c and c['value'] is not None:
@@ -117,4 +139,6 @@ def interval_lines(ci: dict[str, Any]) -> list[str]:
                 f"  {label:<11} {_fmt(c['value'])}  [{_fmt(c['lo'])}, {_fmt(c['hi'])}]  "
                 f"over {c['frames']} frames"
             )
+        elif c:
+            lines.append(f'  {label:<11} -  (no {what} frames)')
     return lines
