@@ -197,3 +197,10 @@ def test_unlabelled_frames_and_missing_reports_are_said_plainly(
 def test_interval_levels_are_named_rounded():
     assert level_label(0.95) == '95 %' and level_label(0.58) == '58 %'
     assert level_label(0.999) == '99.9 %'
+
+
+def test_reports_of_other_class_sets_are_refused(reports):
+    ids, fr = load_frames(reports[0])
+    small = {k: (v[:, :5, :5] if k.startswith('conf_') else v) for k, v in fr.items()}
+    with pytest.raises(ValueError, match='other class sets \\(14 classes against 5\\)'):
+        compare.compare_frames((ids, fr), (ids, small), resamples=100)

@@ -52,7 +52,8 @@ def compare_frames(
     Raises ValueError naming the first differing frame when the two hold different frames: other
     ids, the same ids in another order, or the same ids with other ground truth (each frame's
     labelled pixels per class, its valid depth pixels: the same bag extracted another way, or
-    relabelled); or when their class sets' void ids differ."""
+    relabelled; for depth, also two models with other max_depth); or when their class sets
+    differ."""
     (ids_a, a), (ids_b, b) = base, new
     if ids_a != ids_b:
         i = next((i for i, (x, y) in enumerate(zip(ids_a, ids_b)) if x != y), None)
@@ -65,6 +66,11 @@ def compare_frames(
             f'the two reports were made on different frames ({where}): evaluate both models on '
             'the same dataset directories, in the same order'
         )
+    if a['conf_2d'].shape != b['conf_2d'].shape:
+        raise ValueError(
+            f"the two reports use other class sets ({a['conf_2d'].shape[1]} classes against "
+            f"{b['conf_2d'].shape[1]})"
+        )
     for what, fa, fb in (
         ('labels', a['conf_2d'].sum(2), b['conf_2d'].sum(2)),  # per frame: pixels per true class
         ('valid depth pixels', a['depth_pixels'], b['depth_pixels']),
@@ -76,6 +82,7 @@ def compare_frames(
                 f'the two reports name the same frames but their ground truth differs ({what} of '
                 f'frame {i}, {ids_a[i]!r}, and {diff.size - 1} more): evaluate both models on the '
                 'same dataset directories, extracted the same way'
+                + (' (or the models\' max_depth differ)' if what.startswith('valid') else '')
             )
     if a.get('void_id') != b.get('void_id'):
         raise ValueError(f"void ids differ: base {a.get('void_id')}, new {b.get('void_id')}")
