@@ -187,6 +187,9 @@ def test_unlabelled_frames_and_missing_reports_are_said_plainly(
     assert compare.main([str(reports[0]), str(reports[0] / 'report.json')]) == 2
     err = capsys.readouterr().err
     assert 'report.json cannot be read as a depth3dseg-eval frames file' in err
+    np.save(tmp_path / 'a.npy', np.arange(3))
+    assert compare.main([str(reports[0]), str(tmp_path / 'a.npy')]) == 2
+    assert 'a.npy cannot be read as a depth3dseg-eval frames file' in capsys.readouterr().err
     (tmp_path / 'empty').mkdir()
     (tmp_path / 'empty' / 'index.jsonl').write_text('')
     argv = ['--model', m, '--data', str(tmp_path / 'empty'), '--out', str(tmp_path / 'x')]

@@ -62,7 +62,10 @@ def load_frames(report_dir: str | Path) -> tuple[list[str], dict[str, Any]]:
             'before it kept them: evaluate the model again)'
         )
     try:
-        with np.load(path, allow_pickle=False) as z:
+        z = np.load(path, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):  # a single .npy array
+            raise ValueError('an .npy array, not an .npz archive')
+        with z:
             missing = [k for k in ('ids', 'void_id') + ARRAYS if k not in z]
             arrays: dict[str, Any] = {k: z[k] for k in ARRAYS if k in z}
             v = int(z['void_id']) if 'void_id' in z else -1
