@@ -9,7 +9,7 @@ import torch
 
 from depth3dseg_ros.core.modelfile import load_model
 from depth3dseg_ros.training.calibrate import depth_scale, frame_scales, main
-from trainutil import make_dataset_dir, perturbed_tiny_model_file
+from trainutil import copy_dataset_with, make_dataset_dir, perturbed_tiny_model_file
 
 
 @pytest.fixture(scope='module')
@@ -122,15 +122,8 @@ def test_a_bag_is_extracted_first_with_its_topics(setup, real_bag, capsys):
 
 
 def test_frames_without_depth_are_named_not_fitted(setup, tmp_path, capsys):
-    import json
-    import shutil
-
     model_path, data, _ = setup
-    rgb_only = tmp_path / 'rgb_only'
-    shutil.copytree(data, rgb_only)
-    idx = rgb_only / 'index.jsonl'
-    recs = [json.loads(line) for line in idx.read_text().splitlines() if line.strip()]
-    idx.write_text(''.join(json.dumps(dict(r, depth=None)) + '\n' for r in recs))
+    rgb_only = copy_dataset_with(data, tmp_path / 'rgb_only', depth=None)
     out = tmp_path / 'x.pt'
     assert main(['--model', str(model_path), '--data', str(rgb_only), '--out', str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]

@@ -17,7 +17,7 @@ from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import save_model
 from depth3dseg_ros.training import compare, evaluate
 from depth3dseg_ros.training.frame_stats import level_label, load_frames
-from trainutil import TINY_ARCH, make_dataset_dir
+from trainutil import TINY_ARCH, copy_dataset_with, make_dataset_dir
 
 SIZE = (64, 48)
 
@@ -173,11 +173,7 @@ def test_unlabelled_frames_and_missing_reports_are_said_plainly(
     ds_dir, reports, tmp_path, capsys
 ):
     m = json.loads((reports[0] / 'report.json').read_text())['model']
-    nolab = tmp_path / 'nolab'
-    shutil.copytree(ds_dir, nolab)
-    idx = nolab / 'index.jsonl'
-    recs = [json.loads(line) for line in idx.read_text().splitlines() if line.strip()]
-    idx.write_text(''.join(json.dumps(dict(r, labels=None)) + '\n' for r in recs))
+    nolab = copy_dataset_with(ds_dir, tmp_path / 'nolab', labels=None)
     out = tmp_path / 'e'
     assert evaluate.main(['--model', m, '--data', str(nolab), '--out', str(out)]) == 0
     table = (out / 'report.txt').read_text()

@@ -20,7 +20,7 @@ from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import load_model, save_model
 from depth3dseg_ros.training import evaluate
 from depth3dseg_ros.training.dataset import FrameDataset
-from trainutil import TINY_ARCH, make_dataset_dir
+from trainutil import TINY_ARCH, copy_dataset_with, make_dataset_dir
 
 SIZE = (64, 48)
 
@@ -225,13 +225,8 @@ def test_only_with_depth_on_frames_without_depth_is_one_named_error(
 ):
     """--only-with-depth where no frame has depth (e.g. a --bag preset whose depth topic the bag
     lacks): one error line naming the frames and the flag, not an empty dataset error."""
-    import shutil
-
-    rgb_only = tmp_path / 'rgb_only'
-    shutil.copytree(ds_dir, rgb_only)
-    idx = rgb_only / 'index.jsonl'
-    recs = [json.loads(line) for line in idx.read_text().splitlines() if line.strip()]
-    idx.write_text(''.join(json.dumps(dict(r, depth=None)) + '\n' for r in recs))
+    rgb_only = copy_dataset_with(ds_dir, tmp_path / 'rgb_only', depth=None)
+    n = len((rgb_only / 'index.jsonl').read_text().splitlines())
     rc = evaluate.main(
         [
             '--model',
@@ -246,6 +241,6 @@ def test_only_with_depth_on_frames_without_depth_is_one_named_error(
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert rc == 2
     assert err == (
-        f'depth3dseg-eval: error: --only-with-depth: none of the {len(recs)} frames of {rgb_only} '
+        f'depth3dseg-eval: error: --only-with-depth: none of the {n} frames of {rgb_only} '
         'has depth (for --bag, check the depth topic: --preset / --extract-config)'
     )

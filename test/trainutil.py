@@ -10,6 +10,7 @@ core.geometry) to keep tests fast.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import cv2
@@ -172,3 +173,13 @@ def script_with_tiny_model(script: str, real_dir: Path, tmp: Path):
     path = Path(__file__).resolve().parents[1] / 'scripts' / script
     data = make_dataset_dir(real_dir, tmp / 'ds', size=(96, 72))
     return runpy.run_path(str(path)), perturbed_tiny_model_file(tmp / 'tiny.pt'), data
+
+
+def copy_dataset_with(src: Path, dst: Path, **fields) -> Path:
+    """A copy of the dataset directory ``src`` at ``dst`` whose every index record has ``fields``
+    set (e.g. ``labels=None``: an unlabelled copy; ``depth=None``: RGB only). Returns ``dst``."""
+    shutil.copytree(src, dst)
+    idx = Path(dst) / 'index.jsonl'
+    recs = [json.loads(line) for line in idx.read_text().splitlines() if line.strip()]
+    idx.write_text(''.join(json.dumps(dict(r, **fields)) + '\n' for r in recs))
+    return Path(dst)
