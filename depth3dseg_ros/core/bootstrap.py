@@ -22,6 +22,8 @@ from typing import Optional
 
 import numpy as np
 
+from .metrics import miou_of
+
 __all__ = [
     'Interval',
     'PairedInterval',
@@ -70,24 +72,6 @@ def _check_level(level: float, resamples: int) -> None:
         raise ValueError(f'resamples={resamples} must be >= 1')
 
 
-def miou_of(mats: np.ndarray, void_id: Optional[int] = 0) -> np.ndarray:
-    """mIoU of each confusion matrix in ``mats`` (..., C, C), by core.metrics' convention: the mean
-    IoU over non-void classes whose union TP + FP + FN > 0. Returns float64 (...); NaN where no
-    class counts."""
-    m = np.asarray(mats, np.float64)
-    if m.ndim < 2 or m.shape[-1] != m.shape[-2]:
-        raise ValueError(f'confusion matrices must be (..., C, C), got shape {m.shape}')
-    tp = np.diagonal(m, axis1=-2, axis2=-1)
-    union = m.sum(-2) + m.sum(-1) - tp
-    ok = union > 0
-    if void_id is not None:
-        ok[..., void_id] = False
-    iou = np.where(ok, tp / np.maximum(union, 1e-300), 0.0)
-    n = ok.sum(-1)
-    with np.errstate(invalid='ignore', divide='ignore'):
-        return np.where(n > 0, iou.sum(-1) / n, np.nan)
-
-
 def frame_weights(frames: int, resamples: int, seed: int = 0) -> np.ndarray:
     """Resample counts R×F (int64): row r holds how often each of the F frames is drawn in the
     r-th resample (F draws with replacement, a multinomial). Raises ValueError for F < 1."""
@@ -95,6 +79,12 @@ def frame_weights(frames: int, resamples: int, seed: int = 0) -> np.ndarray:
         raise ValueError(f'frames={frames}: nothing to resample')
     rng = np.random.default_rng(seed)
     return rng.multinomial(int(frames), np.full(int(frames), 1.0 / int(frames)), size=resamples)
+
+
+def _resampled_miou(w: np.ndarray, c: np.ndarray, void_id: Optional[int]) -> np.ndarray:
+    """mIoU of each resample: the frames' confusions ``c`` F×C×C pooled with the counts ``w``
+    R×F of `frame_weights`."""
+    return miou_of((w @ c.reshape(len(c), -1)).reshape(-1, c.shape[1], c.shape[2]), void_id)
 
 
 def _percentiles(x: np.ndarray, level: float) -> tuple[Optional[float], Optional[float]]:
@@ -114,10 +104,10 @@ def _counted(confusions: np.ndarray, void_id: Optional[int]) -> np.ndarray:
     c = np.asarray(confusions)
     if c.ndim != 3 or c.shape[1] != c.shape[2]:
         raise ValueError(f'confusions must be F×C×C, got shape {c.shape}')
-    keep = c.copy()
+    counted = c.sum((1, 2))
     if void_id is not None:
-        keep[:, void_id, :] = 0
-    return keep.reshape(len(c), -1).sum(1) > 0
+        counted = counted - c[:, void_id, :].sum(1)
+    return counted > 0
 
 
 def bootstrap_miou(
@@ -137,8 +127,7 @@ def bootstrap_miou(
     if not len(c):
         return Interval(None, None, None, level, 0, int(resamples))
     w = frame_weights(len(c), resamples, seed)
-    mats = (w @ c.reshape(len(c), -1)).reshape(-1, c.shape[1], c.shape[2])
-    lo, hi = _percentiles(miou_of(mats, void_id), level)
+    lo, hi = _percentiles(_resampled_miou(w, c, void_id), level)
     return Interval(_f(miou_of(c.sum(0), void_id)), lo, hi, level, len(c), int(resamples))
 
 
@@ -198,10 +187,7 @@ def paired_miou(
     if not len(a):
         return PairedInterval(None, None, None, level, 0, int(resamples), None)
     w = frame_weights(len(a), resamples, seed)
-    shape = (-1, a.shape[1], a.shape[2])
-    d = miou_of((w @ b.reshape(len(b), -1)).reshape(shape), void_id) - miou_of(
-        (w @ a.reshape(len(a), -1)).reshape(shape), void_id
-    )
+    d = _resampled_miou(w, b, void_id) - _resampled_miou(w, a, void_id)
     d_all = miou_of(b.sum(0), void_id) - miou_of(a.sum(0), void_id)
     return _paired(d_all, d, True, level, len(a), resamples)
 

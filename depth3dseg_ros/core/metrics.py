@@ -25,7 +25,14 @@ import torch
 
 from .fusion import all_source_labels, check_w3d, source_labels, source_probs
 
-__all__ = ['ConfusionMatrix', 'DepthMetrics', 'SegDepthEvaluator', 'fuse_probs', 'predict_labels']
+__all__ = [
+    'ConfusionMatrix',
+    'DepthMetrics',
+    'SegDepthEvaluator',
+    'fuse_probs',
+    'miou_of',
+    'predict_labels',
+]
 
 Array = Union[np.ndarray, torch.Tensor]
 
@@ -33,6 +40,24 @@ Array = Union[np.ndarray, torch.Tensor]
 def _f(x: float) -> Optional[float]:
     """float, or None when undefined (JSON has no NaN)."""
     return None if x is None or not math.isfinite(x) else float(x)
+
+
+def miou_of(mats: np.ndarray, void_id: Optional[int] = 0) -> np.ndarray:
+    """mIoU of each confusion matrix in ``mats`` (..., C, C), by this module's convention: the mean
+    IoU over non-void classes whose union TP + FP + FN > 0. Returns float64 (...); NaN where no
+    class counts."""
+    m = np.asarray(mats, np.float64)
+    if m.ndim < 2 or m.shape[-1] != m.shape[-2]:
+        raise ValueError(f'confusion matrices must be (..., C, C), got shape {m.shape}')
+    tp = np.diagonal(m, axis1=-2, axis2=-1)
+    union = m.sum(-2) + m.sum(-1) - tp
+    ok = union > 0
+    if void_id is not None:
+        ok[..., void_id] = False
+    iou = np.where(ok, tp / np.maximum(union, 1e-300), 0.0)
+    n = ok.sum(-1)
+    with np.errstate(invalid='ignore', divide='ignore'):
+        return np.where(n > 0, iou.sum(-1) / n, np.nan)
 
 
 class ConfusionMatrix:
@@ -123,8 +148,7 @@ class ConfusionMatrix:
 
     def miou(self) -> float:
         """Mean IoU over non-void classes present in GT or prediction; NaN if there are none."""
-        iou = self.iou()
-        return float(np.nanmean(iou)) if np.any(np.isfinite(iou)) else float('nan')
+        return float(miou_of(self.mat, self.void_id))
 
     def miou_gt(self) -> float:
         """Mean IoU over the non-void classes with ground-truth pixels (a class the model predicts

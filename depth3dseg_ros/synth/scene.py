@@ -106,7 +106,8 @@ class Placer:
     colour; 'indoor' and 'furniture' draw them from ``palette_rng``.
 
     Raises:
-        ValueError: an unknown ``palette``, or 'indoor' without ``palette_rng``.
+        ValueError: an unknown ``palette``, or a palette other than 'random' without
+            ``palette_rng``.
     """
 
     def __init__(

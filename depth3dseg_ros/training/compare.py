@@ -24,19 +24,13 @@ import numpy as np
 
 from depth3dseg_ros.core import bootstrap
 from depth3dseg_ros.training.frame_stats import (
+    FIGURES,
     MIN_RESAMPLES,
     SEG_KEYS,
     level_label,
     load_frames,
     repeated_ids,
 )
-
-LABELS = {
-    'miou_fused': 'mIoU fused',
-    'miou_2d': 'mIoU 2D',
-    'miou_3d': 'mIoU 3D',
-    'absrel': 'AbsRel',
-}
 
 
 def compare_frames(
@@ -119,7 +113,7 @@ def format_comparison(res: dict[str, Any], base: dict, new: dict) -> str:
         f"{'figure':<12}{'base':>7}{'new':>7}{'new-base':>10}   {level} interval"
         f"{'p(not better)':>17}{'frames':>8}"
     ]
-    for key, label in LABELS.items():
+    for key, label, _ in FIGURES:
         r = res[key]
         p = '-' if r['p_not_better'] is None else f"{r['p_not_better']:.3f}"
         lines.append(

@@ -210,8 +210,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         default=bootstrap.DEFAULT_RESAMPLES,
         help='frame bootstrap resamples for the 95 %% intervals of mIoU and AbsRel (default '
-        '%(default)s; 0: none, else at least 100; frames.npz is written either way, for '
-        'depth3dseg-compare)',
+        f'%(default)s; 0: none, else at least {frame_stats.MIN_RESAMPLES}; frames.npz is '
+        'written either way, for depth3dseg-compare)',
     )
     p.add_argument(
         '--no-progress',

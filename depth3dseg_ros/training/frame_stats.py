@@ -21,6 +21,13 @@ FRAMES_FILE = 'frames.npz'
 MIN_RESAMPLES = 100  # the CLIs' floor: fewer gives percentiles that are one or two draws
 ARRAYS = ('conf_2d', 'conf_3d', 'conf_fused', 'absrel_sum', 'depth_pixels')
 SEG_KEYS = (('miou_2d', 'conf_2d'), ('miou_3d', 'conf_3d'), ('miou_fused', 'conf_fused'))
+#: the figures with intervals, in table order: report key, table label, the frames they need
+FIGURES = (
+    ('miou_fused', 'mIoU fused', 'labelled'),
+    ('miou_2d', 'mIoU 2D', 'labelled'),
+    ('miou_3d', 'mIoU 3D', 'labelled'),
+    ('absrel', 'AbsRel', 'depth'),
+)
 
 
 def save_frames(
@@ -130,12 +137,7 @@ def interval_lines(ci: dict[str, Any]) -> list[str]:
         f"{level_label(first['level'])} frame bootstrap intervals ({first['resamples']} "
         'resamples of the frames; a few frames give wide intervals):'
     ]
-    for key, label, what in (
-        ('miou_fused', 'mIoU fused', 'labelled'),
-        ('miou_2d', 'mIoU 2D', 'labelled'),
-        ('miou_3d', 'mIoU 3D', 'labelled'),
-        ('absrel', 'AbsRel', 'depth'),
-    ):
+    for key, label, what in FIGURES:
         c = ci.get(key)
         if c and c['value'] is not None:
             lines.append(
