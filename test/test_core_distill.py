@@ -11,6 +11,7 @@ import torch
 
 from depth3dseg_ros.core.distill import (
     batchnorm_modes,
+    depth_distillation,
     distillation,
     kd_term,
     match_batchnorm_modes,
@@ -122,8 +123,52 @@ def test_config_errors_name_the_field():
     for bad in (0, -2.0, math.inf):
         with pytest.raises(ValueError, match='LossConfig.distill_temperature='):
             LossConfig(distill_temperature=bad)
-    with pytest.raises(ValueError, match=r'w_distill=1.0 needs a teacher'):
+    with pytest.raises(ValueError, match=r'w_distill=1.0 / w_distill_depth=0.0 needs a teacher'):
         compute_losses(_model(), _batch(), LossConfig(w_distill=1.0))
+    for bad in (-1.0, True, math.inf, 'x'):
+        with pytest.raises(ValueError, match='LossConfig.w_distill_depth='):
+            LossConfig(w_distill_depth=bad)
+    with pytest.raises(ValueError, match=r'w_distill=0.0 / w_distill_depth=0.5 needs a teacher'):
+        compute_losses(_model(), _batch(), LossConfig(w_distill_depth=0.5))
+
+
+def test_depth_distillation_is_the_mean_log_ratio_and_trains_the_student_only():
+    """|log d_s − log d_t| averaged over pixels where both depths are finite and > 0; zero at
+    the teacher; gradients reach the student only; shapes are checked."""
+    t = torch.full((1, 1, 2, 2), 2.0, requires_grad=True)
+    s = torch.tensor([[[[2.0, 4.0], [1.0, float('nan')]]]], requires_grad=True)
+    term = depth_distillation(s, t)
+    assert term.count == 3
+    assert float(term.value) == pytest.approx((0 + math.log(2) + math.log(2)) / 3, rel=1e-6)
+    term.value.backward()
+    assert t.grad is None and s.grad is not None
+    assert bool(torch.isfinite(s.grad).all()) and float(s.grad[0, 0, 0, 1]) > 0
+    assert float(depth_distillation(t.detach(), t).value) == 0.0
+    none = depth_distillation(torch.zeros(1, 1, 2, 2), t)
+    assert none.count == 0 and float(none.value) == 0.0
+    with pytest.raises(ValueError, match=r'\(1, 1, 2, 2\).*\(1, 1, 2, 3\)'):
+        depth_distillation(s, torch.ones(1, 1, 2, 3))
+    with pytest.raises(ValueError, match='B×1×H×W'):
+        depth_distillation(torch.ones(1, 2, 2, 2), torch.ones(1, 2, 2, 2))
+
+
+def test_the_depth_term_is_zero_for_a_copy_and_adds_its_weight_for_another_teacher():
+    model = _model().eval()
+    teacher = copy.deepcopy(model)
+    batch = _batch()
+    cfg = LossConfig(w_distill_depth=1.5)
+    r = compute_losses(model, batch, cfg, teacher=teacher)
+    assert float(r['distill_depth'].detach()) == pytest.approx(0.0, abs=1e-6)
+    assert int(r['n_distill_depth']) == 2 * 48 * 64 and 'distill' not in r
+    with torch.no_grad():
+        for p in teacher.net.depth_head.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    r = compute_losses(model, batch, cfg, teacher=teacher)
+    plain = compute_losses(model, batch, LossConfig())
+    assert float(r['distill_depth'].detach()) > 0
+    assert float(r['total']) == pytest.approx(
+        float(plain['total']) + 1.5 * float(r['distill_depth'].detach()), rel=1e-5
+    )
 
 
 def test_a_training_student_and_its_unmoved_teacher_give_zero_and_the_teacher_keeps_its_stats():

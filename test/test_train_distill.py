@@ -74,9 +74,20 @@ def test_a_teacher_that_does_not_fit_the_run_is_refused_naming_the_key(ds_dir, t
 
 
 def test_teacher_and_weight_go_together():
-    with pytest.raises(ValueError, match=r'model.teacher=None and loss.w_distill=0.5 go together'):
+    with pytest.raises(ValueError, match=r'model.teacher=None and loss.w_distill=0.5 / loss'):
         load_config(None, ['loss.w_distill=0.5'])
-    with pytest.raises(ValueError, match=r"teacher='t.pt' and loss.w_distill=0.0 go together"):
+    with pytest.raises(ValueError, match=r'teacher=None .* loss.w_distill_depth=1 go together'):
+        load_config(None, ['loss.w_distill_depth=1'])
+    with pytest.raises(ValueError, match=r"teacher='t.pt' and loss.w_distill=0.0 / "):
         load_config(None, ['model.teacher=t.pt'])
+    cfg = load_config(None, ['model.teacher=t.pt', 'loss.w_distill_depth=1'])
+    assert cfg['loss']['w_distill_depth'] == 1
     with pytest.raises(ValueError, match=r'model.teacher=3 must be null or the path'):
         load_config(None, ['model.teacher=3', 'loss.w_distill=1'])
+
+
+def test_the_progress_bar_names_every_loss_term_apart():
+    """Each logged term gets its own name on the progress bar ('distill' and 'distill_depth'
+    once both read 'disti')."""
+    names = [train.BAR_NAMES.get(k, k) for k in train.LOSS_KEYS]
+    assert len(set(names)) == len(names) and 'distill_depth' in train.LOSS_KEYS

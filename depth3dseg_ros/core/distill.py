@@ -7,7 +7,9 @@ on the 2D logits of every pixel and on the 3D logits of every point valid in bot
 clouds are organized, one point per pixel, so the teacher's and the student's point at a pixel
 pair up although their depths differ). It needs no labels, so it applies to every frame. It is
 not one of the method's four terms (M5); core.train_step adds it to their total with weight
-``LossConfig.w_distill``.
+``LossConfig.w_distill``. `depth_distillation` does the same for the depth head (weight
+``LossConfig.w_distill_depth``): the teacher's depth as a second target beside the labels, so that
+a fine-tune keeps the depth the teacher has on frames the labels do not cover.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .losses import Term
 
 __all__ = [
     'batchnorm_modes',
+    'depth_distillation',
     'distillation',
     'kd_term',
     'match_batchnorm_modes',
@@ -84,6 +87,32 @@ def distillation(
     both = out['valid'].reshape(b, h, w).bool() & teacher_out['valid'].reshape(b, h, w).bool()
     d3 = kd_term(out['seg3d'], teacher_out['seg3d'], temperature, both)
     return Term(d2.value + d3.value, d2.count)
+
+
+def depth_distillation(student: torch.Tensor, teacher: torch.Tensor) -> Term:
+    """Mean over pixels of |log d_s − log d_t|: the student's depth held to a frozen teacher's
+    (learning without forgetting, Li & Hoiem 2018, applied to the depth head; a log-space L1, so
+    a 10 % error costs the same near and far).
+
+    Args:
+        student: B×1×H×W predicted depth in metres (gradients flow into it).
+        teacher: B×1×H×W the teacher's depth in metres on the same input (detached here).
+    Returns the Term (0-d value >= 0, count of pixels where both depths are finite and > 0; value
+    0 when there is none). Raises ValueError for shapes that differ or are not B×1×H×W.
+    """
+    if student.shape != teacher.shape or student.dim() != 4 or student.shape[1] != 1:
+        raise ValueError(
+            f'depth distillation: student depth {tuple(student.shape)} and teacher depth '
+            f'{tuple(teacher.shape)} must both be B×1×H×W of one shape'
+        )
+    s, t = student.float(), teacher.detach().float()
+    keep = torch.isfinite(s) & torch.isfinite(t) & (s > 0) & (t > 0)
+    n = int(keep.sum())
+    if n == 0:
+        return Term(s.nan_to_num(0.0).sum() * 0, 0)
+    one = torch.ones_like(s)
+    diff = (torch.where(keep, s, one).log() - torch.where(keep, t, one).log()).abs()
+    return Term(diff.sum() / n, n)
 
 
 def batchnorm_modes(model: nn.Module) -> Dict[str, bool]:

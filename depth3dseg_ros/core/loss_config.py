@@ -63,6 +63,9 @@ class LossConfig:
         total of the four terms; > 0 needs a teacher (`compute_losses` ``teacher``; the training
         config's ``model.teacher``). 0 (default) = off.
     distill_temperature: its softmax temperature T (> 0; Hinton et al. 2015 use 2–20; 2 here).
+    w_distill_depth: weight of the depth distillation term (core.distill.depth_distillation: mean
+        |log d_student − log d_teacher| on every frame), added to the total like w_distill; > 0
+        needs a teacher too. 0 (default) = off.
     w_normal: weight of the surface-normal term on the depth (core.normals.normal_loss: 1 − cos
         between the normals of the predicted and the label depth, on the frames with depth),
         added to the total like the distillation term (and, unlike it, kept in the validation
@@ -86,6 +89,7 @@ class LossConfig:
     w_consistency_unlabelled: Optional[float] = None
     w_distill: float = 0.0
     distill_temperature: float = 2.0
+    w_distill_depth: float = 0.0
     w_normal: float = 0.0
 
     def __post_init__(self) -> None:
@@ -141,9 +145,15 @@ class LossConfig:
             raise ValueError(
                 f'LossConfig.distill_temperature={temp!r} must be a finite number > 0'
             )
-        wn = self.w_normal
-        if not _number(wn) or not 0 <= wn < float('inf'):
-            raise ValueError(f'LossConfig.w_normal={wn!r} must be a finite number >= 0')
+        for name in ('w_distill_depth', 'w_normal'):
+            w = getattr(self, name)
+            if not _number(w) or not 0 <= w < float('inf'):
+                raise ValueError(f'LossConfig.{name}={w!r} must be a finite number >= 0')
+
+    def needs_teacher(self) -> bool:
+        """True when a distillation term is on (w_distill or w_distill_depth > 0): the training
+        run then needs a teacher model (config model.teacher)."""
+        return self.w_distill > 0 or self.w_distill_depth > 0
 
     def weights(self) -> Dict[str, float]:
         """{'seg2d': w, 'seg3d': w, 'depth': w, 'consistency': w}."""

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from .depth_code import smooth_px_for
-from .distill import batchnorm_modes, distillation, teacher_outputs
+from .distill import batchnorm_modes, depth_distillation, distillation, teacher_outputs
 from .geometry import backproject
 from .loss_config import CLASS_WEIGHT_PRESETS, TERMS, LossConfig, make_weighting
 from .losses import (
@@ -113,7 +113,9 @@ def losses_from_outputs(
     ``cfg.w_consistency_unlabelled`` splits it by labelled / unlabelled frames for the total.
     With ``teacher_out`` (a frozen teacher's outputs on the same input) and ``cfg.w_distill`` > 0
     the distillation term (core.distill) is added to the total and reported as 'distill' /
-    'n_distill'; without ``teacher_out`` it is absent (the validation loss scores the task).
+    'n_distill'; with ``cfg.w_distill_depth`` > 0 the depth one likewise ('distill_depth' /
+    'n_distill_depth'); without ``teacher_out`` both are absent (the validation loss scores the
+    task).
     With ``cfg.w_normal`` > 0 and depth labels, the normal term (core.normals; needs
     ``batch['K']``) is added to the total and reported as 'normal' / 'n_normal'.
     Raises ValueError when uncertainty weighting is on but ``weighting`` is None, or on bad
@@ -212,6 +214,11 @@ def losses_from_outputs(
         kd = distillation(out, teacher_out, cfg.distill_temperature)
         total = total + cfg.w_distill * kd.value
         result['distill'], result['n_distill'] = kd.value, torch.tensor(kd.count)
+    if cfg.w_distill_depth > 0 and teacher_out is not None:
+        kdd = depth_distillation(depth, teacher_out['depth'])
+        total = total + cfg.w_distill_depth * kdd.value
+        result['distill_depth'] = kdd.value
+        result['n_distill_depth'] = torch.tensor(kdd.count)
     result['total'] = total
     return result
 
@@ -227,14 +234,14 @@ def compute_losses(
 
     ``batch['K']`` is cast to the RGB tensor's device and dtype. Keys: seg2d, seg3d, depth,
     consistency, total (+ n_* counts). Call ``result['total'].backward()`` to train all three
-    networks. ``teacher``: the frozen model that ``cfg.w_distill`` > 0 distils from (run on the
-    same input, with the same measured depth and BatchNorm mode as ``model``; core.distill);
-    ValueError when that weight is set without one.
+    networks. ``teacher``: the frozen model that ``cfg.w_distill`` or ``cfg.w_distill_depth``
+    > 0 distils from (run on the same input, with the same measured depth and BatchNorm mode as
+    ``model``; core.distill); ValueError when such a weight is set without one.
     """
-    if cfg.w_distill > 0 and teacher is None:
+    if cfg.needs_teacher() and teacher is None:
         raise ValueError(
-            f'LossConfig.w_distill={cfg.w_distill} needs a teacher model (training config '
-            'model.teacher: a model file)'
+            f'LossConfig.w_distill={cfg.w_distill} / w_distill_depth={cfg.w_distill_depth} '
+            'needs a teacher model (training config model.teacher: a model file)'
         )
     rgb = batch['rgb']
     if rgb.dim() != 4 or rgb.shape[1] != 3:
@@ -249,6 +256,6 @@ def compute_losses(
         measured = torch.as_tensor(batch['depth']).to(device=rgb.device, dtype=torch.float32)
     out = forward_model(model, rgb, K, cfg.detach_depth_for_3d, measured)
     t_out = None
-    if cfg.w_distill > 0:
+    if cfg.needs_teacher():
         t_out = teacher_outputs(teacher, rgb, K, measured, batchnorm_modes(model))
     return losses_from_outputs(out, batch, cfg, weighting, t_out)

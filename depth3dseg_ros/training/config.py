@@ -83,7 +83,7 @@ DEFAULTS: dict[str, Any] = {
         # with model.init and arch code_stream: the model file whose 2D encoder, trained on the
         # geometry code as its image, starts the code's encoder (core.code_stream); null = random
         'code_encoder_init': None,
-        # a frozen model file that loss.w_distill > 0 distils from (core.distill); null = none
+        # a frozen model file that loss.w_distill or loss.w_distill_depth > 0 distils from (core.distill); null = none
         'teacher': None,
     },
     'loss': LossConfig().to_dict(),
@@ -358,13 +358,14 @@ def validate(cfg: dict) -> dict:
     if not isinstance(cfg['loss'], dict):
         raise ValueError(f"config loss={cfg['loss']!r} must be a mapping of LossConfig fields")
     try:
-        w_kd = LossConfig.from_dict(cfg['loss']).w_distill
+        loss = LossConfig.from_dict(cfg['loss'])
     except (ValueError, TypeError) as exc:
         raise ValueError(f'config loss: {exc}') from None
-    if (m['teacher'] is None) != (not w_kd):
+    if (m['teacher'] is None) == loss.needs_teacher():
         raise ValueError(
-            f"config model.teacher={m['teacher']!r} and loss.w_distill={w_kd!r} go together: "
-            'a teacher model file needs a distillation weight > 0, and the weight needs the file'
+            f"config model.teacher={m['teacher']!r} and loss.w_distill={loss.w_distill!r} / "
+            f'loss.w_distill_depth={loss.w_distill_depth!r} go together: a teacher model file '
+            'needs a distillation weight > 0, and such a weight needs the file'
         )
     _num(cfg, 'optim.lr', 0.0, 10.0)
     _num(cfg, 'optim.weight_decay', 0.0, 10.0)

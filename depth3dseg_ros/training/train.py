@@ -50,7 +50,12 @@ from depth3dseg_ros.training.run import Run, setup_run
 from depth3dseg_ros.training.sampling import EpochBatchSampler, steps_before
 from depth3dseg_ros.training.trainable import freeze_frozen_batchnorm
 
-LOSS_KEYS = ('total', 'seg2d', 'seg3d', 'depth', 'consistency', 'distill', 'normal')
+LOSS_KEYS = (
+    'total', 'seg2d', 'seg3d', 'depth', 'consistency', 'distill', 'distill_depth', 'normal'
+)
+#: the progress bar's short names of the longer loss keys (distinct: 'distill' and
+#: 'distill_depth' must not both read 'disti')
+BAR_NAMES = {'consistency': 'cons', 'distill': 'kd', 'distill_depth': 'kd_depth'}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -131,7 +136,9 @@ def train_epoch(run: Run, epoch: int, limit_s: float | None) -> bool:
             run, {key: v.to(run.device, non_blocking=True) for key, v in batch.items()}
         )
         run.samples_in_epoch, run.step_in_epoch = batches.positions_after(k), done_before + k
-        bar.set_postfix({key[:5]: f'{v:.3f}' for key, v in vals.items()}, refresh=False)
+        bar.set_postfix(
+            {BAR_NAMES.get(key, key): f'{v:.3f}' for key, v in vals.items()}, refresh=False
+        )
         bar.update(1)
         if agree(_stop_requested(run, limit_s), run.world, run.device):
             bar.close()
