@@ -83,7 +83,8 @@ DEFAULTS: dict[str, Any] = {
         # with model.init and arch code_stream: the model file whose 2D encoder, trained on the
         # geometry code as its image, starts the code's encoder (core.code_stream); null = random
         'code_encoder_init': None,
-        # a frozen model file that loss.w_distill or loss.w_distill_depth > 0 distils from (core.distill); null = none
+        # a frozen model file that loss.w_distill or loss.w_distill_depth > 0 distils from
+        # (core.distill); null = none
         'teacher': None,
     },
     'loss': LossConfig().to_dict(),
