@@ -233,3 +233,14 @@ def test_label_id_beyond_classes_refused(ds_dir, tmp_path):
     cv2.imwrite(str(d / rec['labels']), lab)
     with pytest.raises(ValueError, match=r'labels/000000.png has id 20 >= 14 classes'):
         FrameDataset([d], (64, 48))[0]
+
+
+def test_an_empty_dataset_is_refused_naming_where_it_came_from(tmp_path):
+    """No frames: the message names the directories read, or says the records given were empty
+    (a split or filter that left none), never an empty directory list."""
+    (tmp_path / 'none').mkdir()
+    (tmp_path / 'none' / 'index.jsonl').write_text('')
+    with pytest.raises(ValueError, match=r'no frames in dataset directories \[.*none'):
+        FrameDataset([tmp_path / 'none'])
+    with pytest.raises(ValueError, match=r'no frames in the frame records given \(records=\[\]'):
+        FrameDataset(records=[])

@@ -232,10 +232,15 @@ class FrameDataset(Dataset):
     ):
         self.classes = classes
         self.balance = check_balance(balance, 'balance')
-        if records is None:
+        given = records is not None
+        if not given:
             records = load_records(dirs, classes)
         if not records:
-            raise ValueError(f'no frames in dataset directories {list(map(str, dirs))}')
+            raise ValueError(
+                'no frames in the frame records given (records=[]: an empty split or filter)'
+                if given
+                else f'no frames in dataset directories {list(map(str, dirs))}'
+            )
         self.records = records
         self.input_size = (int(input_size[0]), int(input_size[1]))
         self.mean = np.asarray(mean, dtype=np.float32)
