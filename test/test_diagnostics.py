@@ -248,13 +248,29 @@ def test_no_input_hint_names_the_topic_and_the_image_topics_the_graph_has():
     assert hint == (
         "no publisher on /camera/rgb/image_raw; image topics in the graph: "
         "['/camera/color/image_raw', '/camera/color/image_raw/compressed'] "
-        '(remap with -r image:=TOPIC)'
+        '(remap with -r image:=TOPIC); this node runs with FASTDDS_BUILTIN_TRANSPORTS unset'
+        ' (the default transports): a publisher started with another value delivers nothing'
+        ' to it, so give the camera driver the same'
     )
     assert 'image topics in the graph: none' in no_input_hint(
         '/image', 0, graph[2:], '/depth3dseg/'
     )
     assert no_input_hint('/camera/color/image_raw', 2, graph).startswith(
         '2 publisher(s) on /camera/color/image_raw but no frame received'
+    )
+
+
+def test_no_input_hint_names_the_dds_transport_a_camera_driver_must_share():
+    """A camera started without this process's FASTDDS_BUILTIN_TRANSPORTS delivers nothing, and
+    may not even show in the graph: the hint names the value, or says it is unset."""
+    for publishers in (0, 1):
+        hint = no_input_hint('/image', publishers, [], '/d/', transport='LARGE_DATA')
+        assert hint.endswith(
+            '; this node runs with FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA: a publisher started '
+            'with another value delivers nothing to it, so give the camera driver the same'
+        )
+    assert 'FASTDDS_BUILTIN_TRANSPORTS unset (the default transports)' in no_input_hint(
+        '/image', 0, []
     )
 
 

@@ -242,21 +242,43 @@ def format_value(v: Any) -> str:
 IMAGE_TYPES = ('sensor_msgs/msg/Image', 'sensor_msgs/msg/CompressedImage')
 
 
+def transport_hint(transport: str | None) -> str:
+    """The DDS-transport clause of `no_input_hint`: processes whose FASTDDS_BUILTIN_TRANSPORTS
+    differ (LARGE_DATA here, the default in a camera driver started without it) deliver nothing
+    to each other, small messages included, though their topics may show in the graph (measured
+    in docs/pip_ros_stack.md §1). ``transport``: this process's value, None when unset."""
+    here = f'FASTDDS_BUILTIN_TRANSPORTS={transport}' if transport else (
+        'FASTDDS_BUILTIN_TRANSPORTS unset (the default transports)'
+    )
+    return (
+        f'; this node runs with {here}: a publisher started with another value delivers '
+        'nothing to it, so give the camera driver the same'
+    )
+
+
 def no_input_hint(
-    topic: str, publishers: int, graph: list[tuple[str, list[str]]], own_prefix: str = ''
+    topic: str,
+    publishers: int,
+    graph: list[tuple[str, list[str]]],
+    own_prefix: str = '',
+    transport: str | None = None,
 ) -> str:
     """Why no frame arrives on the input ``topic`` (resolved name), for the console WARN that goes
     with the ERROR "no input frame" (docs/node.md "Diagnostics").
 
     ``publishers``: the publisher count on ``topic``; ``graph``: ``get_topic_names_and_types()``;
-    topics under ``own_prefix`` (the node's own outputs, e.g. ``/depth3dseg/``) are left out.
+    topics under ``own_prefix`` (the node's own outputs, e.g. ``/depth3dseg/``) are left out;
+    ``transport``: this process's FASTDDS_BUILTIN_TRANSPORTS (None = unset), named at the end
+    (`transport_hint`), since a mismatch looks exactly like a missing or silent camera.
     Returns e.g. ``no publisher on /camera/rgb/image_raw; image topics in the graph:
-    ['/camera/color/image_raw'] (remap with -r image:=TOPIC)``.
+    ['/camera/color/image_raw'] (remap with -r image:=TOPIC); this node runs with
+    FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA: ...``.
     """
     if publishers:
         return (
             f'{publishers} publisher(s) on {topic} but no frame received: is it publishing, and '
             'do the QoS settings match (input_reliability=reliable needs a reliable publisher)?'
+            + transport_hint(transport)
         )
     seen = sorted(
         name
@@ -267,5 +289,5 @@ def no_input_hint(
     )
     return (
         f'no publisher on {topic}; image topics in the graph: {seen if seen else "none"} '
-        '(remap with -r image:=TOPIC)'
+        '(remap with -r image:=TOPIC)' + transport_hint(transport)
     )

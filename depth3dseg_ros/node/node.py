@@ -58,6 +58,7 @@ latest CameraInfo, with one warning per kind of mismatch (ros/sync.py, issue 14)
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any, Callable
 
@@ -85,6 +86,7 @@ from depth3dseg_ros.node.worker import outputs_text, summary_line
 from depth3dseg_ros.ros.camera_info import camera_info_for_output
 from depth3dseg_ros.ros.pointcloud2 import create_cloud
 from depth3dseg_ros.ros.sync import Pair, header_stamp_ns
+from depth3dseg_ros.rosenv import TRANSPORT_VAR
 
 from depth3dseg_ros.node.wiring import (  # noqa: F401 - OUTPUT_TOPICS re-exported (node API)
     COMPRESSED_TOPICS,
@@ -310,6 +312,7 @@ class NodePipeline(SetupSteps, InputHandling, RuntimeParameters):
             self.count_publishers(topic),
             self.get_topic_names_and_types(),
             own_prefix=self.get_fully_qualified_name().rstrip('/') + '/',
+            transport=os.environ.get(TRANSPORT_VAR) or None,
         )
         self.get_logger().warning(f'{message}: {hint}', throttle_duration_sec=10.0)
 
