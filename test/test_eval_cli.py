@@ -104,18 +104,36 @@ def test_bag_input_is_extracted_and_evaluated(real_dir, model_file, tmp_path):
     )  # nyu0001 is labelled, all have depth
 
 
-def test_a_preset_naming_absent_topics_is_warned_about(real_dir, model_file, tmp_path, capsys):
-    """--preset realsense on a bag recorded with other depth/labels topics: nothing to score, said
-    so."""
+def test_a_preset_naming_absent_topics_is_refused(real_dir, model_file, tmp_path, capsys):
+    """--preset realsense on a bag recorded with other depth/labels topics: nothing to score, so
+    exit 2 with one line naming the preset, not an empty report."""
     bag = write_bag(tmp_path / 'bag', make_frames(real_dir, 2))
-    rep = _run(model_file, tmp_path / 'e', '--bag', str(bag), '--preset', 'realsense')
+    out = tmp_path / 'e'
+    argv = ['--model', str(model_file), '--out', str(out), '--bag', str(bag)]
+    assert evaluate.main(argv + ['--preset', 'realsense', '--no-progress']) == 2
     err = capsys.readouterr().err
-    assert rep['frames'] == 2 and rep['depth']['pixels'] == 0
-    assert 'none of the 2 frames has depth' in err and 'none of the 2 frames has labels' in err
+    assert err.startswith('depth3dseg-eval: error: none of the 2 frames of ')
+    assert err.count('\n') == 1
+    assert 'has labels or depth: nothing to evaluate' in err and '--preset realsense' in err
+    assert not (out / 'report.json').exists()
+
+
+def test_frames_with_depth_but_no_labels_are_evaluated_with_a_warning(
+    real_dir, model_file, tmp_path, capsys
+):
+    """Depth alone is worth scoring (an RGB-D bag without labels): a warning, exit 0."""
+    bag = write_bag(tmp_path / 'bag', make_frames(real_dir, 2))
+    ex = tmp_path / 'x.yaml'
+    ex.write_text('labels_topic: /nothing/here\n')
+    rep = _run(model_file, tmp_path / 'e', '--bag', str(bag), '--extract-config', str(ex))
+    err = capsys.readouterr().err
+    assert rep['frames'] == 2 and rep['depth']['pixels'] > 0 and rep['seg2d']['pixels'] == 0
+    assert 'none of the 2 frames has labels' in err
 
 
 @pytest.mark.parametrize(
-    'case', ['no index', 'batch size', 'no model file', 'not a model file', 'no bag']
+    'case',
+    ['no index', 'batch size', 'no model file', 'not a model file', 'no bag', 'model directory'],
 )
 def test_bad_inputs_are_one_line_errors(case, model_file, tmp_path, capsys):
     """Ordinary mistakes: exit status 2 and one 'depth3dseg-eval: error: <message>' line, no
@@ -141,6 +159,10 @@ def test_bad_inputs_are_one_line_errors(case, model_file, tmp_path, capsys):
             r'junk.pt: not a .*model file',
         ),
         'no bag': (['--model', str(model_file), '--bag', str(tmp_path / 'nobag')], r'nobag'),
+        'model directory': (
+            ['--model', str(model_file.parent), '--data', str(tmp_path)],
+            r'model file .* is a directory, not a model file: give the model file in it, .*pt',
+        ),
     }[case]
     assert evaluate.main(argv + out) == 2
     err = capsys.readouterr().err

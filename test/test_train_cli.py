@@ -487,3 +487,11 @@ def test_the_exported_model_carries_the_runs_input_balance(ds_dir, tmp_path):
         assert train.main(args) == 0
         assert load_model(out / 'model.pt')[1]['input_balance'] == want
         assert yaml.safe_load((out / 'config.yaml').read_text())['model']['input_balance'] == want
+
+
+def test_no_progress_is_the_log_progress_key_and_wins_over_an_earlier_set():
+    """--no-progress, as depth3dseg-extract and -eval have it: log.progress false, also after an
+    explicit --set log.progress=true."""
+    args = train.parse_args(['--out', 'r', '--set', 'log.progress=true', '--no-progress'])
+    assert load_config(None, args.set)['log']['progress'] is False
+    assert load_config(None, train.parse_args(['--out', 'r']).set)['log']['progress'] is True

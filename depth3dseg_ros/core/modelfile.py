@@ -253,12 +253,17 @@ def load_plain(
 def read_model_file(path: Union[str, Path], map_location: Any = 'cpu') -> Dict[str, Any]:
     """Load and check the raw model-file dict (format, version, keys) without building the model.
 
-    Raises FileNotFoundError; ModelFileError (one line naming the file) for a file that is not a
+    Raises FileNotFoundError (also for a directory, naming the model.pt in it when there is one);
+    ModelFileError (one line naming the file) for a file that is not a
     depth3dseg model file: empty, truncated, any pickle that needs more than tensors and plain
     containers (refused by weights_only=True, never run: `load_plain`), another version, or missing
     keys.
     """
     path = Path(path)
+    if path.is_dir():
+        inside = path / 'model.pt'
+        hint = f': give the model file in it, {inside}' if inside.is_file() else ''
+        raise FileNotFoundError(f'model file {path} is a directory, not a model file{hint}')
     if not path.is_file():
         raise FileNotFoundError(f'model file not found: {path}')
     data = load_plain(

@@ -288,6 +288,13 @@ def _run(args: argparse.Namespace) -> int:
         check_label_range(
             records, classes
         )  # ids outside the class set: one error line before any frame (C43)
+        if not any(r.get('labels') or r.get('depth') for r in records):
+            src = ', '.join(map(str, args.data or args.bag))
+            raise ValueError(
+                f'none of the {len(records)} frames of {src} has labels or depth: nothing to '
+                f'evaluate (for --bag, check the topics: --preset {args.preset or "(default)"} / '
+                "--extract-config; depth3dseg-extract names the bag's image topics)"
+            )
         for key, what in (
             ('labels', 'segmentation (mIoU)'),
             ('depth', 'depth (AbsRel, RMSE, δ1)'),

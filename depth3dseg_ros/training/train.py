@@ -84,7 +84,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help='stop after this many minutes of this chunk, saving last.pt (resume later)',
     )
-    return p.parse_args(argv)
+    p.add_argument(
+        '--no-progress',
+        action='store_true',
+        help='no progress bar (the same as --set log.progress=false)',
+    )
+    args = p.parse_args(argv)
+    if args.no_progress:  # last, so that it wins over an earlier --set log.progress=true
+        args.set.append('log.progress=false')
+    return args
 
 
 def train_epoch(run: Run, epoch: int, limit_s: float | None) -> bool:
