@@ -84,6 +84,9 @@ def test_demo_missing_model_or_bag_fails_clearly(tmp_path):
         timeout=60,
     )
     assert r.returncode == 2 and 'bag' in r.stderr and 'not found' in r.stderr
+    for flag in ('--rate', '--timeout', '--startup-timeout'):  # refused before anything starts
+        r = _demo(['--out', str(tmp_path / 'o'), flag, '0'], timeout=60)
+        assert r.returncode == 2 and f'{flag}: 0 must be a finite number > 0' in r.stderr
 
 
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)

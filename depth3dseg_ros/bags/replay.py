@@ -133,17 +133,29 @@ class Replayer:
         self._reader.close()
 
     def wait_for_subscribers(
-        self, timeout: float, spin: Callable[[float], None], quiet: float = 1.0
+        self,
+        timeout: float,
+        spin: Callable[[float], None],
+        quiet: float = 1.0,
+        required: tuple[str, ...] = (),
     ) -> bool:
-        """Wait (at most ``timeout`` s) until a subscriber has matched one of the publishers, then
-        until no further publisher matches for ``quiet`` s (or all have one), then 1 s more. True
-        when one matched.
+        """Wait (at most ``timeout`` s) until a subscriber has matched one of the publishers (each
+        of the ``required`` topics, when given), then until no further publisher matches for
+        ``quiet`` s (or all have one), then 1 s more. True when that happened in time (False:
+        none matched, or a required topic has no subscriber yet).
 
         Discovery is not symmetric, and a sample sent before the subscriber has matched this
         publisher too is lost even on a reliable volatile topic; a node subscribes all its inputs
-        together, so its other subscriptions match within the quiet second. ``spin(s)`` runs the
-        node for s seconds.
+        together, so its other subscriptions match within the quiet second. ``required``: topics
+        that only the intended subscriber reads (e.g. the node's camera_info while a recorder
+        already reads the image topic). ``spin(s)`` runs the node for s seconds. Raises
+        ValueError for a required topic that is not replayed.
         """
+        missing = [t for t in required if t not in self.pubs]
+        if missing:
+            raise ValueError(
+                f'--wait-for {missing[0]}: not a replayed topic (replayed: {sorted(self.pubs)})'
+            )
         end = time.monotonic() + timeout
         matched: set[str] = set()
         last_change = None
@@ -151,15 +163,17 @@ class Replayer:
             now_matched = {t for t, p in self.pubs.items() if p.get_subscription_count() > 0}
             if now_matched != matched:
                 matched, last_change = now_matched, time.monotonic()
-            if matched and (
-                len(matched) == len(self.pubs) or time.monotonic() - last_change >= quiet
+            if (
+                matched
+                and set(required) <= matched
+                and (len(matched) == len(self.pubs) or time.monotonic() - last_change >= quiet)
             ):
                 settle = time.monotonic() + 1.0
                 while time.monotonic() < settle:
                     spin(0.05)
                 return True
             spin(0.05)
-        return bool(matched)
+        return bool(matched) and set(required) <= matched
 
     def wait_for_acks(self, timeout: float = 10.0) -> bool:
         """Wait (at most ``timeout`` s) until reliable subscribers acknowledged every sample sent.
@@ -246,6 +260,14 @@ def build_parser() -> argparse.ArgumentParser:
         'message, then until no more match for 1 s',
     )
     p.add_argument(
+        '--wait-for',
+        action='append',
+        default=[],
+        metavar='TOPIC',
+        help='with --wait-subscribers: wait until this replayed topic has a subscriber '
+        '(repeatable), e.g. the camera_info only the node subscribes',
+    )
+    p.add_argument(
         '--delay', type=float, default=0.0, metavar='S', help='sleep S seconds before starting'
     )
     return p
@@ -305,18 +327,25 @@ def _main(argv: list[str] | None, stop: Any) -> int:
             return 2
         stop.set_phase(RUNNING)  # raise_running: a signal raises StopRequested out of the loop
         if args.wait_subscribers > 0:
+            on = ', '.join(args.wait_for) if args.wait_for else ', '.join(rep.topics)
             print(
                 f'depth3dseg-replay: waiting up to {args.wait_subscribers:g} s for a subscriber '
-                'on '
-                f'{", ".join(rep.topics)} (--wait-subscribers)',
+                f'on {on} (--wait-subscribers{", --wait-for" if args.wait_for else ""})',
                 file=sys.stderr,
                 flush=True,
             )
-            if not rep.wait_for_subscribers(
-                args.wait_subscribers, lambda s: rclpy.spin_once(node, timeout_sec=s)
-            ):
+            try:
+                ok = rep.wait_for_subscribers(
+                    args.wait_subscribers,
+                    lambda s: rclpy.spin_once(node, timeout_sec=s),
+                    required=tuple(args.wait_for),
+                )
+            except ValueError as err:
+                print(f'depth3dseg-replay: {err}', file=sys.stderr)
+                return 2
+            if not ok:
                 print(
-                    f'depth3dseg-replay: no subscriber after {args.wait_subscribers:g} s; '
+                    f'depth3dseg-replay: no subscriber on {on} after {args.wait_subscribers:g} s; '
                     'publishing anyway',
                     file=sys.stderr,
                     flush=True,

@@ -3,11 +3,15 @@
 0. finds the bag: ``--bag``, else the real-camera bag of ``depth3dseg_ros.samples`` (22 real
    NYU/TUM frames, fetched by URL + sha256 into a cache and built there on first use); offline,
    with neither a cache nor a local copy, it renders a synthetic bag on the spot instead and says
-   so;
+   so; a bag without the colour image and CameraInfo topics stops here (exit 2);
 1. starts ``depth3dseg_node`` in a subprocess (the shipped model, or ``--model``), on its own
-   ROS_DOMAIN_ID unless one is set, with the LARGE_DATA transport (depth3dseg_ros.rosenv);
+   ROS_DOMAIN_ID unless one is set, with the LARGE_DATA transport (depth3dseg_ros.rosenv), and
+   beside it ``depth3dseg-replay`` (subprocess) for the bag's colour image and CameraInfo topics
+   (and the ground-truth depth and labels), which waits until the node subscribes its camera_info
+   (``--wait-for``): the first frame arrives about 2 s after the model has loaded, before the
+   node's 5 s "no input frame" warning;
 2. waits until the node has loaded the model (its transient-local ``~/classes`` message arrives);
-3. replays the bag's colour image and CameraInfo topics with ``depth3dseg-replay`` (subprocess);
+3. waits for the replay to finish;
 4. records every output in this process (reliable subscriptions, deep queues: nothing is lost
    here), plus the replayed input images (their arrival time is the input time for the latency);
 5. writes ``--out``: ``overlay/<n>.png`` and ``depth/<n>.png`` (colour map) per output frame,
@@ -107,6 +111,19 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
     except FileNotFoundError as err:
         print(f'depth3dseg-demo: {err}', file=sys.stderr)
         return 2
+    from depth3dseg_ros.bags.reader import BagReader
+
+    with BagReader(bag) as reader:
+        have = set(reader.topics())
+    if not {IMAGE_TOPIC, INFO_TOPIC} <= have:
+        print(
+            f'depth3dseg-demo: bag {bag} lacks {IMAGE_TOPIC} / {INFO_TOPIC}; it has '
+            f'{sorted(have)}',
+            file=sys.stderr,
+        )
+        return 2
+    gt_topics = [t for t in (GT_DEPTH_TOPIC, GT_LABELS_TOPIC) if t in have]
+    topics = [IMAGE_TOPIC, INFO_TOPIC] + gt_topics
     if 'ROS_DOMAIN_ID' not in os.environ:
         apply_ros_env(domain_id=pick_domain_id())
     apply_ros_env()
@@ -144,6 +161,30 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
         ros = rclpy.create_node('depth3dseg_demo_recorder')
         rec = Recorder(ros, out)
         node = popen_tied(node_cmd, stdout=node_log, stderr=subprocess.STDOUT)
+        # the replay starts beside the node (its imports overlap the model's loading) and sends
+        # its first frame once the node subscribes: camera_info is the node's alone (the recorder
+        # reads the image topic too)
+        replay = popen_tied(
+            [
+                sys.executable,
+                '-m',
+                'depth3dseg_ros.bags.replay',
+                str(bag),
+                '--rate',
+                str(args.rate),
+                '--topics',
+                *topics,
+                '--wait-subscribers',
+                str(args.startup_timeout + 20),
+                '--wait-for',
+                INFO_TOPIC,
+                '--delay',
+                '1.0',
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         if stop is not None:
             # raise_running: a signal raises StopRequested out of the loops
             stop.set_phase(RUNNING)
@@ -158,39 +199,6 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
                 file=sys.stderr,
             )
             return 1
-        from depth3dseg_ros.bags.reader import BagReader
-
-        with BagReader(bag) as reader:
-            have = set(reader.topics())
-        if not {IMAGE_TOPIC, INFO_TOPIC} <= have:
-            print(
-                f'depth3dseg-demo: bag {bag} lacks {IMAGE_TOPIC} / {INFO_TOPIC}; it has '
-                f'{sorted(have)}',
-                file=sys.stderr,
-            )
-            return 2
-        topics = [IMAGE_TOPIC, INFO_TOPIC] + [
-            t for t in (GT_DEPTH_TOPIC, GT_LABELS_TOPIC) if t in have
-        ]
-        replay = popen_tied(
-            [
-                sys.executable,
-                '-m',
-                'depth3dseg_ros.bags.replay',
-                str(bag),
-                '--rate',
-                str(args.rate),
-                '--topics',
-                *topics,
-                '--wait-subscribers',
-                '20',
-                '--delay',
-                '1.0',
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
         end = time.monotonic() + args.timeout
         while replay.poll() is None and time.monotonic() < end:
             rclpy.spin_once(ros, timeout_sec=0.05)
@@ -261,6 +269,18 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
         leave_graph([ros])
 
 
+def _positive(text: str) -> float:
+    """argparse type: a finite number > 0 (else the usage error, exit 2, before anything
+    starts)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'{text!r} is not a number') from None
+    if not 0 < value < float('inf'):
+        raise argparse.ArgumentTypeError(f'{text} must be a finite number > 0')
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI of ``depth3dseg-demo``."""
     p = argparse.ArgumentParser(prog='depth3dseg-demo', description=__doc__.split('\n')[0])
@@ -275,13 +295,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help='bag (default: the real-camera sample bag, fetched and built on first use)',
     )
-    p.add_argument('--rate', type=float, default=1.0, help='replay time scale')
+    p.add_argument('--rate', type=_positive, default=1.0, help='replay time scale (> 0)')
     p.add_argument('--device', default='auto', choices=('auto', 'cpu', 'cuda'))
     p.add_argument(
-        '--startup-timeout', type=float, default=120.0, help='s to wait for the node to load'
+        '--startup-timeout', type=_positive, default=120.0, help='s to wait for the node to load'
     )
     p.add_argument(
-        '--timeout', type=float, default=600.0, help='s to wait for the replay to finish'
+        '--timeout', type=_positive, default=600.0, help='s to wait for the replay to finish'
     )
     return p
 
