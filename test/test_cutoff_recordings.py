@@ -399,9 +399,9 @@ def test_missing_labels_and_camera_info(tmp_path, real_dir, capsys):
     assert (
         'pass --camera-info-topic TOPIC (frames need K)' in err and not (tmp_path / 'b').exists()
     )
-    assert main([str(rgbd), '-o', str(tmp_path / 'c'), '--allow-missing', 'camera_info']) == 1
+    assert main([str(rgbd), '-o', str(tmp_path / 'c'), '--allow-missing', 'camera_info']) == 2
     assert (
-        "allow_missing=['camera_info'] is not a subset of ['depth', 'labels']"
+        "--allow-missing camera_info: 'camera_info' is not a role that may be missing"
         in capsys.readouterr().err
     )
 

@@ -121,7 +121,7 @@ def test_c43_policy_flag_and_yaml_key_are_validated(tmp_path, capsys):
     assert e.value.code == 2
     (tmp_path / 'e.yaml').write_text('out_of_range_labels: drop\n')
     capsys.readouterr()
-    assert main(['x', '-o', str(tmp_path / 'o'), '--config', str(tmp_path / 'e.yaml')]) == 1
+    assert main(['x', '-o', str(tmp_path / 'o'), '--config', str(tmp_path / 'e.yaml')]) == 2
     assert "out_of_range_labels='drop' is not one of ['void', 'refuse']" in capsys.readouterr().err
 
 

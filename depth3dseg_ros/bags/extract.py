@@ -37,6 +37,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+import yaml
+
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES, DatasetWriter
 from depth3dseg_ros.bags.extract_bag import BagJob, extract_bag
 from depth3dseg_ros.bags.frames import (
@@ -46,12 +48,43 @@ from depth3dseg_ros.bags.frames import (
     ROLES,
 )
 from depth3dseg_ros.bags.label_policy import LABEL_POLICIES
-from depth3dseg_ros.bags.extract_config import PRESETS, ExtractConfig, load_extract_config
+from depth3dseg_ros.bags.extract_config import (
+    PRESETS,
+    ExtractConfig,
+    flag_problem,
+    load_extract_config,
+)
 from depth3dseg_ros.bags.progress import show_progress
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, detect_format
-from depth3dseg_ros.bags.topic_check import MissingTopics, check_topics
+from depth3dseg_ros.bags.topic_check import ALLOWABLE, MissingTopics, check_topics
 from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.dataset_format import complete_index_bytes
+
+
+class OutputDirError(ValueError):
+    """The output path cannot be the dataset directory: it is a file, or it cannot be created
+    (the CLI exits 2 naming ``-o/--output``)."""
+
+
+def output_dir_problem(out_dir: Path | str) -> Optional[str]:
+    """Why ``out_dir`` cannot be (created as) the dataset directory, e.g. ``'x.md' is a file,
+    not a directory``, or None when it can; nothing is created."""
+    p = Path(out_dir)
+    if p.is_symlink() and not p.exists():
+        return f'{str(p)!r} is a dangling symbolic link'
+    if p.exists():
+        if not p.is_dir():
+            what = 'a file, not a directory' if p.is_file() else 'not a directory'
+            return f'{str(p)!r} is {what}'
+        if not os.access(p, os.W_OK | os.X_OK):
+            return f'{str(p)!r} is a directory this user cannot write to'
+        return None
+    above = next(a for a in Path(os.path.abspath(p)).parents if os.path.lexists(a))
+    if not above.is_dir():
+        return f'{str(p)!r} cannot be created: {str(above)!r} is a file, not a directory'
+    if not os.access(above, os.W_OK | os.X_OK):
+        return f'{str(p)!r} cannot be created: no write permission in {str(above)!r}'
+    return None
 
 
 def bag_names(paths: Sequence[Path]) -> List[str]:
@@ -116,10 +149,15 @@ def extract(
         MissingTopics: a requested depth/labels/camera_info topic is missing from a bag and not in
             ``cfg.allow_missing`` (issue 15); raised before any frame is written.
         ValueError: a bag has no RGB topic ``cfg.rgb_topic`` (the message lists its image topics).
+        OutputDirError: ``out_dir`` is a file or cannot be created (checked before the bags are
+            opened; nothing is written).
         When any error ends a run that created ``out_dir`` before a frame was indexed, ``out_dir``
         is removed (no half-made output directory, C38).
     """
     cfg.validate()
+    problem = output_dir_problem(out_dir)
+    if problem:
+        raise OutputDirError(f'out_dir {problem}')
     paths = [Path(os.path.abspath(b)) for b in bags]
     formats = [detect_format(p) for p in paths]  # fail up front (C29, C38)
     if cfg.allow_missing is not None:
@@ -162,7 +200,8 @@ def _extract(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``depth3dseg-extract`` argument parser."""
+    """The ``depth3dseg-extract`` argument parser (its help names each option's default)."""
+    d = ExtractConfig()
     p = argparse.ArgumentParser(
         prog='depth3dseg-extract', description=' '.join(__doc__.split('\n\n')[0].split())
     )
@@ -170,30 +209,54 @@ def build_parser() -> argparse.ArgumentParser:
         'bags', nargs='+', help='rosbag2 directories, .db3/.mcap files or ROS 1 .bag files'
     )
     p.add_argument(
-        '-o', '--output', required=True, help='dataset directory (created or appended to)'
+        '-o',
+        '--output',
+        '--out',
+        required=True,
+        help='dataset directory (created or appended to; --out as in depth3dseg-eval/-train)',
     )
-    p.add_argument('--config', help='YAML with ExtractConfig keys (e.g. rgb_topic, tolerance_ms)')
-    p.add_argument('--preset', choices=sorted(PRESETS), help='topic names of a camera driver')
+    p.add_argument(
+        '--config',
+        help='YAML with ExtractConfig keys (e.g. rgb_topic, tolerance_ms); flags '
+        'given here override it (default: none)',
+    )
+    p.add_argument(
+        '--preset',
+        choices=sorted(PRESETS),
+        help='topic names of a camera driver (default: depth3dseg, the layout of the package\'s '
+        'own bags and of the sample bag; docs/extraction.md lists them)',
+    )
     for role in ROLES:
+        off = '' if role == 'rgb' else "; '' disables"
         p.add_argument(
             f'--{role.replace("_", "-")}-topic',
             dest=f'{role}_topic',
-            help=f'{role} topic (\'\' disables)',
+            metavar='TOPIC',
+            help=f'{role} topic (default: the preset\'s, {PRESETS["depth3dseg"][role]}{off})',
         )
-    p.add_argument('--tolerance-ms', type=float, help='pairing tolerance (default 20 ms)')
     p.add_argument(
-        '--typestore', help=f'built-in types for bags without definitions ({DEFAULT_TYPESTORE})'
+        '--tolerance-ms', type=float, help=f'pairing tolerance (default {d.tolerance_ms:g} ms)'
     )
-    p.add_argument('--every', type=int, help='keep every N-th RGB frame')
-    p.add_argument('--max-frames', type=int, help='stop after this many frames (all bags)')
+    p.add_argument(
+        '--typestore',
+        help=f'built-in types for bags without definitions (default {DEFAULT_TYPESTORE})',
+    )
+    p.add_argument(
+        '--every', type=int, metavar='N', help=f'keep every N-th RGB frame (default {d.every})'
+    )
+    p.add_argument(
+        '--max-frames', type=int, help='stop after this many frames, all bags (default: no limit)'
+    )
     p.add_argument(
         '--png-level',
         type=int,
-        help='PNG compression level 0..9 (default 0 = stored, fastest; '
+        help=f'PNG compression level 0..9 (default {d.png_level} = stored, fastest; '
         '1 = about a third of the size)',
     )
     p.add_argument(
-        '--png-strategy', choices=sorted(PNG_STRATEGIES), help='zlib strategy (default rle)'
+        '--png-strategy',
+        choices=sorted(PNG_STRATEGIES),
+        help=f'zlib strategy (default {d.png_strategy})',
     )
     p.add_argument('--workers', type=int, help='PNG encoding threads (default min(4, CPUs))')
     p.add_argument('--classes', help='class set YAML (default NYU13)')
@@ -201,19 +264,23 @@ def build_parser() -> argparse.ArgumentParser:
         '--depth-scale', type=float, help='metres per unit of 16UC1 depth (default 0.001)'
     )
     p.add_argument(
-        '--use-rectified', action='store_true', default=None, help='K from CameraInfo.P'
+        '--use-rectified',
+        action='store_true',
+        default=None,
+        help='K from CameraInfo.P (default: from CameraInfo.K)',
     )
     p.add_argument(
         '--out-of-range-labels',
         choices=LABEL_POLICIES,
         help='label ids outside the class set (e.g. 255 = ignore): void = map to the void id and '
-        'count them (default), refuse = skip the frame (C43)',
+        f'count them, refuse = skip the frame (default {d.out_of_range_labels}; C43)',
     )
     p.add_argument(
         '--allow-missing',
         metavar='ROLES',
-        help="comma list of roles (depth,labels) a bag may lack although a topic is set for them; "
-        'otherwise a missing one is an error naming the topics of that type in the bag (exit 2)',
+        help=f'comma list of roles ({",".join(ALLOWABLE)}) a bag may lack although a topic is '
+        'set for them; otherwise a missing one is an error naming the topics of that type in the '
+        'bag, exit 2 (default: none)',
     )
     p.add_argument('-q', '--quiet', action='store_true', help='no report on stdout')
     p.add_argument(
@@ -238,10 +305,22 @@ def _storage_errors() -> tuple:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Console entry point; returns 0 on success, 1 on an extraction error (a corrupt or
-    unsupported bag), 2 on a user error: bad arguments, a bag or config path that does not exist,
-    or a requested topic missing from a bag (:class:`MissingTopics`); one error line."""
-    args = build_parser().parse_args(argv)
+    unsupported bag, a failed write), 2 on a user error: bad arguments (a flag's value out of
+    range, named as typed: bags.extract_config.flag_problem), an output path that is a file or
+    cannot be created, a config or bag path that does not exist, or a requested topic missing
+    from a bag (:class:`MissingTopics`); one error line. Flags and the output path are checked
+    before any file is read or written. A bad value in the ``--config`` YAML, or a file that is
+    not YAML, is exit 2 too (named by the file and its key)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
+    flags = {a.dest: a.option_strings[-1] for a in parser._actions if a.option_strings}
+    problem = flag_problem(vars(args), flags)
+    if problem is None and output_dir_problem(args.output):
+        problem = f'-o/--output {output_dir_problem(args.output)}'
+    if problem is not None:
+        print(f'depth3dseg-extract: error: {problem}', file=sys.stderr)
+        return 2
     overrides = {
         k: v
         for k, v in vars(args).items()
@@ -249,13 +328,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     }
     try:
         cfg = load_extract_config(args.config, args.preset, overrides)
-        if cfg.allow_missing is None:  # the CLI always checks the requested topics (issue 15)
-            cfg.allow_missing = []
-        report = extract(args.bags, args.output, cfg, progress=show_progress(args.no_progress))
-    except (MissingTopics, FileNotFoundError) as err:
+    except FileNotFoundError as err:  # --config names no file
         print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
         return 2
-    except (ValueError, RuntimeError, *_storage_errors()) as err:  # an unreadable bag
+    except (ValueError, OSError, yaml.YAMLError) as err:  # the YAML file or one of its values
+        where = f'--config {args.config}: ' if args.config and args.config not in str(err) else ''
+        print(f'depth3dseg-extract: error: {where}{err}'.replace('\n', ' '), file=sys.stderr)
+        return 2
+    if cfg.allow_missing is None:  # the CLI always checks the requested topics (issue 15)
+        cfg.allow_missing = []
+    try:
+        report = extract(args.bags, args.output, cfg, progress=show_progress(args.no_progress))
+    except (MissingTopics, FileNotFoundError, OutputDirError) as err:
+        print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
+        return 2
+    except (ValueError, RuntimeError, OSError, *_storage_errors()) as err:  # unreadable bag
         print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
         return 1
     if not args.quiet:

@@ -15,8 +15,15 @@ from typing import Any, Dict, Optional, Tuple
 
 from depth3dseg_ros.bags.dataset_writer import DatasetWriter
 from depth3dseg_ros.bags.extract_config import ExtractConfig
-from depth3dseg_ros.bags.frames import ROLES, BagFrames, TopicStats
+from depth3dseg_ros.bags.frames import (
+    NO_PARTNER,
+    NOT_EXTRACTED,
+    ROLES,
+    BagFrames,
+    TopicStats,
+)
 from depth3dseg_ros.bags.label_policy import LabelRange, _refuse, refused_reason
+from depth3dseg_ros.bags.pairing import match_nearest
 from depth3dseg_ros.bags.prefetch import prefetch
 from depth3dseg_ros.bags.progress import BagBar, bar_total
 from depth3dseg_ros.bags.reader import BagDamaged, BagReader
@@ -65,6 +72,23 @@ def extract_bag(job: BagJob) -> Tuple[Dict[str, Any], Dict[str, Any], Optional[i
         return _read_bag(job, bars, file_order=True)
 
 
+def mark_info_not_extracted(bf: BagFrames) -> None:
+    """After :meth:`BagFrames.plan`: a CameraInfo message paired with an RGB frame (its nearest
+    within tolerance) is ``frame not extracted`` until a written frame uses it, like depth and
+    labels, so the report keeps ``no partner within tolerance`` for CameraInfo no RGB frame
+    paired with, not for the frames ``--every`` / ``--max-frames`` left out (or whose rgb
+    failed). Other reasons (undecodable, already in dataset) are kept."""
+    if 'rgb' not in bf.stamps or 'camera_info' not in bf.stamps:
+        return
+    anchors = [s for s in bf.stamps['rgb'] if s is not None]
+    stamped = [j for j, s in enumerate(bf.stamps['camera_info']) if s is not None]
+    stamps = [bf.stamps['camera_info'][j] for j in stamped]
+    status = bf.status['camera_info']
+    for k in match_nearest(anchors, stamps, bf.tolerance_ns, unique=False):  # as plan() pairs
+        if k is not None and status[stamped[k]] == NO_PARTNER:
+            status[stamped[k]] = NOT_EXTRACTED
+
+
 def _read_bag(
     job: BagJob, bars: ExitStack, file_order: bool
 ) -> Tuple[Dict[str, Any], Dict[str, Any], Optional[int]]:
@@ -97,6 +121,7 @@ def _read_bag(
             return f'{_name}_{i:06d}'
 
         planned, counted = bf.plan(frame_id, int(cfg.every), budget, writer.has)
+        mark_info_not_extracted(bf)
         bar.phase('frames', len(planned))
         if budget is not None:
             budget -= counted

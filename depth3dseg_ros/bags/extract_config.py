@@ -1,6 +1,7 @@
 """depth3dseg-extract's configuration as plain data: topic presets of common camera drivers, the
-`ExtractConfig` dataclass (validated on construction) and `load_extract_config` (YAML file, preset
-and command-line overrides merged, in that order). See docs/extraction.md.
+`ExtractConfig` dataclass (validated on construction), `load_extract_config` (YAML file, preset
+and command-line overrides merged, in that order) and `flag_problem` (the same checks on the CLI's
+flags, named as typed). See docs/extraction.md.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import yaml
 
@@ -17,7 +18,7 @@ from depth3dseg_ros.bags.frames import ROLES
 from depth3dseg_ros.bags.label_policy import LABEL_POLICIES
 from depth3dseg_ros.bags.pairing import DEFAULT_TOLERANCE_NS
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, resolve_typestore
-from depth3dseg_ros.bags.topic_check import parse_allow_missing
+from depth3dseg_ros.bags.topic_check import ALLOWABLE, parse_allow_missing
 
 #: Topic names of common camera drivers (role -> topic). 'depth3dseg' is the package's synthetic
 #: bags.
@@ -97,23 +98,17 @@ class ExtractConfig:
         return {r: (getattr(self, f'{r}_topic') or None) for r in ROLES}
 
     def validate(self) -> None:
-        """Raises ValueError naming the field and the value."""
+        """Raises ValueError naming the field and the value (``every=0 must be >= 1``)."""
         if not self.rgb_topic:
             raise ValueError('rgb_topic is empty: an RGB topic is required')
-        if not (self.tolerance_ms >= 0):
-            raise ValueError(f'tolerance_ms={self.tolerance_ms} must be >= 0')
-        if int(self.every) < 1:
-            raise ValueError(f'every={self.every} must be >= 1')
-        if self.max_frames is not None and int(self.max_frames) < 0:
-            raise ValueError(f'max_frames={self.max_frames} must be >= 0')
-        if not 0 <= int(self.png_level) <= 9:
-            raise ValueError(f'png_level={self.png_level} must be in 0..9')
+        for key in BOUNDS:
+            problem = setting_problem(key, getattr(self, key))
+            if problem:
+                raise ValueError(f'{key}={getattr(self, key)} {problem}')
         if self.png_strategy not in PNG_STRATEGIES:
             raise ValueError(
                 f'png_strategy={self.png_strategy!r} is not one of {sorted(PNG_STRATEGIES)}'
             )
-        if int(self.workers) < 1:
-            raise ValueError(f'workers={self.workers} must be >= 1')
         if self.out_of_range_labels not in LABEL_POLICIES:
             raise ValueError(
                 f'out_of_range_labels={self.out_of_range_labels!r} is not one of '
@@ -122,6 +117,27 @@ class ExtractConfig:
         resolve_typestore(self.typestore)
         if self.allow_missing is not None:
             self.allow_missing = parse_allow_missing(self.allow_missing)
+
+
+#: Numeric settings with a valid range: key -> (test, what a valid value is). One rule for
+#: :meth:`ExtractConfig.validate` (``every=0 must be >= 1``) and the CLI, which names the flag
+#: instead (``--every 0 must be >= 1``, bags.extract).
+BOUNDS: Dict[str, Tuple[Callable[[Any], bool], str]] = {
+    'tolerance_ms': (lambda v: float(v) >= 0, 'must be >= 0'),
+    'every': (lambda v: int(v) >= 1, 'must be >= 1'),
+    'max_frames': (lambda v: v is None or int(v) >= 0, 'must be >= 0'),
+    'png_level': (lambda v: 0 <= int(v) <= 9, 'must be in 0..9'),
+    'workers': (lambda v: int(v) >= 1, 'must be >= 1'),
+}
+
+
+def setting_problem(key: str, value: Any) -> Optional[str]:
+    """What is wrong with ``value`` for the numeric setting ``key`` of :data:`BOUNDS` (e.g.
+    ``'must be >= 1'``), or None when it is valid (or ``key`` has no bound)."""
+    rule = BOUNDS.get(key)
+    if rule is None or rule[0](value):
+        return None
+    return rule[1]
 
 
 def load_extract_config(
@@ -160,3 +176,40 @@ def load_extract_config(
             setattr(cfg, key, value)
     cfg.validate()
     return cfg
+
+
+def flag_problem(values: Mapping[str, Any], flags: Mapping[str, str]) -> Optional[str]:
+    """The first command-line setting that :meth:`ExtractConfig.validate` would refuse, as an
+    error naming the flag as typed (``--every 0 must be >= 1``), or None; needs no bag or file.
+
+    Args:
+        values: the parsed arguments by setting name (None: flag not given).
+        flags: setting name -> its flag (``'every'`` -> ``'--every'``).
+    """
+    for key in BOUNDS:
+        value = values.get(key)
+        if value is not None and setting_problem(key, value):
+            shown = f'{value:g}' if isinstance(value, float) else value
+            return f'{flags.get(key, key)} {shown} {setting_problem(key, value)}'
+    if values.get('rgb_topic') == '':
+        return f"{flags.get('rgb_topic', 'rgb_topic')} '': an RGB topic is required"
+    typestore = values.get('typestore')
+    if typestore is not None:
+        try:
+            resolve_typestore(typestore)
+        except ValueError as err:  # 'typestore=... is not one of: <the valid names>'
+            typed = f'{flags.get("typestore", "typestore")} {typestore}'
+            return str(err).replace(f'typestore={typestore!r}', typed)
+    allow = values.get('allow_missing')
+    if allow is not None:
+        items = allow.split(',') if isinstance(allow, str) else list(allow)
+        bad = [r for r in (str(i).strip() for i in items) if r and r not in ALLOWABLE]
+        if bad:
+            what = 'is not a role' if len(bad) == 1 else 'are not roles'
+            typed = allow if isinstance(allow, str) else ','.join(map(str, allow))
+            return (
+                f'{flags.get("allow_missing", "allow_missing")} {typed}: '
+                f'{", ".join(map(repr, bad))} {what} that may be missing: must be among '
+                f'{", ".join(ALLOWABLE)} (rgb and camera_info are always required)'
+            )
+    return None
