@@ -93,6 +93,16 @@ def test_report_keys_and_ground_truth_at_network_size(ds_dir, model_file, tmp_pa
     for g in range(2):
         img = cv2.imread(str(tmp_path / 'e' / f'grid_{g:03d}.png'))
         assert img.shape == (4 * SIZE[1], 4 * SIZE[0], 3)
+    assert rep['grids'] == 2
+
+
+def test_grids_stop_when_the_frames_run_out_and_say_how_many(ds_dir, model_file, tmp_path, capsys):
+    """--grids N is at most N grids of 4 frames: as many as the frames fill, reported."""
+    rep = _run(model_file, tmp_path / 'e', '--data', str(ds_dir), '--grids', '50')
+    want = -(-rep['frames'] // 4)
+    assert rep['grids'] == want < 50
+    assert len(list((tmp_path / 'e').glob('grid_*.png'))) == want
+    assert f'({want} grid_*.png)' in capsys.readouterr().out
 
 
 def test_bag_input_is_extracted_and_evaluated(real_dir, model_file, tmp_path):
@@ -133,7 +143,15 @@ def test_frames_with_depth_but_no_labels_are_evaluated_with_a_warning(
 
 @pytest.mark.parametrize(
     'case',
-    ['no index', 'batch size', 'no model file', 'not a model file', 'no bag', 'model directory'],
+    [
+        'no index',
+        'batch size',
+        'grids',
+        'no model file',
+        'not a model file',
+        'no bag',
+        'model directory',
+    ],
 )
 def test_bad_inputs_are_one_line_errors(case, model_file, tmp_path, capsys):
     """Ordinary mistakes: exit status 2 and one 'depth3dseg-eval: error: <message>' line, no
@@ -149,6 +167,10 @@ def test_bad_inputs_are_one_line_errors(case, model_file, tmp_path, capsys):
         'batch size': (
             ['--model', str(model_file), '--data', str(tmp_path), '--batch-size', '0'],
             r'--batch-size=0 must be >= 1',
+        ),
+        'grids': (
+            ['--model', str(model_file), '--data', str(tmp_path), '--grids', '-1'],
+            r'--grids=-1 must be >= 0',
         ),
         'no model file': (
             ['--model', str(tmp_path / 'm.pt'), '--data', str(tmp_path)],

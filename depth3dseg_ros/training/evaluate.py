@@ -194,7 +194,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument('--batch-size', type=int, default=8)
     p.add_argument('--device', default='auto', help="'auto', 'cpu' or 'cuda[:N]'")
     p.add_argument(
-        '--grids', type=int, default=0, metavar='N', help='write N PNG grids of sample frames'
+        '--grids',
+        type=int,
+        default=0,
+        metavar='N',
+        help='write up to N PNG grids of 4 frames each (rgb | ground truth | fused | depth), '
+        'fewer when the frames run out',
     )
     p.add_argument(
         '--measured-depth',
@@ -251,6 +256,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.batch_size < 1:
         raise ValueError(f'--batch-size={args.batch_size} must be >= 1')
+    if args.grids < 0:
+        raise ValueError(f'--grids={args.grids} must be >= 0')
     if args.resamples < 0 or 0 < args.resamples < frame_stats.MIN_RESAMPLES:
         raise ValueError(
             f'--resamples={args.resamples} must be 0 (no intervals) or >= '
@@ -337,17 +344,18 @@ def _run(args: argparse.Namespace) -> int:
         )
         if args.resamples:
             report['ci'] = frame_stats.intervals(frames, classes.void_id, args.resamples)
-        for g in range(max(0, args.grids)):
-            if g * 4 >= len(ds):
-                break
+        grids = min(args.grids, -(-len(ds) // 4))  # 4 frames a grid, while they last
+        for g in range(grids):
             grid = sample_grid(model, ds, classes, device, n=4, start=g * 4)
             cv2.imwrite(str(out / f'grid_{g:03d}.png'), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
+        report['grids'] = grids
     table = '\n'.join([format_table(report, classes.names)] + interval_lines(report.get('ci')))
     frame_stats.save_frames(out, [str(r['id']) for r in records], frames, classes.void_id)
     (out / 'report.json').write_text(json.dumps(report, indent=1))
     (out / 'report.txt').write_text(table + '\n')
     print(table)
-    print(f'report: {out / "report.json"}')
+    grids = report.get('grids', 0)
+    print(f'report: {out / "report.json"}' + (f' ({grids} grid_*.png)' if grids else ''))
     return 0
 
 
