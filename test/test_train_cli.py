@@ -14,7 +14,7 @@ import yaml
 
 from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.core.modelfile import load_model
-from depth3dseg_ros.training import evaluate, train
+from depth3dseg_ros.training import evaluate, run, train
 from depth3dseg_ros.training.checkpoint import load_checkpoint
 from depth3dseg_ros.training.config import DEFAULTS, load_config
 from depth3dseg_ros.training.early_stop import update_early_stop
@@ -495,3 +495,17 @@ def test_no_progress_is_the_log_progress_key_and_wins_over_an_earlier_set():
     args = train.parse_args(['--out', 'r', '--set', 'log.progress=true', '--no-progress'])
     assert load_config(None, args.set)['log']['progress'] is False
     assert load_config(None, train.parse_args(['--out', 'r']).set)['log']['progress'] is True
+
+
+def test_validation_frames_that_also_train_are_warned_about(ds_dir, tmp_path, capsys):
+    """data.val naming training frames (the same directory, or the same bag extracted twice:
+    the same frame ids): trained and exported anyway, with one warning naming how many and one
+    id; a separate validation set gets none."""
+    args = tiny_train_args(ds_dir, tmp_path / 'r', '--set', f'data.val=[{ds_dir}]', epochs=1)
+    assert train.main(args) == 0
+    err = capsys.readouterr().err
+    n = len(run.load_records([ds_dir], NYU13))
+    assert f'warning: {n} of the {n} validation frames (data.val) are training frames too' in err
+    assert (tmp_path / 'r' / 'model.pt').exists()
+    assert run.shared_frames([{'id': 'a'}, {'id': 'b'}], [{'id': 'b'}, {'id': 'c'}]) == ['b']
+    assert run.shared_frames([{'id': 'a'}], [{'id': 'c'}]) == []

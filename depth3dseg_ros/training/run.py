@@ -47,6 +47,14 @@ def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * t))
 
 
+def shared_frames(train: list[dict], val: list[dict]) -> list[str]:
+    """Ids of the validation frame records that are also training ones, in validation order: the
+    same frame id (depth3dseg-extract names frames by bag and index, so a bag extracted into both
+    sets, or one directory named in both, shares its ids)."""
+    ids = {str(r['id']) for r in train if r.get('id') is not None}
+    return [str(r['id']) for r in val if r.get('id') is not None and str(r['id']) in ids]
+
+
 def build_datasets(cfg: dict, classes) -> tuple[FrameDataset, FrameDataset]:
     """The (training, validation) datasets of a config; label ranges are checked first (C43)."""
     d, m = cfg['data'], cfg['model']
@@ -185,6 +193,14 @@ def setup_run(args: argparse.Namespace) -> Run:
     device = pick_device(tc['device'], local_rank)
     seed_everything(tc['seed'], tc['deterministic'], device)
     train_ds, val_ds = build_datasets(cfg, classes)
+    shared = shared_frames(train_ds.records, val_ds.records) if cfg['data']['val'] else []
+    if shared and rank == 0:
+        print(
+            f'depth3dseg-train: warning: {len(shared)} of the {len(val_ds)} validation frames '
+            f'(data.val) are training frames too (data.train), e.g. {shared[0]!r}: the validation '
+            'figures, and the model chosen by them, will look better than on unseen frames',
+            file=sys.stderr,
+        )
     start_pos = 0 if ckpt is None else resume_position(ckpt, out / 'last.pt', len(train_ds))
 
     # 'median_freq' -> the list, from the training labels; stored in config.yaml for resumes
