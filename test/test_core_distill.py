@@ -84,24 +84,33 @@ def test_a_gradient_step_on_the_term_moves_the_student_towards_the_teacher():
     assert float(kd_term(s, t, 2.0).value.detach()) < before
 
 
-def test_a_copy_of_the_model_as_teacher_gives_zero_and_the_total_adds_the_weighted_term():
+@pytest.mark.parametrize(
+    'weight, term, head',
+    [('w_distill', 'distill', 'seg_head'), ('w_distill_depth', 'distill_depth', 'depth_head')],
+)
+def test_a_copy_of_the_model_as_teacher_gives_zero_and_the_total_adds_the_weighted_term(
+    weight, term, head
+):
+    """Each distillation term (segmentation; depth) is 0 for a copy of the student, positive for
+    a teacher whose head differs, and enters the total with its weight, alone."""
     model = _model().eval()
     teacher = copy.deepcopy(model)
     batch = _batch()
-    cfg = LossConfig(w_distill=2.5)
+    cfg = LossConfig(**{weight: 2.5})
     r = compute_losses(model, batch, cfg, teacher=teacher)
-    assert float(r['distill'].detach()) == pytest.approx(0.0, abs=1e-5)
-    assert int(r['n_distill']) == 2 * 48 * 64
+    assert float(r[term].detach()) == pytest.approx(0.0, abs=1e-5)
+    assert int(r[f'n_{term}']) == 2 * 48 * 64
+    assert {'distill', 'distill_depth'} & set(r) == {term}
     with torch.no_grad():  # another teacher: a positive term, added to the total with its weight
-        for p in teacher.net.seg_head.parameters():
+        for p in getattr(teacher.net, head).parameters():
             p.add_(0.3 * torch.randn_like(p))
     r = compute_losses(model, batch, cfg, teacher=teacher)
     plain = compute_losses(model, batch, LossConfig())
-    assert float(r['distill'].detach()) > 0
+    assert float(r[term].detach()) > 0
     assert float(r['total']) == pytest.approx(
-        float(plain['total']) + 2.5 * float(r['distill'].detach()), rel=1e-5
+        float(plain['total']) + 2.5 * float(r[term].detach()), rel=1e-5
     )
-    assert 'distill' not in plain and not teacher.training
+    assert term not in plain and not teacher.training
 
 
 def test_the_term_covers_the_3d_logits_of_points_valid_in_both_clouds():
@@ -150,25 +159,6 @@ def test_depth_distillation_is_the_mean_log_ratio_and_trains_the_student_only():
         depth_distillation(s, torch.ones(1, 1, 2, 3))
     with pytest.raises(ValueError, match='B×1×H×W'):
         depth_distillation(torch.ones(1, 2, 2, 2), torch.ones(1, 2, 2, 2))
-
-
-def test_the_depth_term_is_zero_for_a_copy_and_adds_its_weight_for_another_teacher():
-    model = _model().eval()
-    teacher = copy.deepcopy(model)
-    batch = _batch()
-    cfg = LossConfig(w_distill_depth=1.5)
-    r = compute_losses(model, batch, cfg, teacher=teacher)
-    assert float(r['distill_depth'].detach()) == pytest.approx(0.0, abs=1e-6)
-    assert int(r['n_distill_depth']) == 2 * 48 * 64 and 'distill' not in r
-    with torch.no_grad():
-        for p in teacher.net.depth_head.parameters():
-            p.add_(0.3 * torch.randn_like(p))
-    r = compute_losses(model, batch, cfg, teacher=teacher)
-    plain = compute_losses(model, batch, LossConfig())
-    assert float(r['distill_depth'].detach()) > 0
-    assert float(r['total']) == pytest.approx(
-        float(plain['total']) + 1.5 * float(r['distill_depth'].detach()), rel=1e-5
-    )
 
 
 def test_a_training_student_and_its_unmoved_teacher_give_zero_and_the_teacher_keeps_its_stats():

@@ -89,6 +89,28 @@ def test_select_topics_and_classes():
 
 @pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
 @pytest.mark.timeout(120)
+def _spin_until_replay_ends(node, args, received=lambda: True, limit=60.0):
+    """Run depth3dseg-replay ``args`` in a subprocess while spinning ``node``, until the process
+    has ended and ``received()`` is true (or ``limit`` s); returns (exit code, its output). The
+    node is destroyed and the process killed if still running."""
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'depth3dseg_ros.bags.replay', *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        end = time.monotonic() + limit
+        while time.monotonic() < end and (proc.poll() is None or not received()):
+            rclpy.spin_once(node, timeout_sec=0.05)
+        out = proc.communicate(timeout=30)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        node.destroy_node()
+    return proc.returncode, out
+
+
 def test_replay_publishes_every_camera_message_with_clock(tmp_path, ros):
     bag = tmp_path / 'bag'
     write_bag(bag)
@@ -103,34 +125,12 @@ def test_replay_publishes_every_camera_message_with_clock(tmp_path, ros):
     node.create_subscription(
         String, '/chatter', lambda m: got.__setitem__('chatter', got['chatter'] + 1), qos
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            '-m',
-            'depth3dseg_ros.bags.replay',
-            str(bag),
-            '--rate',
-            '2',
-            '--clock',
-            '--wait-subscribers',
-            '20',
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    code, out = _spin_until_replay_ends(
+        node,
+        [str(bag), '--rate', '2', '--clock', '--wait-subscribers', '20'],
+        lambda: len(got['img']) >= N and len(got['info']) >= N,
     )
-    try:
-        end = time.monotonic() + 60
-        while time.monotonic() < end and (
-            len(got['img']) < N or len(got['info']) < N or proc.poll() is None
-        ):
-            rclpy.spin_once(node, timeout_sec=0.05)
-        out = proc.communicate(timeout=30)[0]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        node.destroy_node()
-    assert proc.returncode == 0, out
+    assert code == 0, out
     assert f'/cam/image_raw={N}' in out and f'/cam/camera_info={N}' in out
     assert got['chatter'] == 0  # not a camera topic: not replayed by default
     assert [m.header.stamp.nanosec for m in got['img']] == [k * 50_000_000 for k in range(N)]
@@ -146,27 +146,18 @@ def test_replay_publishes_every_camera_message_with_clock(tmp_path, ros):
 def test_replay_bad_topic_and_missing_bag_exit_2(tmp_path):
     bag = tmp_path / 'bag'
     write_bag(bag)
-    r = subprocess.run(
-        [sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--topics', '/nope'],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 2 and "['/nope'] not in the bag" in r.stderr
-    r = subprocess.run(
-        [sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--wait-for', '/nope'],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 2 and '--wait-for /nope: not a replayed topic' in r.stderr
-    r = subprocess.run(
-        [sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(tmp_path / 'none')],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 2 and 'not found' in r.stderr
+    for args, want in (
+        ([str(bag), '--topics', '/nope'], "['/nope'] not in the bag"),
+        ([str(bag), '--wait-for', '/nope'], '--wait-for /nope: not a replayed topic'),
+        ([str(tmp_path / 'none')], 'not found'),
+    ):
+        r = subprocess.run(
+            [sys.executable, '-m', 'depth3dseg_ros.bags.replay', *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 2 and want in r.stderr, (args, r.stderr)
 
 
 def test_c38_replay_of_a_damaged_mcap_is_one_error_line(tmp_path, real_dir):
@@ -400,23 +391,10 @@ def test_wait_for_holds_the_first_frame_until_that_topic_has_a_subscriber(tmp_pa
     got = []
     qos = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
     node.create_subscription(Image, '/cam/image_raw', got.append, qos)
-    cmd = [sys.executable, '-m', 'depth3dseg_ros.bags.replay', str(bag), '--wait-subscribers']
-    proc = subprocess.Popen(
-        cmd + ['4', '--wait-for', '/cam/camera_info'],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    code, out = _spin_until_replay_ends(
+        node, [str(bag), '--wait-subscribers', '4', '--wait-for', '/cam/camera_info']
     )
-    try:
-        end = time.monotonic() + 60
-        while time.monotonic() < end and proc.poll() is None:
-            rclpy.spin_once(node, timeout_sec=0.05)
-        out = proc.communicate(timeout=30)[0]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        node.destroy_node()
-    assert proc.returncode == 0, out
+    assert code == 0, out
     assert 'waiting up to 4 s for a subscriber on /cam/camera_info' in out
     assert 'no subscriber on /cam/camera_info after 4 s; publishing anyway' in out, out
     assert f'/cam/image_raw={N}' in out
