@@ -103,9 +103,10 @@ def test_lazy_outputs_at_run_time_nothing_built_without_subscribers(node):
 
 @pytest.mark.timeout(120)
 def test_the_ready_line_names_a_calibrated_depth_gain(node, tmp_path):
-    """A model file calibrated by depth3dseg-calibrate (arch depth_gain) or with a fusion weight
-    other than the mean (arch fusion_w3d) says so in the node's start-up line, and an RGB-D input
-    model (arch code_input) whether it gets a depth image; a plain one mentions none of them."""
+    """A model file calibrated by depth3dseg-calibrate (arch depth_gain), with a fusion weight
+    other than the mean (arch fusion_w3d) or a white balance of its input (input_balance) says so
+    in the node's start-up line, and an RGB-D input model (arch code_input) whether it gets a depth
+    image; a plain one mentions none of them."""
 
     from depth3dseg_ros.core.modelfile import load_model, save_model
 
@@ -120,7 +121,15 @@ def test_the_ready_line_names_a_calibrated_depth_gain(node, tmp_path):
         assert 'classes, depth_gain 1.25, fusion_w3d 0.25, warm-up' in n._ready_line(str(path))
     finally:
         n.destroy_node()
-    assert 'RGB-D' not in line
+    balanced = tmp_path / 'balanced.pt'  # a grey-world input model says so too
+    keep = {k: v for k, v in meta.items() if k != 'arch'}
+    save_model(balanced, model, dict(keep, input_balance='grey_world'))
+    n = _in_process_node('d3s_rules_balance', balanced)
+    try:
+        assert 'fusion_w3d 0.25, input_balance grey_world, warm-up' in n._ready_line(str(balanced))
+    finally:
+        n.destroy_node()
+    assert 'RGB-D' not in line and 'input_balance' not in line
     rgbd = tmp_path / 'rgbd.pt'  # an RGB-D input model (arch code_input): does it get depth?
     save_model(rgbd, model.with_code_input(), {k: v for k, v in meta.items() if k != 'arch'})
     for use, expect in (

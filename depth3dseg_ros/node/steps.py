@@ -150,11 +150,14 @@ class SetupSteps:
         """The log line once the node is set up: model, topics, QoS, classes."""
         p = self.p
         # a segmenter_factory may wrap the Segmenter without its model-file metadata
-        arch = (getattr(self.seg, 'meta', None) or {}).get('arch', {})
+        meta = getattr(self.seg, 'meta', None) or {}
+        arch = meta.get('arch', {})
         # model-file keys that change the outputs without changing the weights, when set
         gain, w3d = (float(arch.get(k, DEFAULT_ARCH[k])) for k in ('depth_gain', 'fusion_w3d'))
         cal = f'depth_gain {gain:.4g}, ' if gain != DEFAULT_ARCH['depth_gain'] else ''  # calibrate
         cal += f'fusion_w3d {w3d:g}, ' if w3d != DEFAULT_ARCH['fusion_w3d'] else ''
+        balance = meta.get('input_balance') or 'none'  # core.colour_balance, before mean/std
+        cal += f'input_balance {balance}, ' if balance != 'none' else ''
         if arch.get('code_input'):  # an RGB-D input model: say whether it gets its depth
             cal += 'RGB-D input, ' + ('' if p.use_measured_depth else 'no depth: colour only, ')
         return (
