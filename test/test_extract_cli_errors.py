@@ -80,6 +80,11 @@ def test_output_path_that_is_a_file_is_a_user_error(tmp_path, small_bag, capsys,
         (['--tolerance-ms', '-1'], '--tolerance-ms -1 must be >= 0'),
         (['--max-frames', '-1'], '--max-frames -1 must be >= 0'),
         (['--workers', '0'], '--workers 0 must be >= 1'),
+        (['--tolerance-ms', 'inf'], '--tolerance-ms inf must be a finite number >= 0'),
+        (['--tolerance-ms', 'nan'], '--tolerance-ms nan must be a finite number >= 0'),
+        (['--depth-scale', '-1'], '--depth-scale -1 must be > 0 (metres per unit'),
+        (['--depth-scale', '0'], '--depth-scale 0 must be > 0'),
+        (['--depth-scale', 'nan'], '--depth-scale nan must be a finite number > 0'),
         (['--typestore', 'ros2_nope'], '--typestore ros2_nope is not one of: '),
         (['--rgb-topic', ''], "--rgb-topic '': an RGB topic is required"),
     ],
@@ -185,3 +190,33 @@ def test_out_is_an_alias_of_output_beside_out_of_range_labels():
     it prefixes, still parses as itself."""
     args = build_parser().parse_args(['b', '--out', 'ds', '--out-of-range-labels', 'refuse'])
     assert args.output == 'ds' and args.out_of_range_labels == 'refuse'
+
+
+@pytest.mark.parametrize(
+    'yaml_text, message',
+    [
+        ('png_level: 3.7\n', 'png_level=3.7 must be a whole number in 0..9'),
+        ('max_frames: true\n', 'max_frames=True must be a finite number >= 0'),
+        ('tolerance_ms: abc\n', "tolerance_ms='abc' must be a finite number >= 0"),
+        ('tolerance_ms: .inf\n', 'tolerance_ms=inf must be a finite number >= 0'),
+        ('depth_scale: -1\n', 'depth_scale=-1 must be > 0'),
+    ],
+)
+def test_config_values_of_the_wrong_type_or_range_name_the_key(
+    tmp_path, small_bag, capsys, yaml_text, message
+):
+    """A --config YAML value that is a string, a bool, a fraction where a count is meant, inf or
+    out of range: exit 2, one line naming the file and the key; nothing written."""
+    cfg = tmp_path / 'extract.yaml'
+    cfg.write_text(yaml_text)
+    assert main([str(small_bag), '-o', str(tmp_path / 'ds'), '--config', str(cfg)]) == 2
+    err = _one_error_line(capsys)
+    assert f'--config {cfg}: {message}' in err, err
+    assert not (tmp_path / 'ds').exists()
+
+
+def test_whole_numbers_from_yaml_become_ints():
+    """png_level: 3.0 in a YAML file is the level 3 (an int reaches the PNG writer)."""
+    cfg = load_extract_config(None, overrides={'png_level': 3.0, 'every': 2.0, 'depth_scale': 1})
+    assert (cfg.png_level, cfg.every, cfg.depth_scale) == (3, 2, 1.0)
+    assert isinstance(cfg.png_level, int) and isinstance(cfg.depth_scale, float)

@@ -6,6 +6,7 @@ flags, named as typed). See docs/extraction.md.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -101,10 +102,14 @@ class ExtractConfig:
         """Raises ValueError naming the field and the value (``every=0 must be >= 1``)."""
         if not self.rgb_topic:
             raise ValueError('rgb_topic is empty: an RGB topic is required')
-        for key in BOUNDS:
-            problem = setting_problem(key, getattr(self, key))
+        for key, (whole, _, _) in BOUNDS.items():
+            value = getattr(self, key)
+            problem = setting_problem(key, value)
             if problem:
-                raise ValueError(f'{key}={getattr(self, key)} {problem}')
+                shown = repr(value) if isinstance(value, str) else value
+                raise ValueError(f'{key}={shown} {problem}')
+            if value is not None:  # 3.0 from a YAML file is the count 3
+                setattr(self, key, int(value) if whole else float(value))
         if self.png_strategy not in PNG_STRATEGIES:
             raise ValueError(
                 f'png_strategy={self.png_strategy!r} is not one of {sorted(PNG_STRATEGIES)}'
@@ -119,25 +124,37 @@ class ExtractConfig:
             self.allow_missing = parse_allow_missing(self.allow_missing)
 
 
-#: Numeric settings with a valid range: key -> (test, what a valid value is). One rule for
-#: :meth:`ExtractConfig.validate` (``every=0 must be >= 1``) and the CLI, which names the flag
-#: instead (``--every 0 must be >= 1``, bags.extract).
-BOUNDS: Dict[str, Tuple[Callable[[Any], bool], str]] = {
-    'tolerance_ms': (lambda v: float(v) >= 0, 'must be >= 0'),
-    'every': (lambda v: int(v) >= 1, 'must be >= 1'),
-    'max_frames': (lambda v: v is None or int(v) >= 0, 'must be >= 0'),
-    'png_level': (lambda v: 0 <= int(v) <= 9, 'must be in 0..9'),
-    'workers': (lambda v: int(v) >= 1, 'must be >= 1'),
+#: Numeric settings with a valid range: key -> (whole numbers only, test of the range, the range
+#: in words). One rule for :meth:`ExtractConfig.validate` (``every=0 must be >= 1``) and the CLI,
+#: which names the flag instead (``--every 0 must be >= 1``, bags.extract). A value of another type
+#: (a string or a bool in a YAML file, a fraction where a count is meant, inf or nan) is refused
+#: as such (``png_level=3.7 must be a whole number``). None is valid where the default is None.
+BOUNDS: Dict[str, Tuple[bool, Callable[[float], bool], str]] = {
+    'tolerance_ms': (False, lambda v: v >= 0, '>= 0'),
+    'every': (True, lambda v: v >= 1, '>= 1'),
+    'max_frames': (True, lambda v: v >= 0, '>= 0'),
+    'png_level': (True, lambda v: 0 <= v <= 9, 'in 0..9'),
+    'workers': (True, lambda v: v >= 1, '>= 1'),
+    'depth_scale': (False, lambda v: v > 0, '> 0 (metres per unit of 16UC1 depth)'),
 }
+#: the settings of BOUNDS whose default is None (no limit; millimetres)
+NONE_ALLOWED = ('max_frames', 'depth_scale')
 
 
 def setting_problem(key: str, value: Any) -> Optional[str]:
     """What is wrong with ``value`` for the numeric setting ``key`` of :data:`BOUNDS` (e.g.
-    ``'must be >= 1'``), or None when it is valid (or ``key`` has no bound)."""
+    ``'must be >= 1'``, ``'must be a whole number'``, ``'must be a finite number'``), or None
+    when it is valid (or ``key`` has no bound)."""
     rule = BOUNDS.get(key)
-    if rule is None or rule[0](value):
+    if rule is None or (value is None and key in NONE_ALLOWED):
         return None
-    return rule[1]
+    whole, in_range, words = rule
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value):
+        return f'must be a finite number {words}'
+    if whole and not float(value).is_integer():
+        return f'must be a whole number {words}'
+    return None if in_range(value) else f'must be {words}'
 
 
 def load_extract_config(
