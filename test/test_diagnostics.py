@@ -250,7 +250,8 @@ def test_no_input_hint_names_the_topic_and_the_image_topics_the_graph_has():
         "['/camera/color/image_raw', '/camera/color/image_raw/compressed'] "
         '(remap with -r image:=TOPIC); this node runs with FASTDDS_BUILTIN_TRANSPORTS unset'
         ' (the default transports): a publisher started with another value delivers nothing'
-        ' to it, so give the camera driver the same'
+        " to it, so give the camera driver the same ('unset FASTDDS_BUILTIN_TRANSPORTS' in its"
+        ' shell)'
     )
     assert 'image topics in the graph: none' in no_input_hint(
         '/image', 0, graph[2:], '/depth3dseg/'
@@ -267,7 +268,8 @@ def test_no_input_hint_names_the_dds_transport_a_camera_driver_must_share():
         hint = no_input_hint('/image', publishers, [], '/d/', transport='LARGE_DATA')
         assert hint.endswith(
             '; this node runs with FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA: a publisher started '
-            'with another value delivers nothing to it, so give the camera driver the same'
+            'with another value delivers nothing to it, so give the camera driver the same '
+            "('export FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA' in its shell)"
         )
     assert 'FASTDDS_BUILTIN_TRANSPORTS unset (the default transports)' in no_input_hint(
         '/image', 0, []

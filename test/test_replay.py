@@ -149,6 +149,12 @@ def test_replay_bad_topic_and_missing_bag_exit_2(tmp_path):
     for args, want in (
         ([str(bag), '--topics', '/nope'], "['/nope'] not in the bag"),
         ([str(bag), '--wait-for', '/nope'], '--wait-for /nope: not a replayed topic'),
+        (  # checked without waiting too
+            [str(bag), '--wait-for', '/nope', '--wait-subscribers', '0'],
+            '--wait-for /nope: not a replayed topic',
+        ),
+        ([str(bag), '--wait-subscribers', '-1'], '--wait-subscribers -1 must be a finite number'),
+        ([str(bag), '--delay', 'nan'], '--delay nan must be a finite number >= 0'),
         ([str(tmp_path / 'none')], 'not found'),
     ):
         r = subprocess.run(
@@ -158,6 +164,7 @@ def test_replay_bad_topic_and_missing_bag_exit_2(tmp_path):
             timeout=60,
         )
         assert r.returncode == 2 and want in r.stderr, (args, r.stderr)
+        assert 'waiting up to' not in r.stderr  # refused before any wait
 
 
 def test_c38_replay_of_a_damaged_mcap_is_one_error_line(tmp_path, real_dir):

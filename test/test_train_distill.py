@@ -28,7 +28,8 @@ def test_a_fine_tune_distils_from_the_teacher_file_and_resumes_with_it(ds_dir, t
     kd += ['--set', 'loss.w_distill=1.0', '--set', 'log.tensorboard=true']
     out = tmp_path / 'ft'
     assert train.main(tiny_train_args(ds_dir, out, *kd, epochs=1)) == 0
-    assert f'distilling from {teacher}' in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert f'distilling from {teacher} (model.teacher, loss.w_distill=1)' in said
     assert (out / 'model.pt').exists()
     assert train.main(['--out', str(out), '--resume', '--set', 'train.epochs=2']) == 0
     assert f'distilling from {teacher}' in capsys.readouterr().out

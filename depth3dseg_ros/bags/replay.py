@@ -304,6 +304,13 @@ def _main(argv: list[str] | None, stop: Any) -> int:
     from depth3dseg_ros.departure import interrupted_node, leave_graph
 
     args = build_parser().parse_args(remove_ros_args(argv)[1:])
+    for flag, value in (('--wait-subscribers', args.wait_subscribers), ('--delay', args.delay)):
+        if not 0 <= value < float('inf'):  # nan fails too
+            print(
+                f'depth3dseg-replay: {flag} {value:g} must be a finite number >= 0',
+                file=sys.stderr,
+            )
+            return 2
     if not Path(args.bag).exists():
         print(f'depth3dseg-replay: bag {args.bag!r} not found', file=sys.stderr)
         return 2
@@ -326,6 +333,14 @@ def _main(argv: list[str] | None, stop: Any) -> int:
             print(f'depth3dseg-replay: {err}', file=sys.stderr)
             return 2
         stop.set_phase(RUNNING)  # raise_running: a signal raises StopRequested out of the loop
+        unknown = [t for t in args.wait_for if t not in rep.topics]
+        if unknown:
+            print(
+                f'depth3dseg-replay: --wait-for {unknown[0]}: not a replayed topic (replayed: '
+                f'{sorted(rep.topics)})',
+                file=sys.stderr,
+            )
+            return 2
         if args.wait_subscribers > 0:
             on = ', '.join(args.wait_for) if args.wait_for else ', '.join(rep.topics)
             print(
@@ -334,15 +349,11 @@ def _main(argv: list[str] | None, stop: Any) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-            try:
-                ok = rep.wait_for_subscribers(
-                    args.wait_subscribers,
-                    lambda s: rclpy.spin_once(node, timeout_sec=s),
-                    required=tuple(args.wait_for),
-                )
-            except ValueError as err:
-                print(f'depth3dseg-replay: {err}', file=sys.stderr)
-                return 2
+            ok = rep.wait_for_subscribers(
+                args.wait_subscribers,
+                lambda s: rclpy.spin_once(node, timeout_sec=s),
+                required=tuple(args.wait_for),
+            )
             if not ok:
                 print(
                     f'depth3dseg-replay: no subscriber on {on} after {args.wait_subscribers:g} s; '

@@ -247,12 +247,12 @@ def transport_hint(transport: str | None) -> str:
     differ (LARGE_DATA here, the default in a camera driver started without it) deliver nothing
     to each other, small messages included, though their topics may show in the graph (measured
     in docs/pip_ros_stack.md §1). ``transport``: this process's value, None when unset."""
-    here = f'FASTDDS_BUILTIN_TRANSPORTS={transport}' if transport else (
-        'FASTDDS_BUILTIN_TRANSPORTS unset (the default transports)'
-    )
+    var = 'FASTDDS_BUILTIN_TRANSPORTS'
+    here = f'{var}={transport}' if transport else f'{var} unset (the default transports)'
+    same = f'export {var}={transport}' if transport else f'unset {var}'
     return (
         f'; this node runs with {here}: a publisher started with another value delivers '
-        'nothing to it, so give the camera driver the same'
+        f"nothing to it, so give the camera driver the same ('{same}' in its shell)"
     )
 
 

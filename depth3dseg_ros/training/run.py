@@ -293,7 +293,12 @@ def setup_run(args: argparse.Namespace) -> Run:
         if tc['channels_last']:
             teacher = teacher.to(memory_format=torch.channels_last)
         if rank == 0:
-            print(f"distilling from {cfg['model']['teacher']} (model.teacher, loss.w_distill)")
+            weights = ', '.join(
+                f'loss.{k}={cfg["loss"][k]:g}'
+                for k in ('w_distill', 'w_distill_depth')
+                if cfg['loss'].get(k)
+            )
+            print(f"distilling from {cfg['model']['teacher']} (model.teacher, {weights})")
     run = Run(
         out,
         cfg,
