@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from depth3dseg_ros.clihelp import DefaultsHelpFormatter
 from depth3dseg_ros.bags.rclpy_copy import ros_msg_class, to_rclpy
 
 # numpy, rosbags (bags.reader) and rclpy are imported where used: ``main`` installs its signal
@@ -240,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog='depth3dseg-replay',
         description=' '.join(__doc__.split('\n\n')[0].replace('``', '').split()),
+        formatter_class=DefaultsHelpFormatter,  # --help shows the defaults
     )
     p.add_argument('bag', help='rosbag2 directory, .db3/.mcap file or ROS 1 .bag')
     p.add_argument('--rate', type=float, default=1.0, help='time scale (2 = twice as fast)')
@@ -248,7 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
         '--topics', nargs='+', default=None, help='topics to replay (default: camera topics)'
     )
     p.add_argument('--clock', action='store_true', help='publish /clock (for use_sim_time)')
-    p.add_argument('--qos', choices=('reliable', 'best_effort'), default='reliable')
+    p.add_argument(
+        '--qos',
+        choices=('reliable', 'best_effort'),
+        default='reliable',
+        help='reliability of the publishers',
+    )
     p.add_argument('--depth', type=int, default=5, help='publisher KEEP_LAST depth')
     p.add_argument(
         '--wait-subscribers',

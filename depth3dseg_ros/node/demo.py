@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 
+from depth3dseg_ros.clihelp import DefaultsHelpFormatter
 from depth3dseg_ros.paths import share_file
 from depth3dseg_ros.procutil import (
     RUNNING,
@@ -283,7 +284,11 @@ def _positive(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     """The CLI of ``depth3dseg-demo``."""
-    p = argparse.ArgumentParser(prog='depth3dseg-demo', description=__doc__.split('\n')[0])
+    p = argparse.ArgumentParser(
+        prog='depth3dseg-demo',
+        description=__doc__.split('\n')[0],
+        formatter_class=DefaultsHelpFormatter,  # --help shows the defaults
+    )
     p.add_argument('--out', default='demo_out', help='report folder (created)')
     p.add_argument(
         '--model',
@@ -296,7 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
         help='bag (default: the real-camera sample bag, fetched and built on first use)',
     )
     p.add_argument('--rate', type=_positive, default=1.0, help='replay time scale (> 0)')
-    p.add_argument('--device', default='auto', choices=('auto', 'cpu', 'cuda'))
+    p.add_argument(
+        '--device', default='auto', choices=('auto', 'cpu', 'cuda'), help="the node's device"
+    )
     p.add_argument(
         '--startup-timeout', type=_positive, default=120.0, help='s to wait for the node to load'
     )

@@ -31,6 +31,7 @@ import cv2
 import torch
 from torch.utils.data import DataLoader
 
+from depth3dseg_ros.clihelp import DefaultsHelpFormatter
 from depth3dseg_ros.bags.dataset_writer import check_label_range
 from depth3dseg_ros.core import bootstrap
 from depth3dseg_ros.core.arch import DEFAULT_ARCH
@@ -174,7 +175,9 @@ def extract_bags_to(bags: list[str], dst: Path, config: str | None, preset: str 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Parse the depth3dseg-eval command line (``argv`` None: sys.argv)."""
     p = argparse.ArgumentParser(
-        prog='depth3dseg-eval', description=__doc__.split('\n\n')[0].replace('``', '')
+        prog='depth3dseg-eval',
+        description=__doc__.split('\n\n')[0].replace('``', ''),
+        formatter_class=DefaultsHelpFormatter,  # --help shows the defaults
     )
     p.add_argument(
         '--model', required=True, help='model file (core.modelfile, e.g. runs/x/model.pt)'
@@ -191,7 +194,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         required=True,
         help='report directory (report.json, report.txt, frames.npz, grids)',
     )
-    p.add_argument('--batch-size', type=int, default=8)
+    p.add_argument('--batch-size', type=int, default=8, help='frames per forward pass')
     p.add_argument('--device', default='auto', help="'auto', 'cpu' or 'cuda[:N]'")
     p.add_argument(
         '--grids',
