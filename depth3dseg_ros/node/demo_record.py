@@ -236,7 +236,8 @@ def write_report(out: Path, rec: Recorder, info: dict) -> dict:
         '## Against the bag\'s ground truth (processed frames, GT resized nearest to the output '
         'size)',
         '',
-        '| labelled frames | fused mIoU | fused pixel acc | depth frames | AbsRel | RMSE (m) | δ1 |',
+        '| labelled frames | fused mIoU | fused pixel acc | depth frames | AbsRel | RMSE (m) '
+        '| δ1 |',
         '|---|---|---|---|---|---|---|',
         '| {labelled_frames} | {miou} | {pixel_acc} | {depth_frames} | {absrel} | {rmse_m} | '
         '{delta1} |'.format(
