@@ -107,7 +107,7 @@ def test_a_copy_of_the_model_as_teacher_gives_zero_and_the_total_adds_the_weight
     r = compute_losses(model, batch, cfg, teacher=teacher)
     plain = compute_losses(model, batch, LossConfig())
     assert float(r[term].detach()) > 0
-    assert float(r['total']) == pytest.approx(
+    assert float(r['total'].detach()) == pytest.approx(
         float(plain['total']) + 2.5 * float(r[term].detach()), rel=1e-5
     )
     assert term not in plain and not teacher.training
