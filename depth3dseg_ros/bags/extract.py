@@ -316,8 +316,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
     flags = {a.dest: a.option_strings[-1] for a in parser._actions if a.option_strings}
     problem = flag_problem(vars(args), flags)
-    if problem is None and output_dir_problem(args.output):
-        problem = f'-o/--output {output_dir_problem(args.output)}'
+    if problem is None:
+        out_problem = output_dir_problem(args.output)
+        problem = f'-o/--output {out_problem}' if out_problem else None
     if problem is not None:
         print(f'depth3dseg-extract: error: {problem}', file=sys.stderr)
         return 2

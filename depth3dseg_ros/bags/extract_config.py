@@ -19,7 +19,7 @@ from depth3dseg_ros.bags.frames import ROLES
 from depth3dseg_ros.bags.label_policy import LABEL_POLICIES
 from depth3dseg_ros.bags.pairing import DEFAULT_TOLERANCE_NS
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, resolve_typestore
-from depth3dseg_ros.bags.topic_check import ALLOWABLE, parse_allow_missing
+from depth3dseg_ros.bags.topic_check import ALLOWABLE, parse_allow_missing, split_roles
 
 #: Topic names of common camera drivers (role -> topic). 'depth3dseg' is the package's synthetic
 #: bags.
@@ -205,9 +205,10 @@ def flag_problem(values: Mapping[str, Any], flags: Mapping[str, str]) -> Optiona
     """
     for key in BOUNDS:
         value = values.get(key)
-        if value is not None and setting_problem(key, value):
+        problem = None if value is None else setting_problem(key, value)
+        if problem:
             shown = f'{value:g}' if isinstance(value, float) else value
-            return f'{flags.get(key, key)} {shown} {setting_problem(key, value)}'
+            return f'{flags.get(key, key)} {shown} {problem}'
     if values.get('rgb_topic') == '':
         return f"{flags.get('rgb_topic', 'rgb_topic')} '': an RGB topic is required"
     typestore = values.get('typestore')
@@ -219,8 +220,7 @@ def flag_problem(values: Mapping[str, Any], flags: Mapping[str, str]) -> Optiona
             return str(err).replace(f'typestore={typestore!r}', typed)
     allow = values.get('allow_missing')
     if allow is not None:
-        items = allow.split(',') if isinstance(allow, str) else list(allow)
-        bad = [r for r in (str(i).strip() for i in items) if r and r not in ALLOWABLE]
+        bad = [r for r in split_roles(allow) if r not in ALLOWABLE]
         if bad:
             what = 'is not a role' if len(bad) == 1 else 'are not roles'
             typed = allow if isinstance(allow, str) else ','.join(map(str, allow))

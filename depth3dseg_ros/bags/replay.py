@@ -31,7 +31,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from depth3dseg_ros.clihelp import DefaultsHelpFormatter
 from depth3dseg_ros.bags.rclpy_copy import ros_msg_class, to_rclpy
@@ -133,6 +133,15 @@ class Replayer:
         """Close the bag."""
         self._reader.close()
 
+    def check_replayed(self, topics: Sequence[str]) -> None:
+        """Raise ValueError naming the first of ``topics`` (``--wait-for``) that is not
+        replayed."""
+        missing = [t for t in topics if t not in self.pubs]
+        if missing:
+            raise ValueError(
+                f'--wait-for {missing[0]}: not a replayed topic (replayed: {sorted(self.pubs)})'
+            )
+
     def wait_for_subscribers(
         self,
         timeout: float,
@@ -150,13 +159,9 @@ class Replayer:
         together, so its other subscriptions match within the quiet second. ``required``: topics
         that only the intended subscriber reads (e.g. the node's camera_info while a recorder
         already reads the image topic). ``spin(s)`` runs the node for s seconds. Raises
-        ValueError for a required topic that is not replayed.
+        ValueError for a required topic that is not replayed (`check_replayed`).
         """
-        missing = [t for t in required if t not in self.pubs]
-        if missing:
-            raise ValueError(
-                f'--wait-for {missing[0]}: not a replayed topic (replayed: {sorted(self.pubs)})'
-            )
+        self.check_replayed(required)
         end = time.monotonic() + timeout
         matched: set[str] = set()
         last_change = None
@@ -340,13 +345,10 @@ def _main(argv: list[str] | None, stop: Any) -> int:
             print(f'depth3dseg-replay: {err}', file=sys.stderr)
             return 2
         stop.set_phase(RUNNING)  # raise_running: a signal raises StopRequested out of the loop
-        unknown = [t for t in args.wait_for if t not in rep.topics]
-        if unknown:
-            print(
-                f'depth3dseg-replay: --wait-for {unknown[0]}: not a replayed topic (replayed: '
-                f'{sorted(rep.topics)})',
-                file=sys.stderr,
-            )
+        try:  # before any wait, also with --wait-subscribers 0
+            rep.check_replayed(args.wait_for)
+        except ValueError as err:
+            print(f'depth3dseg-replay: {err}', file=sys.stderr)
             return 2
         if args.wait_subscribers > 0:
             on = ', '.join(args.wait_for) if args.wait_for else ', '.join(rep.topics)

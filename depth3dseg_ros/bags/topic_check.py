@@ -34,6 +34,13 @@ class MissingTopics(ValueError):
     topics of the right type the bag has; the CLI exits 2)."""
 
 
+def split_roles(value: Iterable[str] | str) -> List[str]:
+    """The role names of ``'depth, labels'`` or ``['depth']``, stripped, empty ones dropped, in
+    the order given (repeats kept)."""
+    items = value.split(',') if isinstance(value, str) else list(value)
+    return [r for r in (str(i).strip() for i in items) if r]
+
+
 def parse_allow_missing(value: Optional[Iterable[str] | str]) -> List[str]:
     """``'depth,labels'`` or ``['depth']`` -> sorted role list.
 
@@ -42,8 +49,7 @@ def parse_allow_missing(value: Optional[Iterable[str] | str]) -> List[str]:
     """
     if value is None:
         return []
-    items = value.split(',') if isinstance(value, str) else list(value)
-    roles = sorted({str(r).strip() for r in items if str(r).strip()})
+    roles = sorted(set(split_roles(value)))
     bad = [r for r in roles if r not in ALLOWABLE]
     if bad:
         raise ValueError(

@@ -277,8 +277,9 @@ def _run(args: argparse.Namespace) -> int:
             str(extract_bags_to(args.bag, Path(tmp) / 'ds', args.extract_config, args.preset))
         ]
         records = load_records(dirs, classes)
+        src = ', '.join(map(str, args.data or args.bag))  # what the user named, for messages
         if not records:
-            raise ValueError(f'no frames in {", ".join(map(str, args.data or args.bag))}')
+            raise ValueError(f'no frames in {src}')
         rep = frame_stats.repeated_ids([str(r['id']) for r in records])
         if rep:
             print(
@@ -291,15 +292,13 @@ def _run(args: argparse.Namespace) -> int:
             n, records = len(records), [r for r in records if r.get('depth')]
             if n and not records:
                 raise ValueError(
-                    f'--only-with-depth: none of the {n} frames of '
-                    f'{", ".join(args.data or args.bag)} has depth (for --bag, check the depth '
-                    'topic: --preset / --extract-config)'
+                    f'--only-with-depth: none of the {n} frames of {src} has depth (for --bag, '
+                    'check the depth topic: --preset / --extract-config)'
                 )
         check_label_range(
             records, classes
         )  # ids outside the class set: one error line before any frame (C43)
         if not any(r.get('labels') or r.get('depth') for r in records):
-            src = ', '.join(map(str, args.data or args.bag))
             raise ValueError(
                 f'none of the {len(records)} frames of {src} has labels or depth: nothing to '
                 f'evaluate (for --bag, check the topics: --preset {args.preset or "(default)"} / '
@@ -357,7 +356,6 @@ def _run(args: argparse.Namespace) -> int:
     (out / 'report.json').write_text(json.dumps(report, indent=1))
     (out / 'report.txt').write_text(table + '\n')
     print(table)
-    grids = report.get('grids', 0)
     print(f'report: {out / "report.json"}' + (f' ({grids} grid_*.png)' if grids else ''))
     return 0
 
