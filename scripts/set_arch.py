@@ -9,11 +9,13 @@ records how. Values are YAML scalars (numbers such as ``1e-1`` too); the new arc
 (core.arch.check_arch) and the weights must load unchanged into the new network, else nothing is
 written. ``--input-balance`` sets the file's ``input_balance`` (the white balance of the input
 before mean/std, core.colour_balance: ``none`` | ``grey_world``), a preprocessing choice that also
-leaves the weights as they are. Metadata other than ``arch``, ``created`` and what is set is kept;
-``--out`` must be a new file.
+leaves the weights as they are; ``--input depth_code`` marks a model trained on the geometry
+code of depth images (scripts/geometry_input.py's datasets) as a geometry model for the RGB-D
+late fusion (core.late_fusion; ``rgb`` marks a colour model). Metadata other than ``arch``,
+``created`` and what is set is kept; ``--out`` must be a new file.
 
 Usage: python scripts/set_arch.py --model M [--set fusion_w3d=0.25 ...] [--input-balance B]
-       --out M2
+       [--input rgb|depth_code] --out M2
 """
 
 from __future__ import annotations
@@ -25,19 +27,27 @@ import yaml
 
 from depth3dseg_ros.core.arch import DEFAULT_ARCH
 from depth3dseg_ros.core.colour_balance import BALANCES, check_balance
-from depth3dseg_ros.core.modelfile import load_model, save_model
+from depth3dseg_ros.core.modelfile import INPUT_KINDS, check_input_kind, load_model, save_model
 
 __all__ = ['set_arch', 'main']
 
 
-def set_arch(model_path: str, changes: dict, out: str, input_balance: str | None = None) -> dict:
+def set_arch(
+    model_path: str,
+    changes: dict,
+    out: str,
+    input_balance: str | None = None,
+    input_kind: str | None = None,
+) -> dict:
     """Write ``out``: the model file ``model_path`` with ``changes`` (arch key -> value) applied
-    and, unless None, its ``input_balance`` set; returns {key: (old, new)} (``input_balance``
-    among them when set). Raises ValueError naming the key for an unknown key, a bad value
-    (check_arch, check_balance) or a key that changes the weights' shapes, and when ``out`` is
-    the input file."""
+    and, unless None, its ``input_balance`` and ``input`` (``input_kind``) set; returns {key: (old,
+    new)} (those two among them when set). Raises ValueError naming the key for an unknown key, a
+    bad value (check_arch, check_balance, check_input_kind) or a key that changes the weights'
+    shapes, and when ``out`` is the input file."""
     if input_balance is not None:
         check_balance(input_balance, '--input-balance')
+    if input_kind is not None:
+        check_input_kind(input_kind, '--input')
     if Path(out).resolve() == Path(model_path).resolve():
         raise ValueError(f'--out {out} is the input model file: write a new file')
     if Path(out).exists():
@@ -62,6 +72,9 @@ def set_arch(model_path: str, changes: dict, out: str, input_balance: str | None
     if input_balance is not None:
         done['input_balance'] = (meta['input_balance'], input_balance)
         keep['input_balance'] = input_balance
+    if input_kind is not None:
+        done['input'] = (meta['input'], input_kind)
+        keep['input'] = input_kind
     save_model(out, new, keep)
     return done
 
@@ -72,10 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('--model', required=True)
     ap.add_argument('--set', action='append', default=[], metavar='KEY=VALUE')
     ap.add_argument('--input-balance', choices=BALANCES, default=None)
+    ap.add_argument('--input', choices=INPUT_KINDS, default=None, dest='input_kind')
     ap.add_argument('--out', required=True)
     a = ap.parse_args(argv)
-    if not a.set and a.input_balance is None:
-        ap.error('nothing to change: give --set KEY=VALUE and/or --input-balance')
+    if not a.set and a.input_balance is None and a.input_kind is None:
+        ap.error('nothing to change: give --set KEY=VALUE, --input-balance and/or --input')
     try:
         changes = {}
         for item in a.set:
@@ -89,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
                 except ValueError:
                     pass
             changes[key.strip()] = v
-        for k, (old, new) in set_arch(a.model, changes, a.out, a.input_balance).items():
+        for k, (old, new) in set_arch(
+            a.model, changes, a.out, a.input_balance, a.input_kind
+        ).items():
             print(f'{k}: {old!r} -> {new!r}')
     except (ValueError, OSError) as e:
         ap.error(' '.join(str(e).split()))

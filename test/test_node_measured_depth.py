@@ -5,6 +5,9 @@ fills its holes and ``~/depth/image`` stays the prediction. Pure rules
 
 from __future__ import annotations
 
+import runpy
+from pathlib import Path
+
 import numpy as np
 import pytest
 from sensor_msgs.msg import Image
@@ -15,8 +18,12 @@ from depth3dseg_ros.ros.camera_info import Intrinsics
 from depth3dseg_ros.ros.image import cv2_to_imgmsg, imgmsg_to_cv2
 from depth3dseg_ros.ros.pointcloud2 import read_points_numpy
 from depth3dseg_ros.ros.sync import StampBuffer
+from depth3dseg_ros.core.inference import Segmenter
 from nodeutil import camera_image, camera_info_msg, make_tiny_model, stamp_msg
+from trainutil import perturbed_tiny_model_file
 from test_node import H, K_CAM, NH, NW, RELIABLE, W, _start
+
+SET_ARCH = runpy.run_path(str(Path(__file__).resolve().parents[1] / 'scripts' / 'set_arch.py'))
 
 
 def _msg(t_ns):
@@ -78,14 +85,24 @@ def test_registered_depth_is_rectified_with_the_colour_image_nearest():
 
 @pytest.mark.timeout(300)
 def test_node_builds_the_cloud_from_the_measured_depth(ros, tmp_path):
+    """... and, with ``geometry_model``, late-fuses a geometry model's 2D labels of that depth
+    with the colour model's (core.late_fusion): the label image is the Segmenter's."""
     name = 'd3s_md'
     model = make_tiny_model(tmp_path / 'tiny.pt')
+    geo = tmp_path / 'geo.pt'
+    SET_ARCH['set_arch'](
+        str(perturbed_tiny_model_file(tmp_path / 'raw.pt', (NW // 2, NH // 2), seed=1)),
+        {},
+        str(geo),
+        input_kind='depth_code',
+    )
     proc, h = _start(
         tmp_path,
         model,
         name,
         extra_remaps={'depth': f'/{name}_cam/depth'},
         use_measured_depth=True,
+        geometry_model=str(geo),
         input_reliability='reliable',
         input_depth=5,
     )
@@ -111,6 +128,14 @@ def test_node_builds_the_cloud_from_the_measured_depth(ros, tmp_path):
         assert not np.allclose(pred[right], 2.5)
         left = ~right & np.isfinite(pred)
         assert np.allclose(z[left], pred[left], rtol=1e-5)  # the prediction fills the hole
+        assert f'RGB-D late fusion with {geo} (weight 0.5)' in proc.log(), proc.log()
+        seg = Segmenter(model, input_size=(NW, NH), num_threads=0, geometry_model=geo)
+        rgb = imgmsg_to_cv2(camera_image(W, H, t))
+        want = seg.infer(rgb, K_CAM, 'fused', measured).labels
+        got = imgmsg_to_cv2(h.got['labels'][t])
+        assert (got == want).mean() > 0.99  # the late-fused labels (float order aside)
+        plain = Segmenter(model, input_size=(NW, NH), num_threads=0)
+        assert (plain.infer(rgb, K_CAM, 'fused', measured).labels != want).any()
         # C20: a depth image of another size is refused for the cloud, the log describing both
         # messages (sizes, encodings, steps); the frame still comes out
         t2 = t + 100_000_000

@@ -344,9 +344,9 @@ def test_c44_updated_applies_dynamic_changes_and_refuses_like_start_up():
 
 
 def test_c44_start_up_only_set_is_the_one_documented():
-    """Model, device, precision, input size, QoS, compressed input, the measured-depth subscription
-    and torch threads are read at start-up; docs/node.md's "changes" column says so for each
-    parameter."""
+    """Model, device, precision, input size, QoS, compressed input, the measured-depth
+    subscription, the geometry model and its weight, and torch threads are read at start-up;
+    docs/node.md's "changes" column says so for each parameter."""
     startup = {s.name for s in SPECS if not s.dynamic}
     assert startup == {
         'model_file',
@@ -361,6 +361,8 @@ def test_c44_start_up_only_set_is_the_one_documented():
         'output_depth',
         'use_compressed',
         'use_measured_depth',
+        'geometry_model',
+        'geometry_weight',
         'torch_threads',
     }
     text = (REPO / 'docs' / 'node.md').read_text()

@@ -86,6 +86,42 @@ def resize_depth(depth: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return resize_nearest(a, size)
 
 
+def check_rgb(rgb: object) -> np.ndarray:
+    """``rgb`` if it is an H×W×3 uint8 array (RGB order assumed), else ValueError naming its dtype
+    and shape (case C05: convert 4-channel and mono images first)."""
+    if not (
+        isinstance(rgb, np.ndarray)
+        and rgb.dtype == np.uint8
+        and rgb.ndim == 3
+        and rgb.shape[2] == 3
+    ):
+        desc = f'{rgb.dtype} {rgb.shape}' if isinstance(rgb, np.ndarray) else type(rgb).__name__
+        raise ValueError(
+            f'rgb must be an H×W×3 uint8 RGB image, got {desc} (convert 4-channel/mono '
+            'images first, case C05)'
+        )
+    return rgb
+
+
+def measured_at(depth: object, rgb_shape: tuple, size: tuple[int, int]) -> np.ndarray:
+    """A measured depth image H×W (float metres, registered to an RGB image of ``rgb_shape``) at
+    ``size`` (W, H): a contiguous float32 array, nearest neighbour (resize_depth: no blended depth
+    at edges). Raises ValueError for a non-float or non-2D depth (16UC1 millimetres must be
+    converted with core.depth.depth_to_meters) or one whose size is not the RGB's."""
+    depth = np.asarray(depth)
+    if depth.ndim != 2 or depth.dtype.kind != 'f':
+        raise ValueError(
+            f'depth must be an H×W float array in metres, got {depth.dtype} {depth.shape} '
+            '(convert 16UC1 millimetres with core.depth.depth_to_meters)'
+        )
+    if depth.shape != tuple(rgb_shape[:2]):
+        raise ValueError(
+            f'depth size {depth.shape[1]}×{depth.shape[0]} != rgb size '
+            f'{rgb_shape[1]}×{rgb_shape[0]}: the depth must be registered to the colour image'
+        )
+    return np.ascontiguousarray(resize_depth(depth.astype(np.float32, copy=False), size))
+
+
 def label_image(labels: np.ndarray) -> np.ndarray:
     """Return ``labels`` in the narrowest label-image dtype: uint8 (mono8) if all ids < 256, else
     uint16 (C22).

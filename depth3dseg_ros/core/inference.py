@@ -24,6 +24,11 @@ from the prediction in its holes; the returned ``depth`` is still the network's 
 K the 3D branch cannot run: the labels come from S2D and ``InferenceResult.label_source`` says '2d'
 (a warning is logged once).
 
+RGB-D late fusion: with ``geometry_model`` (a model file marked ``input: depth_code``,
+core.late_fusion) and measured depth, the 2D distribution is the weighted mean of the colour
+model's and the geometry model's (``geometry_weight``) before the M7 rule; frames without depth
+are unchanged.
+
 Backends (core.backends): ``backend='torch'`` runs the model file in PyTorch; ``'onnxruntime'``
 runs the whole graph exported by depth3dseg-export (core.onnx_export) in ONNX Runtime; ``'auto'``
 (default) takes ONNX Runtime when the model file is a ``.onnx``, or an up-to-date export sits
@@ -49,7 +54,8 @@ from .classes import ClassSet
 from .colour_balance import check_balance, grey_world_
 from .fusion import LABEL_SOURCES, check_w3d, labels_confidence, source_probs
 from .geometry import check_intrinsics_np, resize_intrinsics
-from .imageops import resize_depth
+from .imageops import check_rgb, measured_at
+from .late_fusion import GeometryBranch
 from .model import Depth3DSeg, fold_batchnorm
 from .modelfile import load_model, make_meta
 from .runtime import InferenceResult, default_num_threads, resolve_device
@@ -88,7 +94,10 @@ class Segmenter:
             in ONNX Runtime and back-projection + 3D net in torch, core.ort_split, where each is
             faster; the whole graph on a GPU provider or for a file without the 3D weights),
             'split' or 'whole' (core.backends.OrtGraph). ``seg.ort.mode`` says which ran.
-    Attributes: classes (ClassSet), input_size (W, H), device (torch.device; 'cpu' for ONNX
+        geometry_model: optional geometry model file for the RGB-D late fusion (module docstring;
+            torch, on ``device``); geometry_weight: its weight in [0, 1].
+    Attributes: geometry (core.late_fusion.GeometryBranch | None), classes (ClassSet),
+    input_size (W, H), device (torch.device; 'cpu' for ONNX
     Runtime, whose outputs come back as host arrays), meta (dict), backend ('torch' |
     'onnxruntime'), model_path (the file loaded), model (the Depth3DSeg in eval mode, BatchNorm
     folded into the convolutions, channels-last: inference only; None with ONNX Runtime), ort
@@ -106,6 +115,8 @@ class Segmenter:
         num_threads: Optional[int] = None,
         backend: str = 'auto',
         ort_split: str = 'auto',
+        geometry_model: Optional[Union[str, Path]] = None,
+        geometry_weight: float = 0.5,
     ):
         choice = choose_backend(model_file, backend, half, input_size)
         self.model_path = choice.path
@@ -114,6 +125,10 @@ class Segmenter:
         else:
             model, meta = load_model(model_file, map_location='cpu')
             self._setup(model, meta, device, half, input_size, num_threads)
+        if geometry_model is not None:
+            self.geometry = GeometryBranch(
+                geometry_model, geometry_weight, self.device, self.classes
+            )
         _log.info('Segmenter: %s backend, %s (%s)', self.backend, self.model_path, choice.why)
 
     @classmethod
@@ -168,8 +183,14 @@ class Segmenter:
         if len(size) != 2 or any(int(s) != s or s < 8 for s in size):
             raise ValueError(f'input_size={tuple(size)} must be (width, height) integers >= 8')
         self.input_size: Tuple[int, int] = (int(size[0]), int(size[1]))
+        if meta.get('input', 'rgb') != 'rgb':
+            raise ValueError(
+                f"the model's meta input is {meta['input']!r}: a geometry model is not a colour "
+                'model; give it as geometry_model beside one'
+            )
         self.meta = meta
         self.classes = ClassSet.from_dict(meta['classes'])
+        self.geometry: Optional[GeometryBranch] = None
         #: white balance of the input before mean/std (core.colour_balance; older files: none)
         self.balance = check_balance(meta.get('input_balance', 'none'), "meta['input_balance']")
         #: the weight of S3D in the fused labels (arch fusion_w3d; files without it: the mean)
@@ -233,19 +254,7 @@ class Segmenter:
     def _preprocess(
         self, rgb: np.ndarray, K: Optional[np.ndarray]
     ) -> Tuple[np.ndarray, Optional[np.ndarray], torch.Tensor]:
-        if (
-            not isinstance(rgb, np.ndarray)
-            or rgb.dtype != np.uint8
-            or rgb.ndim != 3
-            or rgb.shape[2] != 3
-        ):
-            desc = (
-                f'{rgb.dtype} {rgb.shape}' if isinstance(rgb, np.ndarray) else type(rgb).__name__
-            )
-            raise ValueError(
-                f'rgb must be an H×W×3 uint8 RGB image, got {desc} (convert 4-channel/mono '
-                'images first, case C05)'
-            )
+        check_rgb(rgb)
         h0, w0 = rgb.shape[:2]
         w, h = self.input_size
         Kn = None
@@ -265,22 +274,9 @@ class Segmenter:
         return rgb, Kn, self._buf if self.dtype == torch.float32 else self._buf.to(self.dtype)
 
     def _measured(self, depth: np.ndarray, rgb_shape: Tuple[int, ...]) -> torch.Tensor:
-        """Measured depth H×W (metres, registered to the RGB at its size) -> 1×1×h×w float32 tensor
-        at the network size (nearest neighbour: no blended depth at edges, core.imageops)."""
-        depth = np.asarray(depth)
-        if depth.ndim != 2 or depth.dtype.kind != 'f':
-            raise ValueError(
-                f'depth must be an H×W float array in metres, got {depth.dtype} {depth.shape} '
-                '(convert 16UC1 millimetres with core.depth.depth_to_meters)'
-            )
-        if depth.shape != tuple(rgb_shape[:2]):
-            raise ValueError(
-                f'depth size {depth.shape[1]}×{depth.shape[0]} != rgb size '
-                f'{rgb_shape[1]}×{rgb_shape[0]}: the depth must be registered to the colour image'
-            )
-        w, h = self.input_size
-        d = resize_depth(depth.astype(np.float32, copy=False), (w, h))
-        return torch.from_numpy(np.ascontiguousarray(d)).to(self.device)[None, None]
+        """core.imageops.measured_at (the network size) as a 1×1×h×w tensor on the device."""
+        d = measured_at(depth, rgb_shape, self.input_size)
+        return torch.from_numpy(d).to(self.device)[None, None]
 
     def infer(
         self,
@@ -313,15 +309,17 @@ class Segmenter:
         self._sync()
         t1 = time.perf_counter()
         with torch.inference_mode():
+            Kt = None if Kn is None else torch.as_tensor(Kn, dtype=torch.float32)[None]
             if self.ort is not None:
                 out = self.ort.forward(x, Kn, measured)
-            elif Kn is None:
+            elif Kt is None:
                 out = self.model.forward_2d(x)
             else:
-                Kt = torch.as_tensor(Kn, dtype=torch.float32, device=self.device).unsqueeze(
-                    0
-                )  # M2 in fp32
+                Kt = Kt.to(self.device)  # M2 in fp32
                 out = self.model(x, Kt) if measured is None else self.model(x, Kt, measured)
+            if self.geometry is not None and measured is not None:
+                out = dict(out)
+                out['seg2d'] = self.geometry.fuse(out['seg2d'], measured, Kt, self.classes.void_id)
             self._sync()
             t2 = time.perf_counter()
             source = label_source

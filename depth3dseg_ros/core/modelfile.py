@@ -5,7 +5,8 @@ Layout (a dict of plain types only, so that loading never unpickles an arbitrary
 
     {'format': 'depth3dseg-model', 'version': 1,
      'meta': {'classes': ClassSet.to_dict(), 'input_size': [W, H], 'mean': [r, g, b], 'std': [r, g,
-              b], 'input_balance': 'none' | 'grey_world', 'max_depth': float (m), 'arch':
+              b], 'input_balance': 'none' | 'grey_world', 'input': 'rgb' | 'depth_code',
+              'max_depth': float (m), 'arch':
               {...Depth3DSeg kwargs...}, 'created': ISO-8601 UTC, 'training': {...} (optional,
               plain)},
      'state_dict': {name: Tensor}}
@@ -16,6 +17,8 @@ restricted unpickler accepts tensors and plain containers only and refuses any o
 crafted ``__reduce__`` payload raises instead of running; test_core_modelfile.py).
 mean/std are the RGB normalisation on the 0..1 scale: rgb_norm = (rgb/255 - mean) / std, after the
 white balance ``input_balance`` (core.colour_balance; files written before the key: 'none').
+``input`` says what the 2D network takes: 'rgb' colour images (files written before the key), or
+'depth_code', the geometry code of depth images (a geometry model, core.late_fusion).
 """
 
 from __future__ import annotations
@@ -33,6 +36,18 @@ import torch
 from .classes import ClassSet
 from .colour_balance import check_balance
 from .model import Depth3DSeg, check_arch
+
+#: what a model file's 2D network takes (meta ``input``): colour images, or the geometry code of
+#: depth images (core.depth_code; a geometry model, core.late_fusion)
+INPUT_KINDS = ('rgb', 'depth_code')
+
+
+def check_input_kind(value: object, where: str = "meta['input']") -> str:
+    """``value`` if it is one of INPUT_KINDS, else ValueError naming ``where`` and the value."""
+    if value not in INPUT_KINDS:
+        raise ValueError(f'{where}={value!r} must be one of {INPUT_KINDS}')
+    return str(value)
+
 
 __all__ = [
     'FORMAT',
@@ -123,6 +138,7 @@ def make_meta(model: Depth3DSeg, meta: Dict[str, Any]) -> Dict[str, Any]:
     out.setdefault('mean', list(IMAGENET_MEAN))
     out.setdefault('std', list(IMAGENET_STD))
     out.setdefault('input_balance', 'none')
+    out.setdefault('input', 'rgb')
     out.setdefault('max_depth', float(arch['max_depth']))
     out.setdefault('created', _dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'))
     out['input_size'] = (
@@ -150,6 +166,7 @@ def _validate_meta(meta: Dict[str, Any]) -> None:
     _check_triplet(meta, 'std', True)
     try:
         check_balance(meta.get('input_balance', 'none'), "meta['input_balance']")
+        check_input_kind(meta.get('input', 'rgb'))
     except ValueError as exc:
         raise ModelFileError(str(exc)) from None
     if not (isinstance(meta['max_depth'], (int, float)) and meta['max_depth'] > 0):
@@ -295,7 +312,8 @@ def load_model(
     path: Union[str, Path], map_location: Any = 'cpu'
 ) -> Tuple[Depth3DSeg, Dict[str, Any]]:
     """Build the `Depth3DSeg` stored in `path` (eval mode, on `map_location`) -> (model, meta);
-    meta always has ``input_balance`` ('none' for files written before the key).
+    meta always has ``input_balance`` ('none' for files written before the key) and ``input``
+    ('rgb' for files written before it).
 
     Raises FileNotFoundError, ModelFileError (see `read_model_file`; also for an arch/class-count
     mismatch or a state_dict that does not fit the arch: missing/unexpected/mis-shaped tensors).
@@ -303,6 +321,7 @@ def load_model(
     data = read_model_file(path, map_location)
     meta = data['meta']
     meta.setdefault('input_balance', 'none')
+    meta.setdefault('input', 'rgb')
     try:
         model = Depth3DSeg.from_arch(dict(meta['arch']))
     except ValueError as exc:

@@ -209,6 +209,22 @@ SPECS: tuple[ParamSpec, ...] = (
         dynamic=False,
     ),
     ParamSpec(
+        'geometry_model',
+        '',
+        "with use_measured_depth: a geometry model file (meta input depth_code) whose 2D labels "
+        "of the measured depth are averaged with the colour model's (RGB-D late fusion); '' = "
+        'none',
+        dynamic=False,
+    ),
+    ParamSpec(
+        'geometry_weight',
+        0.5,
+        "the geometry model's weight in the fused 2D labels",
+        min=0.0,
+        max=1.0,
+        dynamic=False,
+    ),
+    ParamSpec(
         'max_image_pixels',
         8192 * 8192,
         'input images with more pixels are refused (compressed ones '

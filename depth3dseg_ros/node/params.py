@@ -75,6 +75,8 @@ class NodeParams:
     sync_slop: float
     use_compressed: bool
     use_measured_depth: bool
+    geometry_model: str
+    geometry_weight: float
     max_image_pixels: int
     output_resolution: str
     diagnostics_period: float

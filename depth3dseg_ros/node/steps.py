@@ -160,6 +160,11 @@ class SetupSteps:
         cal += f'input_balance {balance}, ' if balance != 'none' else ''
         if arch.get('code_input'):  # an RGB-D input model: say whether it gets its depth
             cal += 'RGB-D input, ' + ('' if p.use_measured_depth else 'no depth: colour only, ')
+        geo = getattr(self.seg, 'geometry', None)  # core.late_fusion.GeometryBranch
+        if geo is not None:
+            cal += f'RGB-D late fusion with {geo.path} (weight {geo.weight:g}), '
+        elif p.geometry_model:
+            cal += 'geometry_model unused (use_measured_depth is false), '
         return (
             f'model {model_file} ({len(self.classes)} classes, {cal}'
             f'warm-up {self._warm_ms:.0f} ms), '

@@ -86,6 +86,20 @@ def resolve_model_file(model_file: str) -> str:
         raise FileNotFoundError(f"parameter model_file='' (the shipped model): {err}") from None
 
 
+def resolve_geometry_model(p: NodeParams) -> str | None:
+    """The geometry model file the Segmenter gets: ``p.geometry_model`` when it is set and
+    ``p.use_measured_depth`` is on (it labels the measured depth), else None.
+
+    Raises:
+        FileNotFoundError: naming the parameter, for a path that is not a file.
+    """
+    if not p.geometry_model or not p.use_measured_depth:
+        return None
+    if not os.path.isfile(p.geometry_model):
+        raise FileNotFoundError(f'parameter geometry_model={p.geometry_model!r}: no such file')
+    return p.geometry_model
+
+
 def make_qos(reliability: str, depth: int, transient_local: bool = False) -> QoSProfile:
     """KEEP_LAST ``depth`` QoS with ``reliability`` in {'reliable', 'best_effort'} (C24)."""
     return QoSProfile(
@@ -113,4 +127,6 @@ def default_segmenter(p: NodeParams, model_file: str) -> Any:
         input_size=p.input_size,
         num_threads=p.torch_threads or None,
         backend=p.backend,
+        geometry_model=resolve_geometry_model(p),
+        geometry_weight=p.geometry_weight,
     )

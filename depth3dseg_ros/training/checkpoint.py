@@ -291,6 +291,8 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
     cfg['model'].update(arch=arch, mean=list(meta['mean']), std=list(meta['std']))
     if cfg['model'].get('input_balance') is None:  # null: the init's white balance
         cfg['model']['input_balance'] = meta.get('input_balance', 'none')
+    if cfg['model'].get('input') is None:  # null: what the init's 2D network takes
+        cfg['model']['input'] = meta.get('input', 'rgb')
     return model
 
 

@@ -35,8 +35,9 @@ import yaml
 
 from depth3dseg_ros.core.colour_balance import check_balance
 from depth3dseg_ros.core.model import check_arch
-from depth3dseg_ros.core.modelfile import ModelFileError
+from depth3dseg_ros.core.modelfile import ModelFileError, check_input_kind
 from depth3dseg_ros.core.train_step import LossConfig
+from depth3dseg_ros.training.config_checks import check_code_input
 from depth3dseg_ros.training.camera_aug import resolve_camera
 from depth3dseg_ros.training.fda import resolve_fda
 from depth3dseg_ros.training.mixstyle import check_mixstyle
@@ -79,6 +80,10 @@ DEFAULTS: dict[str, Any] = {
         # white balance of the input before mean/std (core.colour_balance): 'none', 'grey_world',
         # or null = model.init's (none without model.init)
         'input_balance': None,
+        # what the 2D network's image is (core.modelfile INPUT_KINDS): 'rgb', or 'depth_code' for
+        # a geometry model trained on scripts/geometry_input.py's datasets (RGB-D late fusion,
+        # core.late_fusion); null = model.init's (rgb without model.init)
+        'input': None,
         'init': None,
         # with model.init and arch code_stream: the model file whose 2D encoder, trained on the
         # geometry code as its image, starts the code's encoder (core.code_stream); null = random
@@ -352,6 +357,10 @@ def validate(cfg: dict) -> dict:
         raise ValueError(f"config model.std={m['std']!r} must be > 0")
     if m['input_balance'] is not None:
         check_balance(m['input_balance'], 'config model.input_balance')
+    if m['input'] is not None:
+        check_input_kind(m['input'], 'config model.input')
+    if m['input'] == 'depth_code':  # a geometry model's image is a code, not a photograph
+        check_code_input(cfg)
     try:
         check_arch(dict(m['arch']))
     except (ValueError, TypeError) as exc:

@@ -1,6 +1,7 @@
 """Checks shared by the augmentation configs (training.camera_aug, training.texture_rand): a value
 in a range, a [min, max] pair, and the spelling of an augmentation spec (null / 'none' / a preset
-name / a mapping). Every error names the dotted config key and the value."""
+name / a mapping); and what a geometry model's run may not switch on (check_code_input). Every
+error names the dotted config key and the value."""
 
 from __future__ import annotations
 
@@ -49,3 +50,18 @@ def check_number(v: Any, where: str, lo: float, hi: float, integer: bool = False
         kind = 'an integer' if integer else 'a number'
         raise ValueError(f'config {where}={v!r} must be {kind} in [{lo}, {hi}]')
     return int(v) if integer else float(v)
+
+def check_code_input(cfg: dict[str, Any]) -> None:
+    """With model.input depth_code the images are geometry codes (core.depth_code): a photometric
+    augmentation or white balance would change what each channel means. Raises ValueError naming
+    the first such key that is on."""
+    a, m = cfg['augment'], cfg['model']
+    on = [f'augment.{k}={a[k]!r}' for k in ('brightness', 'contrast', 'saturation') if a[k]]
+    on += [f'augment.{k}={a[k]!r}' for k in ('camera', 'texture', 'fda') if a.get(k)]
+    if m['input_balance'] not in (None, 'none'):
+        on.append(f"model.input_balance={m['input_balance']!r}")
+    if on:
+        raise ValueError(
+            f'config {on[0]} with model.input depth_code: photometric changes corrupt the '
+            'geometry code; set it to 0 / null / none'
+        )

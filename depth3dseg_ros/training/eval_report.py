@@ -15,6 +15,7 @@ from depth3dseg_ros.core.arch import DEFAULT_ARCH
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.fusion import source_labels
 from depth3dseg_ros.core.imageops import colorize_depth, colorize_labels
+from depth3dseg_ros.core.late_fusion import forward_rgbd
 from depth3dseg_ros.training.dataset import FrameDataset
 
 __all__ = ['denormalize', 'sample_grid', 'confusion_lines', 'format_table', 'model_arch']
@@ -40,17 +41,22 @@ def sample_grid(
     device: torch.device | str = 'cpu',
     n: int = 4,
     start: int = 0,
+    measured_depth: bool = False,
+    geometry: Any = None,
 ) -> np.ndarray:
     """Rows of rgb | ground-truth labels | fused predicted labels | predicted depth for frames
     ``start..start+n-1`` of ``dataset``; returns an H'×W'×3 uint8 RGB image (ground truth of frames
-    without labels is all void)."""
+    without labels is all void). ``measured_depth``, ``geometry`` (a
+    core.late_fusion.GeometryBranch): the labels as depth3dseg-eval scores them with those options
+    (core.late_fusion.forward_rgbd)."""
     was_training = model.training
     model.eval()
     idx = list(range(start, min(len(dataset), start + n)))
     items = [dataset[i] for i in idx]
     rgb = torch.stack([b['rgb'] for b in items]).to(device)
     K = torch.stack([b['K'] for b in items]).to(device)
-    out = model(rgb, K)
+    depth = torch.stack([b['depth'] for b in items]).to(device) if measured_depth else None
+    out = forward_rgbd(model, rgb, K, depth, geometry, classes.void_id)
     model.train(was_training)
     arch = model_arch(model)
     w3d = arch.get('fusion_w3d', DEFAULT_ARCH['fusion_w3d'])

@@ -37,6 +37,7 @@ from depth3dseg_ros.core import bootstrap
 from depth3dseg_ros.core.arch import DEFAULT_ARCH
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.inference import resolve_device
+from depth3dseg_ros.core.late_fusion import GeometryBranch, check_weight, forward_rgbd
 from depth3dseg_ros.core.metrics import SegDepthEvaluator
 from depth3dseg_ros.core.train_step import losses_from_outputs
 from depth3dseg_ros.training.dataset import FrameDataset, load_records
@@ -89,6 +90,7 @@ def evaluate_model(
     measured_depth: bool = False,
     progress: bool = False,
     per_frame: bool = False,
+    geometry: Any = None,
 ) -> dict[str, Any]:
     """Run ``model`` (Depth3DSeg) over ``dataset`` (un-augmented FrameDataset) and return metrics.
 
@@ -102,6 +104,8 @@ def evaluate_model(
     the 3D net use it where valid, Depth3DSeg.forward), as an RGB-D camera's node would; frames
     without depth run on the prediction alone. The depth metrics always score the network's
     predicted depth.
+    ``geometry``: a core.late_fusion.GeometryBranch; with ``measured_depth``, each frame with depth
+    gets the RGB-D late fusion of the two models' 2D labels (core.late_fusion.forward_rgbd).
     ``progress``: a tqdm bar over the batches on stderr (as depth3dseg-train shows; off by
     default).
     ``per_frame``: also return each frame's counts under ``per_frame``
@@ -131,7 +135,10 @@ def evaluate_model(
             torch.cuda.synchronize()
         t = time.perf_counter()
         with amp_ctx():
-            out = model(batch['rgb'], batch['K'], batch['depth'] if measured_depth else None)
+            measured = batch['depth'] if measured_depth else None
+            out = forward_rgbd(
+                model, batch['rgb'], batch['K'], measured, geometry, classes.void_id
+            )
         if device.type == 'cuda':
             torch.cuda.synchronize()
         t_fwd += time.perf_counter() - t
@@ -211,6 +218,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         'cloud and 3D net use it where valid',
     )
     p.add_argument(
+        '--geometry-model',
+        metavar='FILE',
+        help='with --measured-depth: a geometry model (meta input depth_code) whose 2D labels of '
+        "each frame's depth are late-fused with the model's (RGB-D late fusion, core.late_fusion)",
+    )
+    p.add_argument(
+        '--geometry-weight',
+        type=float,
+        default=0.5,
+        help="the geometry model's weight in the fused 2D distribution, in [0, 1]",
+    )
+    p.add_argument(
         '--only-with-depth', action='store_true', help='evaluate only the frames that have depth'
     )
     p.add_argument(
@@ -266,10 +285,18 @@ def _run(args: argparse.Namespace) -> int:
             f'--resamples={args.resamples} must be 0 (no intervals) or >= '
             f'{frame_stats.MIN_RESAMPLES}'
         )
+    if args.geometry_model and not args.measured_depth:
+        raise ValueError(
+            f'--geometry-model {args.geometry_model} needs --measured-depth (it labels the depth)'
+        )
     device = resolve_device(args.device)
     model, meta = load_model(args.model, map_location=device)
     model.to(device).eval()
     classes = ClassSet.from_dict(meta['classes'])
+    geometry = None
+    if args.geometry_model:
+        check_weight(args.geometry_weight, '--geometry-weight')
+        geometry = GeometryBranch(args.geometry_model, args.geometry_weight, device, classes)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix='depth3dseg_eval_') as tmp:
@@ -328,6 +355,7 @@ def _run(args: argparse.Namespace) -> int:
             measured_depth=args.measured_depth,
             progress=show_progress(args.no_progress),
             per_frame=True,
+            geometry=geometry,
         )
         frames = report.pop('per_frame')
         report['wall_frames_per_s'] = report['frames'] / (time.perf_counter() - t0)
@@ -336,6 +364,8 @@ def _run(args: argparse.Namespace) -> int:
             data=args.data or args.bag,
             batch_size=args.batch_size,
             measured_depth=args.measured_depth,
+            geometry_model=args.geometry_model,
+            geometry_weight=args.geometry_weight if geometry is not None else None,
             only_with_depth=args.only_with_depth,
             device=str(device),
             input_size=list(meta['input_size']),
@@ -348,7 +378,7 @@ def _run(args: argparse.Namespace) -> int:
             report['ci'] = frame_stats.intervals(frames, classes.void_id, args.resamples)
         grids = min(args.grids, -(-len(ds) // 4))  # 4 frames a grid, while they last
         for g in range(grids):
-            grid = sample_grid(model, ds, classes, device, n=4, start=g * 4)
+            grid = sample_grid(model, ds, classes, device, 4, g * 4, args.measured_depth, geometry)
             cv2.imwrite(str(out / f'grid_{g:03d}.png'), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
         report['grids'] = grids
     table = '\n'.join([format_table(report, classes.names)] + interval_lines(report.get('ci')))

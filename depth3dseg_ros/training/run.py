@@ -181,6 +181,8 @@ def setup_run(args: argparse.Namespace) -> Run:
         cfg = validate(cfg)
     if cfg['model']['input_balance'] is None:  # null without model.init: no white balance
         cfg['model']['input_balance'] = 'none'
+    if cfg['model'].get('input') is None:  # null without model.init: a colour model
+        cfg['model']['input'] = 'rgb'
     # before any data is read: a bad teacher file stops the run at once
     teacher = load_teacher(cfg, classes) if cfg['model']['teacher'] else None
     # every arch key goes into config.yaml and the checkpoints, so --resume rebuilds this network

@@ -335,6 +335,7 @@ def export_meta(cfg: dict, classes, model: Depth3DSeg, summary: dict) -> dict[st
         'mean': list(cfg['model']['mean']),
         'std': list(cfg['model']['std']),
         'input_balance': cfg['model']['input_balance'],  # resolved by run.setup_run
+        'input': cfg['model'].get('input') or 'rgb',  # rgb | depth_code (core.late_fusion)
         'max_depth': float(model.arch['max_depth']),
         'arch': dict(model.arch),
         'training': {k: v for k, v in summary.items() if k != 'history'},

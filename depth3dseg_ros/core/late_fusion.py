@@ -1,0 +1,180 @@
+"""RGB-D late fusion: a colour model's 2D labels averaged with a geometry model's (docs/method.md
+M7 extended for RGB-D cameras; docs/levers.md, "Geometry as the 2D network's input", lever 64).
+
+A *geometry model* is a model file (core.modelfile) whose 2D network was trained on the geometry
+code of depth images (core.depth_code: log depth, the normal's downward and sideways components; an
+HHA-like code, Gupta et al. ECCV 2014) in place of colour images; its metadata says so with
+``input: depth_code`` (``scripts/set_arch.py --input depth_code``). With a frame's measured depth
+(RGB-D camera) the fused 2D class distribution is
+
+    p(c) = (1 − w) · softmax(colour S2D)(c) + w · softmax(geometry S2D)(c),
+
+void excluded from both (core.fusion.class_probs), returned as log-probabilities so that the M7
+rule (core.fusion.source_probs: S2D with S3D where the 3D point is valid) runs on it unchanged.
+Frames without any valid measured depth keep the colour model's S2D as it was. The two networks
+never train together: late fusion of an RGB and an HHA network, as Long et al. (FCN, CVPR 2015)
+did on NYUDv2 by summing the two nets' scores, here as a weighted mean of their softmaxes.
+
+Pure torch, no ROS. Used by core.inference.Segmenter (``geometry_model``), depth3dseg-eval
+(``--geometry-model``) and the node (``geometry_model`` parameter).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional, Union
+
+import torch
+import torch.nn.functional as F
+
+from .classes import ClassSet
+from .depth_code import depth_code
+from .fusion import class_probs
+from .model import fold_batchnorm
+from .modelfile import load_model
+
+__all__ = ['check_weight', 'fuse_2d', 'GeometryBranch', 'forward_rgbd']
+
+
+def check_weight(value: object, where: str = 'geometry_weight') -> float:
+    """The geometry model's weight ``w`` as a float in [0, 1]; ValueError naming ``where`` for a
+    non-number, NaN, ±inf or a value outside [0, 1]."""
+    try:
+        w = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f'{where}={value!r} must be a number in [0, 1]') from None
+    if isinstance(value, bool) or not math.isfinite(w) or not 0.0 <= w <= 1.0:
+        raise ValueError(f'{where}={value!r} must be a number in [0, 1]')
+    return w
+
+
+def fuse_2d(
+    seg2d: torch.Tensor,
+    geo2d: torch.Tensor,
+    w: float,
+    void_id: Optional[int],
+    has_depth: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """The late-fused 2D log-probabilities (module docstring).
+
+    Args:
+        seg2d, geo2d: B×C×H×W float logits of the colour and the geometry model, same shape.
+        w: the geometry model's weight in [0, 1] (check_weight).
+        void_id: the void class (excluded from both softmaxes), or None.
+        has_depth: optional B bool, the frames that have measured depth; the others keep ``seg2d``.
+    Returns B×C×H×W float32: log p, clamped at log 1e-12 (finite; the void channel too).
+    Raises ValueError for different shapes or a bad ``w``.
+    """
+    w = check_weight(w, 'w')
+    if seg2d.shape != geo2d.shape:
+        raise ValueError(
+            f'geometry logits {tuple(geo2d.shape)} != colour logits {tuple(seg2d.shape)}'
+        )
+    p = (1.0 - w) * class_probs(seg2d, void_id) + w * class_probs(geo2d, void_id)
+    fused = p.clamp_min(1e-12).log()
+    if has_depth is None:
+        return fused
+    keep = has_depth.to(fused.device).view(-1, 1, 1, 1)
+    return torch.where(keep, fused, seg2d.float())
+
+
+class GeometryBranch:
+    """A loaded geometry model, ready to fuse its 2D labels into a colour model's (module
+    docstring).
+
+    Args:
+        model_file: a model file with ``meta['input'] == 'depth_code'``.
+        weight: its weight w in the fused 2D distribution, [0, 1] (0.5: the plain mean).
+        device: torch device of its forward pass (the colour model's).
+        classes: the colour model's ClassSet; the geometry model must have the same class names.
+    Attributes: model (Depth3DSeg in eval mode, BatchNorm folded), meta, input_size (W, H), weight,
+    path. Raises FileNotFoundError / core.modelfile.ModelFileError for a bad file, ValueError for a
+    file that is not a geometry model (naming its ``input``), other classes, or a bad weight.
+    """
+
+    def __init__(
+        self,
+        model_file: Union[str, Path],
+        weight: float = 0.5,
+        device: Union[str, torch.device] = 'cpu',
+        classes: Optional[ClassSet] = None,
+    ):
+        self.path = Path(model_file)
+        self.weight = check_weight(weight)
+        model, meta = load_model(self.path, map_location='cpu')
+        kind = meta.get('input', 'rgb')
+        if kind != 'depth_code':
+            raise ValueError(
+                f"{self.path}: meta['input'] is {kind!r}, so it is not a geometry model (a model "
+                "trained on depth codes, marked with scripts/set_arch.py --input depth_code)"
+            )
+        names = ClassSet.from_dict(meta['classes']).names
+        if classes is not None and names != classes.names:
+            raise ValueError(
+                f'{self.path}: classes {names} differ from the colour model\'s {classes.names}'
+            )
+        self.meta = meta
+        self.input_size = (int(meta['input_size'][0]), int(meta['input_size'][1]))
+        self.device = torch.device(device)
+        self.model = fold_batchnorm(model.eval()).to(self.device)
+        self._mean = torch.tensor(meta['mean'], dtype=torch.float32, device=self.device)
+        self._std = torch.tensor(meta['std'], dtype=torch.float32, device=self.device)
+
+    @torch.no_grad()
+    def logits(self, measured: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+        """The geometry model's 2D logits of measured depth.
+
+        Args:
+            measured: B×1×H×W float metres, registered to the colour network's input (0, NaN,
+                ±inf = no data).
+            K: B×3×3 (or 3×3) intrinsics at H×W, pixels.
+        Returns B×C×H×W float32 logits at H×W. The code (core.depth_code, its box side for W) is
+        quantised to 8 bits, as the code images it trained on were stored, area-resized to the
+        model's input size, normalised with its mean/std; its logits are resized back bilinearly.
+        Raises ValueError from core.depth_code for bad shapes or K.
+        """
+        h, w = measured.shape[-2:]
+        m = measured.to(self.device, torch.float32)
+        m = torch.where(torch.isfinite(m) & (m > 0), m, torch.zeros_like(m))
+        code = torch.round(depth_code(m, K) * 255.0) / 255.0
+        gw, gh = self.input_size
+        if (h, w) != (gh, gw):
+            mode = 'area' if (gh < h and gw < w) else 'bilinear'
+            extra = {} if mode == 'area' else {'align_corners': False}
+            code = F.interpolate(code, size=(gh, gw), mode=mode, **extra)
+        x = (code - self._mean.view(1, 3, 1, 1)) / self._std.view(1, 3, 1, 1)
+        out = self.model.forward_2d(x)['seg2d'].float()
+        if out.shape[-2:] != (h, w):
+            out = F.interpolate(out, size=(h, w), mode='bilinear', align_corners=False)
+        return out
+
+    def fuse(
+        self, seg2d: torch.Tensor, measured: torch.Tensor, K: torch.Tensor, void_id: Optional[int]
+    ) -> torch.Tensor:
+        """``seg2d`` (B×C×H×W colour logits) late-fused with the geometry model's labels of
+        ``measured`` (B×1×H×W m) and ``K`` (fuse_2d; frames without valid depth unchanged)."""
+        valid = (torch.isfinite(measured) & (measured > 0)).flatten(1).any(1)
+        if self.weight == 0.0 or not bool(valid.any()):
+            return seg2d
+        geo = self.logits(measured, K).to(seg2d.device)
+        return fuse_2d(seg2d, geo, self.weight, void_id, valid)
+
+
+def forward_rgbd(
+    model: torch.nn.Module,
+    rgb_norm: torch.Tensor,
+    K: torch.Tensor,
+    measured: Optional[torch.Tensor] = None,
+    geometry: Optional[GeometryBranch] = None,
+    void_id: Optional[int] = 0,
+) -> dict:
+    """A colour model's M1–M3 forward pass (``model(rgb_norm, K, measured)``) with, when both
+    ``measured`` (B×1×H×W m) and ``geometry`` are given, its ``seg2d`` late-fused with the geometry
+    model's (GeometryBranch.fuse): the batch path of depth3dseg-eval and its grids, as the
+    Segmenter does per frame. Returns the model's output dict (a new dict when fused)."""
+    out = model(rgb_norm, K, measured)
+    if geometry is not None and measured is not None:
+        out = dict(out)
+        out['seg2d'] = geometry.fuse(out['seg2d'], measured, K, void_id)
+    return out
