@@ -6,6 +6,11 @@ Arguments (``name:=value``):
   params_file  parameter YAML, default <share>/config/depth3dseg.yaml
   image        camera image topic remapped onto the node's ``image`` input
   camera_info  camera CameraInfo topic remapped onto ``camera_info``
+  depth        depth image topic registered to the colour image, remapped onto ``depth`` (used
+               with rgbd:=true or use_measured_depth in the params file)
+  rgbd         true: an RGB-D camera, use its measured depth (parameter use_measured_depth)
+  geometry_model  geometry model file for the RGB-D late fusion (parameter geometry_model; '' =
+               the params file's)
   device       auto | cuda | cpu
   use_sim_time true when replaying a bag with /clock
   rviz         true: also start rviz2 with config/depth3dseg.rviz, its topics renamed into
@@ -67,11 +72,14 @@ def _node_and_rviz(context):
                     LaunchConfiguration('use_sim_time'), value_type=bool
                 ),
             },
-            node_overrides(arg('rviz'), arg('cloud_rgb')),
+            node_overrides(
+                arg('rviz'), arg('cloud_rgb'), arg('rgbd'), arg('geometry_model')
+            ),
         ],
         remappings=[
             ('image', LaunchConfiguration('image')),  # use_compressed: <image>/compressed follows
             ('camera_info', LaunchConfiguration('camera_info')),
+            ('depth', LaunchConfiguration('depth')),  # subscribed with use_measured_depth only
         ],
     )
     if not launch_flag(arg('rviz'), 'rviz'):
@@ -117,6 +125,21 @@ def generate_launch_description():
             'camera_info',
             default_value='/camera/color/camera_info',
             description='input CameraInfo topic',
+        ),
+        DeclareLaunchArgument(
+            'depth',
+            default_value='/camera/aligned_depth_to_color/image_raw',
+            description='depth image topic registered to the colour image (with rgbd:=true)',
+        ),
+        DeclareLaunchArgument(
+            'rgbd',
+            default_value='false',
+            description='true: use the measured depth (parameter use_measured_depth)',
+        ),
+        DeclareLaunchArgument(
+            'geometry_model',
+            default_value='',
+            description="geometry model for the RGB-D late fusion ('' = the params file's)",
         ),
         DeclareLaunchArgument('device', default_value='auto', description='auto | cuda | cpu'),
         DeclareLaunchArgument(

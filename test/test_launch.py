@@ -52,7 +52,8 @@ def test_launch_file_declares_arguments_and_uses_real_launch_api():
         for n in tree.body
     )
     declared = {c.args[0].value for c in _calls(tree, 'DeclareLaunchArgument')}
-    assert {'model_file', 'namespace', 'params_file', 'image', 'camera_info'} <= declared
+    assert {'model_file', 'namespace', 'params_file', 'image', 'camera_info', 'depth'} <= declared
+    assert {'rgbd', 'geometry_model'} <= declared
     assert {'rviz', 'rviz_config', 'cloud_rgb', 'managed'} <= declared
     used = {
         c.args[0].value
@@ -85,7 +86,7 @@ def test_launch_node_action_targets_console_script_with_params_and_remaps():
     )
     remaps = _kw(node, 'remappings')
     froms = {e.elts[0].value for e in remaps.elts}
-    assert {'image', 'camera_info'} <= froms
+    assert {'image', 'camera_info', 'depth'} <= froms
     # the console script the launch file runs is the one setup.py declares
     setup_py = (REPO / 'setup.py').read_text()
     assert "'depth3dseg_node = depth3dseg_ros.node.main:main'" in setup_py
@@ -198,6 +199,15 @@ def test_bad_namespace_and_launch_arguments_are_named():
     assert node_overrides('false', 'class') == {'cloud_rgb': 'class'}
     with pytest.raises(ValueError, match="cloud_rgb:='labels' must be camera, class or ''"):
         node_overrides('true', 'labels')
+    # an RGB-D camera: measured depth, and the geometry model of the late fusion when named
+    assert node_overrides('false', '', 'true') == {'use_measured_depth': True}
+    assert node_overrides('false', '', 'true', ' g.pt ') == {
+        'use_measured_depth': True,
+        'geometry_model': 'g.pt',
+    }
+    assert node_overrides('false', '', 'false', 'g.pt') == {'geometry_model': 'g.pt'}
+    with pytest.raises(ValueError, match="launch argument rgbd:='rgb-d' must be true or false"):
+        node_overrides('false', '', 'rgb-d')
 
 
 def test_write_namespaced_rviz_and_cli(tmp_path, capsys):
@@ -288,6 +298,15 @@ def test_launch_file_runs_node_and_namespaced_rviz(monkeypatch, tmp_path):
     (node,) = opaque.kwargs['function'](ctx)  # managed: the lifecycle node, same wiring
     assert node.kwargs['executable'] == 'depth3dseg_lifecycle_node'
     assert node.kwargs['name'] == 'depth3dseg' and node.kwargs['remappings'][0][0] == 'image'
+    ctx.launch_configurations.update(rgbd='true', geometry_model='/m/geo.pt')
+    (node,) = opaque.kwargs['function'](ctx)
+    assert node.kwargs['parameters'][2] == {
+        'cloud_rgb': 'camera',
+        'use_measured_depth': True,
+        'geometry_model': '/m/geo.pt',
+    }
+    remaps = {k: v.perform(ctx) for k, v in node.kwargs['remappings']}
+    assert remaps['depth'] == declared['depth'] == '/camera/aligned_depth_to_color/image_raw'
     ctx.launch_configurations['managed'] = 'maybe'
     with pytest.raises(ValueError, match="launch argument managed:='maybe' must be true or false"):
         opaque.kwargs['function'](ctx)

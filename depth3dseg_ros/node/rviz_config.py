@@ -17,6 +17,7 @@ import hashlib
 import re
 import sys
 import tempfile
+from typing import Any
 from pathlib import Path
 
 NODE_NAME = 'depth3dseg'
@@ -101,21 +102,31 @@ def launch_flag(value: str, name: str) -> bool:
     raise ValueError(f'launch argument {name}:={value!r} must be true or false')
 
 
-def node_overrides(rviz: str, cloud_rgb: str) -> dict[str, str]:
+def node_overrides(
+    rviz: str, cloud_rgb: str, rgbd: str = 'false', geometry_model: str = ''
+) -> dict[str, Any]:
     """Node parameters the launch arguments set beyond the params file: ``cloud_rgb`` when given
     (camera|class), else ``class`` when RViz is started (its "Labelled cloud" display shows the
-    ``rgb`` field), else nothing (the params file's value stands).
+    ``rgb`` field); ``use_measured_depth: true`` with ``rgbd`` true (an RGB-D camera: the node
+    subscribes ``depth``); ``geometry_model`` when given (the RGB-D late fusion). Nothing else: the
+    params file's values stand.
 
     Raises:
-        ValueError: ``rviz`` not a bool or ``cloud_rgb`` not '', camera or class (named).
+        ValueError: ``rviz`` or ``rgbd`` not a bool, or ``cloud_rgb`` not '', camera or class
+            (named).
     """
     with_rviz = launch_flag(rviz, 'rviz')
     choice = str(cloud_rgb).strip()
     if choice not in ('', 'camera', 'class'):
         raise ValueError(f"launch argument cloud_rgb:={cloud_rgb!r} must be camera, class or ''")
-    if choice:
-        return {'cloud_rgb': choice}
-    return {'cloud_rgb': 'class'} if with_rviz else {}
+    out: dict[str, Any] = {}
+    if choice or with_rviz:
+        out['cloud_rgb'] = choice or 'class'
+    if launch_flag(rgbd, 'rgbd'):
+        out['use_measured_depth'] = True
+    if str(geometry_model).strip():  # used with use_measured_depth (rgbd or the params file)
+        out['geometry_model'] = str(geometry_model).strip()
+    return out
 
 
 def node_executable(managed: str) -> str:
