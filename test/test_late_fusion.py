@@ -96,21 +96,29 @@ def test_geometry_branch_refuses_a_colour_model_and_other_classes(models, tmp_pa
 
 def test_geometry_branch_logits_and_frames_without_depth(models):
     _, geo = models
-    br = GeometryBranch(geo, 0.5, classes=NYU13)
     d = torch.from_numpy(_room_depth())[None, None]
     measured = torch.cat([d, torch.zeros_like(d)])  # frame 1: a camera with no depth this frame
     Kt = torch.as_tensor(K, dtype=torch.float32)
-    logits = br.logits(measured, Kt)
-    assert logits.shape == (2, len(NYU13), H, W) and logits.dtype == torch.float32
-    seg2d = torch.randn(2, len(NYU13), H, W)
-    fused = br.fuse(seg2d, measured, Kt, NYU13.void_id)
-    assert torch.equal(fused[1], seg2d[1]) and not torch.allclose(fused[0], seg2d[0])
-    assert br.fuse(seg2d, torch.zeros_like(measured), Kt, 0) is seg2d  # no depth at all: untouched
+    out = {k: torch.randn(2, len(NYU13), H, W) for k in ('seg2d', 'seg3d')}
+    out['depth'] = torch.rand(2, 1, H, W)
+    for heads, fused_keys in (('2d', {'seg2d'}), ('both', {'seg2d', 'seg3d'})):
+        br = GeometryBranch(geo, 0.5, classes=NYU13, heads=heads)
+        logits = br.logits(measured, Kt)
+        assert set(logits) == fused_keys
+        assert all(v.shape == (2, len(NYU13), H, W) for v in logits.values())
+        fused = br.fuse(out, measured, Kt, NYU13.void_id)
+        for key in ('seg2d', 'seg3d'):
+            assert torch.equal(fused[key][1], out[key][1])  # the frame without depth: as it was
+            assert torch.equal(fused[key][0], out[key][0]) == (key not in fused_keys)
+        assert fused['depth'] is out['depth']
+        assert br.fuse(out, torch.zeros_like(measured), Kt, 0) is out  # no depth at all
     # NaN / inf / negative depth is "no data", as everywhere in the package
     bad = measured.clone()
     bad[0, 0, :4] = float('nan')
     bad[0, 0, 4:8] = -1.0
-    assert torch.isfinite(br.logits(bad, Kt)).all()
+    assert all(torch.isfinite(v).all() for v in br.logits(bad, Kt).values())
+    with pytest.raises(ValueError, match="geometry_heads='3d' must be one of"):
+        GeometryBranch(geo, heads='3d')
 
 
 def test_segmenter_fuses_only_frames_with_measured_depth(models):
@@ -136,6 +144,7 @@ def test_segmenter_fuses_only_frames_with_measured_depth(models):
     )
     br = GeometryBranch(geo)
     g = br.logits(torch.from_numpy(depth)[None, None], torch.as_tensor(K, dtype=torch.float32))
+    g = g['seg2d']
     want = class_probs(g, NYU13.void_id).argmax(1)[0].numpy()
     assert np.array_equal(only.infer(rgb, K, '2d', depth).labels, want)
 

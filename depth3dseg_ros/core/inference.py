@@ -95,7 +95,8 @@ class Segmenter:
             faster; the whole graph on a GPU provider or for a file without the 3D weights),
             'split' or 'whole' (core.backends.OrtGraph). ``seg.ort.mode`` says which ran.
         geometry_model: optional geometry model file for the RGB-D late fusion (module docstring;
-            torch, on ``device``); geometry_weight: its weight in [0, 1].
+            torch, on ``device``); geometry_weight: its weight in [0, 1]; geometry_heads: '2d'
+            or 'both' (core.late_fusion.GeometryBranch).
     Attributes: geometry (core.late_fusion.GeometryBranch | None), classes (ClassSet),
     input_size (W, H), device (torch.device; 'cpu' for ONNX
     Runtime, whose outputs come back as host arrays), meta (dict), backend ('torch' |
@@ -117,6 +118,7 @@ class Segmenter:
         ort_split: str = 'auto',
         geometry_model: Optional[Union[str, Path]] = None,
         geometry_weight: float = 0.5,
+        geometry_heads: str = '2d',
     ):
         choice = choose_backend(model_file, backend, half, input_size)
         self.model_path = choice.path
@@ -127,7 +129,7 @@ class Segmenter:
             self._setup(model, meta, device, half, input_size, num_threads)
         if geometry_model is not None:
             self.geometry = GeometryBranch(
-                geometry_model, geometry_weight, self.device, self.classes
+                geometry_model, geometry_weight, self.device, self.classes, geometry_heads
             )
         _log.info('Segmenter: %s backend, %s (%s)', self.backend, self.model_path, choice.why)
 
@@ -318,8 +320,7 @@ class Segmenter:
                 Kt = Kt.to(self.device)  # M2 in fp32
                 out = self.model(x, Kt) if measured is None else self.model(x, Kt, measured)
             if self.geometry is not None and measured is not None:
-                out = dict(out)
-                out['seg2d'] = self.geometry.fuse(out['seg2d'], measured, Kt, self.classes.void_id)
+                out = self.geometry.fuse(out, measured, Kt, self.classes.void_id)
             self._sync()
             t2 = time.perf_counter()
             source = label_source

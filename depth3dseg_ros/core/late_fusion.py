@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional, Union
+from typing import Dict, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -31,10 +31,14 @@ import torch.nn.functional as F
 from .classes import ClassSet
 from .depth_code import depth_code
 from .fusion import class_probs
+from .geometry import scale_intrinsics
 from .model import fold_batchnorm
 from .modelfile import load_model
 
-__all__ = ['check_weight', 'fuse_2d', 'GeometryBranch', 'forward_rgbd']
+__all__ = ['HEADS', 'check_weight', 'fuse_2d', 'GeometryBranch', 'forward_rgbd']
+
+#: which heads the late fusion averages: the 2D distributions only, or the 3D ones too
+HEADS = ('2d', 'both')
 
 
 def check_weight(value: object, where: str = 'geometry_weight') -> float:
@@ -88,9 +92,12 @@ class GeometryBranch:
         weight: its weight w in the fused 2D distribution, [0, 1] (0.5: the plain mean).
         device: torch device of its forward pass (the colour model's).
         classes: the colour model's ClassSet; the geometry model must have the same class names.
+        heads: '2d' (the 2D distributions are fused; the colour model's 3D net alone gives S3D)
+            or 'both' (S3D too: the geometry model's 3D net runs on the measured cloud as well).
     Attributes: model (Depth3DSeg in eval mode, BatchNorm folded), meta, input_size (W, H), weight,
-    path. Raises FileNotFoundError / core.modelfile.ModelFileError for a bad file, ValueError for a
-    file that is not a geometry model (naming its ``input``), other classes, or a bad weight.
+    path, heads. Raises FileNotFoundError / core.modelfile.ModelFileError for a bad file,
+    ValueError for a file that is not a geometry model (naming its ``input``), other classes, a bad
+    weight or heads.
     """
 
     def __init__(
@@ -99,9 +106,13 @@ class GeometryBranch:
         weight: float = 0.5,
         device: Union[str, torch.device] = 'cpu',
         classes: Optional[ClassSet] = None,
+        heads: str = '2d',
     ):
         self.path = Path(model_file)
         self.weight = check_weight(weight)
+        if heads not in HEADS:
+            raise ValueError(f'geometry_heads={heads!r} must be one of {HEADS}')
+        self.heads = heads
         model, meta = load_model(self.path, map_location='cpu')
         kind = meta.get('input', 'rgb')
         if kind != 'depth_code':
@@ -122,21 +133,24 @@ class GeometryBranch:
         self._std = torch.tensor(meta['std'], dtype=torch.float32, device=self.device)
 
     @torch.no_grad()
-    def logits(self, measured: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
-        """The geometry model's 2D logits of measured depth.
+    def logits(self, measured: torch.Tensor, K: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """The geometry model's logits of measured depth.
 
         Args:
             measured: B×1×H×W float metres, registered to the colour network's input (0, NaN,
                 ±inf = no data).
             K: B×3×3 (or 3×3) intrinsics at H×W, pixels.
-        Returns B×C×H×W float32 logits at H×W. The code (core.depth_code, its box side for W) is
-        quantised to 8 bits, as the code images it trained on were stored, area-resized to the
-        model's input size, normalised with its mean/std; its logits are resized back bilinearly.
-        Raises ValueError from core.depth_code for bad shapes or K.
+        Returns {'seg2d': B×C×H×W float32 logits at H×W} and, with ``heads == 'both'``, 'seg3d'
+        likewise (its 3D net on the cloud of the measured depth at its own size, its predicted
+        depth in the holes). The code (core.depth_code, its box side for W) is quantised to 8
+        bits, as the code images it trained on were stored, area-resized to the model's input
+        size, normalised with its mean/std; the logits are resized back bilinearly. Raises
+        ValueError from core.depth_code for bad shapes or K.
         """
         h, w = measured.shape[-2:]
         m = measured.to(self.device, torch.float32)
         m = torch.where(torch.isfinite(m) & (m > 0), m, torch.zeros_like(m))
+        K = K.to(self.device, torch.float32).expand(m.shape[0], 3, 3)
         code = torch.round(depth_code(m, K) * 255.0) / 255.0
         gw, gh = self.input_size
         if (h, w) != (gh, gw):
@@ -144,21 +158,40 @@ class GeometryBranch:
             extra = {} if mode == 'area' else {'align_corners': False}
             code = F.interpolate(code, size=(gh, gw), mode=mode, **extra)
         x = (code - self._mean.view(1, 3, 1, 1)) / self._std.view(1, 3, 1, 1)
-        out = self.model.forward_2d(x)['seg2d'].float()
-        if out.shape[-2:] != (h, w):
-            out = F.interpolate(out, size=(h, w), mode='bilinear', align_corners=False)
-        return out
+        if self.heads == 'both':
+            mg = F.interpolate(m, size=(gh, gw), mode='nearest') if (h, w) != (gh, gw) else m
+            out = self.model(x, scale_intrinsics(K, gw / w, gh / h), mg)
+        else:
+            out = self.model.forward_2d(x)
+        res = {}
+        for key in ('seg2d', 'seg3d'):
+            if key in out:
+                v = out[key].float()
+                if v.shape[-2:] != (h, w):
+                    v = F.interpolate(v, size=(h, w), mode='bilinear', align_corners=False)
+                res[key] = v
+        return res
 
     def fuse(
-        self, seg2d: torch.Tensor, measured: torch.Tensor, K: torch.Tensor, void_id: Optional[int]
-    ) -> torch.Tensor:
-        """``seg2d`` (B×C×H×W colour logits) late-fused with the geometry model's labels of
-        ``measured`` (B×1×H×W m) and ``K`` (fuse_2d; frames without valid depth unchanged)."""
+        self,
+        out: Dict[str, torch.Tensor],
+        measured: torch.Tensor,
+        K: torch.Tensor,
+        void_id: Optional[int],
+    ) -> Dict[str, torch.Tensor]:
+        """The colour model's outputs ``out`` (``seg2d`` and, from its 3D net, ``seg3d``: B×C×H×W
+        logits) with ``seg2d`` (and with ``heads == 'both'`` ``seg3d``) late-fused with the
+        geometry model's (fuse_2d) for the frames of ``measured`` (B×1×H×W m) that have valid
+        depth. Returns a new dict (``out`` itself when nothing is fused); other keys unchanged."""
         valid = (torch.isfinite(measured) & (measured > 0)).flatten(1).any(1)
         if self.weight == 0.0 or not bool(valid.any()):
-            return seg2d
-        geo = self.logits(measured, K).to(seg2d.device)
-        return fuse_2d(seg2d, geo, self.weight, void_id, valid)
+            return out
+        geo = self.logits(measured, K)
+        fused = dict(out)
+        for key, g in geo.items():
+            if key in out:
+                fused[key] = fuse_2d(out[key], g.to(out[key].device), self.weight, void_id, valid)
+        return fused
 
 
 def forward_rgbd(
@@ -170,11 +203,10 @@ def forward_rgbd(
     void_id: Optional[int] = 0,
 ) -> dict:
     """A colour model's M1–M3 forward pass (``model(rgb_norm, K, measured)``) with, when both
-    ``measured`` (B×1×H×W m) and ``geometry`` are given, its ``seg2d`` late-fused with the geometry
+    ``measured`` (B×1×H×W m) and ``geometry`` are given, its outputs late-fused with the geometry
     model's (GeometryBranch.fuse): the batch path of depth3dseg-eval and its grids, as the
     Segmenter does per frame. Returns the model's output dict (a new dict when fused)."""
     out = model(rgb_norm, K, measured)
     if geometry is not None and measured is not None:
-        out = dict(out)
-        out['seg2d'] = geometry.fuse(out['seg2d'], measured, K, void_id)
+        out = geometry.fuse(out, measured, K, void_id)
     return out

@@ -37,7 +37,7 @@ from depth3dseg_ros.core import bootstrap
 from depth3dseg_ros.core.arch import DEFAULT_ARCH
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.inference import resolve_device
-from depth3dseg_ros.core.late_fusion import GeometryBranch, check_weight, forward_rgbd
+from depth3dseg_ros.core.late_fusion import HEADS, GeometryBranch, check_weight, forward_rgbd
 from depth3dseg_ros.core.metrics import SegDepthEvaluator
 from depth3dseg_ros.core.train_step import losses_from_outputs
 from depth3dseg_ros.training.dataset import FrameDataset, load_records
@@ -230,6 +230,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="the geometry model's weight in the fused 2D distribution, in [0, 1]",
     )
     p.add_argument(
+        '--geometry-heads',
+        choices=HEADS,
+        default='2d',
+        help="which distributions are fused: 2d, or both (its 3D net's too)",
+    )
+    p.add_argument(
         '--only-with-depth', action='store_true', help='evaluate only the frames that have depth'
     )
     p.add_argument(
@@ -296,7 +302,9 @@ def _run(args: argparse.Namespace) -> int:
     geometry = None
     if args.geometry_model:
         check_weight(args.geometry_weight, '--geometry-weight')
-        geometry = GeometryBranch(args.geometry_model, args.geometry_weight, device, classes)
+        geometry = GeometryBranch(
+            args.geometry_model, args.geometry_weight, device, classes, args.geometry_heads
+        )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix='depth3dseg_eval_') as tmp:
@@ -366,6 +374,7 @@ def _run(args: argparse.Namespace) -> int:
             measured_depth=args.measured_depth,
             geometry_model=args.geometry_model,
             geometry_weight=args.geometry_weight if geometry is not None else None,
+            geometry_heads=args.geometry_heads if geometry is not None else None,
             only_with_depth=args.only_with_depth,
             device=str(device),
             input_size=list(meta['input_size']),
