@@ -117,13 +117,15 @@ class GeometryBranch:
         kind = meta.get('input', 'rgb')
         if kind != 'depth_code':
             raise ValueError(
-                f"{self.path}: meta['input'] is {kind!r}, so it is not a geometry model (a model "
-                "trained on depth codes, marked with scripts/set_arch.py --input depth_code)"
+                f"geometry model {self.path}: meta['input'] is {kind!r}, so it is not a geometry "
+                'model (a model trained on depth codes, marked with scripts/set_arch.py --input '
+                'depth_code)'
             )
         names = ClassSet.from_dict(meta['classes']).names
         if classes is not None and names != classes.names:
             raise ValueError(
-                f'{self.path}: classes {names} differ from the colour model\'s {classes.names}'
+                f'geometry model {self.path}: classes {names} differ from the colour model\'s '
+                f'{classes.names}'
             )
         self.meta = meta
         self.input_size = (int(meta['input_size'][0]), int(meta['input_size'][1]))
