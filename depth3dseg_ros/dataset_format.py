@@ -173,3 +173,29 @@ def check_label_range(
         'decoded': len(need),
         'max_id': max(tops.values()) if tops else None,
     }
+
+
+def dataset_input_kind(directory: str | Path) -> str:
+    """What a dataset's ``rgb`` images are (core.modelfile INPUT_KINDS): 'depth_code' for one
+    written by scripts/geometry_input.py (its manifest has a ``geometry_input`` entry), else
+    'rgb'."""
+    data = read_manifest(directory)
+    return 'depth_code' if data and 'geometry_input' in data else 'rgb'
+
+
+def input_kind_problem(directory: str | Path, kind: str) -> str | None:
+    """None when dataset ``directory`` holds the images a model of input ``kind`` takes, else
+    the sentence saying what differs and what to do."""
+    found = dataset_input_kind(directory)
+    if found == kind:
+        return None
+    if kind == 'depth_code':
+        return (
+            f'dataset {directory} holds colour images but the model takes geometry codes (model '
+            'input depth_code): write its code images with scripts/geometry_input.py'
+        )
+    return (
+        f'dataset {directory} holds geometry codes (written by scripts/geometry_input.py) but the '
+        'model takes colour images (model input rgb): a geometry model is trained with --set '
+        'model.input=depth_code'
+    )

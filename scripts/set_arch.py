@@ -9,10 +9,11 @@ records how. Values are YAML scalars (numbers such as ``1e-1`` too); the new arc
 (core.arch.check_arch) and the weights must load unchanged into the new network, else nothing is
 written. ``--input-balance`` sets the file's ``input_balance`` (the white balance of the input
 before mean/std, core.colour_balance: ``none`` | ``grey_world``), a preprocessing choice that also
-leaves the weights as they are; ``--input depth_code`` marks a model trained on the geometry
-code of depth images (scripts/geometry_input.py's datasets) as a geometry model for the RGB-D
-late fusion (core.late_fusion; ``rgb`` marks a colour model). Metadata other than ``arch``,
-``created`` and what is set is kept; ``--out`` must be a new file.
+leaves the weights as they are; ``--input depth_code`` marks a model that was *trained* on the
+geometry code of depth images (scripts/geometry_input.py's datasets) without ``model.input`` set,
+as a geometry model for the RGB-D late fusion (core.late_fusion; ``rgb`` marks a colour model).
+Marking a colour model does not make it one: it has never seen a code. Metadata other than
+``arch``, ``created`` and what is set is kept; ``--out`` must be a new file.
 
 Usage: python scripts/set_arch.py --model M [--set fusion_w3d=0.25 ...] [--input-balance B]
        [--input rgb|depth_code] --out M2

@@ -259,6 +259,11 @@ def test_no_input_hint_names_the_topic_and_the_image_topics_the_graph_has():
     assert no_input_hint('/camera/color/image_raw', 2, graph).startswith(
         '2 publisher(s) on /camera/color/image_raw but no frame received'
     )
+    # the node's own depth input (use_measured_depth) is no candidate for the image
+    with_depth = graph[2:] + [('/depth', ['sensor_msgs/msg/Image'])]
+    assert 'image topics in the graph: none' in no_input_hint(
+        '/image', 0, with_depth, '/depth3dseg/', own_inputs=('/depth',)
+    )
 
 
 def test_no_input_hint_names_the_dds_transport_a_camera_driver_must_share():

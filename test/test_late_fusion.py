@@ -192,7 +192,8 @@ def test_a_run_on_geometry_codes_writes_a_geometry_model_and_refuses_photometric
 
     cfg = copy.deepcopy(DEFAULTS)
     cfg['model']['input'] = 'depth_code'
-    with pytest.raises(ValueError, match=r'augment.brightness=0.2 with model.input depth_code'):
+    both = r'augment.brightness=0.2, augment.contrast=0.2, augment.saturation=0.2 with model.input'
+    with pytest.raises(ValueError, match=both):
         validate(copy.deepcopy(cfg))
     for k in ('brightness', 'contrast', 'saturation'):
         cfg['augment'][k] = 0.0
@@ -212,3 +213,96 @@ def test_a_run_on_geometry_codes_writes_a_geometry_model_and_refuses_photometric
     cfg['model']['input'] = 'depth_code'
     meta = export_meta(cfg, NYU13, tiny_model(len(NYU13)), {})
     assert meta['input'] == 'depth_code'
+
+
+def test_datasets_must_hold_what_the_model_takes_and_eval_says_how_it_ran(
+    models, real_dir, tmp_path, capsys
+):
+    """A geometry model refuses colour datasets and a colour model refuses code datasets (the
+    manifest's geometry_input entry, scripts/geometry_input.py), in training and evaluation; the
+    geometry flags need --geometry-model; report.txt's first line says how the figures were
+    made."""
+    from depth3dseg_ros.dataset_format import dataset_input_kind
+    from depth3dseg_ros.training import evaluate
+    from depth3dseg_ros.training.dataset import load_records
+    from trainutil import make_dataset_dir
+
+    colour, geo = models
+    rgb = make_dataset_dir(real_dir, tmp_path / 'rgb', size=(W, H))
+    code = tmp_path / 'code'
+    gi = runpy.run_path(str(Path(__file__).resolve().parents[1] / 'scripts' / 'geometry_input.py'))
+    gi['convert'](rgb, code, False)
+    assert dataset_input_kind(rgb) == 'rgb' and dataset_input_kind(code) == 'depth_code'
+    assert load_records([code], NYU13, 'depth_code') and load_records([rgb], NYU13, 'rgb')
+    with pytest.raises(ValueError, match='holds colour images but the model takes geometry codes'):
+        load_records([rgb], NYU13, 'depth_code')
+    with pytest.raises(ValueError, match='holds geometry codes .* --set model.input=depth_code'):
+        load_records([code], NYU13, 'rgb')
+
+    def run(*args):
+        return evaluate.main([*args, '--resamples', '0', '--out', str(tmp_path / 'e')])
+
+    for args, msg in (
+        (['--model', str(geo), '--data', str(rgb)], 'holds colour images'),
+        (['--model', str(colour), '--data', str(code)], 'holds geometry codes'),
+        (
+            [
+                '--model',
+                str(colour),
+                '--data',
+                str(rgb),
+                '--measured-depth',
+                '--geometry-weight',
+                '0.3',
+            ],
+            '--geometry-weight 0.3 needs --geometry-model',
+        ),
+        (
+            [
+                '--model',
+                str(colour),
+                '--data',
+                str(rgb),
+                '--measured-depth',
+                '--geometry-model',
+                str(tmp_path / 'nope.pt'),
+            ],
+            f'geometry model {tmp_path / "nope.pt"}: no such file',
+        ),
+        (
+            [
+                '--model',
+                str(colour),
+                '--data',
+                str(rgb),
+                '--measured-depth',
+                '--geometry-model',
+                str(tmp_path),
+            ],
+            'is a directory: give the model file in it',
+        ),
+    ):
+        capsys.readouterr()
+        assert run(*args) == 2, args
+        err = capsys.readouterr().err
+        assert msg in err and err.count('depth3dseg-eval: error:') == 1, err
+    assert run('--model', str(geo), '--data', str(code)) == 0  # the geometry model alone
+    assert (
+        run(
+            '--model',
+            str(colour),
+            '--data',
+            str(rgb),
+            '--measured-depth',
+            '--geometry-model',
+            str(geo),
+            '--geometry-weight',
+            '0.25',
+        )
+        == 0
+    )
+    first = (tmp_path / 'e' / 'report.txt').read_text().splitlines()[0]
+    assert first == (
+        f'model {colour} on {rgb} (10 frames; measured depth for the cloud; RGB-D late fusion '
+        f'with {geo} (weight 0.25, heads 2d))'
+    )

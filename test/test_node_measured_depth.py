@@ -106,8 +106,19 @@ def test_node_builds_the_cloud_from_the_measured_depth(ros, tmp_path):
         input_reliability='reliable',
         input_depth=5,
     )
-    pub_depth = h.node.create_publisher(Image, f'/{name}_cam/depth', RELIABLE)
     try:
+        # a frame before any depth publisher: the log names the depth topic and the remap
+        t0 = 2_049_000_000_000_000_000
+        h.pub_info.publish(camera_info_msg(K_CAM, W, H, t0))
+        h.pub_img.publish(camera_image(W, H, t0))
+        assert h.wait(proc, lambda: t0 in h.got['points'], 60), proc.log()
+        want = (
+            f'no depth image received on /{name}_cam/depth: no publisher (remap with -r '
+            'depth:=TOPIC'
+        )
+        assert want in proc.log() and 'and no late fusion' in proc.log(), proc.log()
+        assert f'measured depth /{name}_cam/depth, ' in proc.log()  # the start-up line
+        pub_depth = h.node.create_publisher(Image, f'/{name}_cam/depth', RELIABLE)
         assert h.wait(proc, lambda: pub_depth.get_subscription_count() > 0, 30), proc.log()
         measured = np.full((H, W), 2.5, np.float32)
         measured[:, : W // 2] = np.nan  # left half: no measurement

@@ -113,13 +113,21 @@ class GeometryBranch:
         if heads not in HEADS:
             raise ValueError(f'geometry_heads={heads!r} must be one of {HEADS}')
         self.heads = heads
-        model, meta = load_model(self.path, map_location='cpu')
+        if self.path.is_dir():  # FileNotFoundError: the file asked for is not there
+            raise FileNotFoundError(
+                f'geometry model {self.path} is a directory: give the model file in it (e.g. '
+                f"{self.path / 'model.pt'})"
+            )
+        try:
+            model, meta = load_model(self.path, map_location='cpu')
+        except FileNotFoundError:
+            raise FileNotFoundError(f'geometry model {self.path}: no such file') from None
         kind = meta.get('input', 'rgb')
         if kind != 'depth_code':
             raise ValueError(
                 f"geometry model {self.path}: meta['input'] is {kind!r}, so it is not a geometry "
-                'model (a model trained on depth codes, marked with scripts/set_arch.py --input '
-                'depth_code)'
+                "model: one is trained on scripts/geometry_input.py's code images with --set "
+                'model.input=depth_code (docs/node.md, "RGB-D late fusion")'
             )
         names = ClassSet.from_dict(meta['classes']).names
         if classes is not None and names != classes.names:

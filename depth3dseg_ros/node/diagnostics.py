@@ -262,6 +262,7 @@ def no_input_hint(
     graph: list[tuple[str, list[str]]],
     own_prefix: str = '',
     transport: str | None = None,
+    own_inputs: tuple[str, ...] = (),
 ) -> str:
     """Why no frame arrives on the input ``topic`` (resolved name), for the console WARN that goes
     with the ERROR "no input frame" (docs/node.md "Diagnostics").
@@ -269,7 +270,8 @@ def no_input_hint(
     ``publishers``: the publisher count on ``topic``; ``graph``: ``get_topic_names_and_types()``;
     topics under ``own_prefix`` (the node's own outputs, e.g. ``/depth3dseg/``) are left out;
     ``transport``: this process's FASTDDS_BUILTIN_TRANSPORTS (None = unset), named at the end
-    (`transport_hint`), since a mismatch looks exactly like a missing or silent camera.
+    (`transport_hint`), since a mismatch looks exactly like a missing or silent camera;
+    ``own_inputs``: the node's other image inputs (its ``depth`` topic), left out too.
     Returns e.g. ``no publisher on /camera/rgb/image_raw; image topics in the graph:
     ['/camera/color/image_raw'] (remap with -r image:=TOPIC); this node runs with
     FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA: ...``.
@@ -285,6 +287,7 @@ def no_input_hint(
         for name, types in graph
         if name != topic
         and not (own_prefix and name.startswith(own_prefix))
+        and name not in own_inputs
         and any(t in IMAGE_TYPES for t in types)
     )
     return (

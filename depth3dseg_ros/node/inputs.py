@@ -122,10 +122,20 @@ class InputHandling:
             return None
         dmsg = self._depths.nearest(header_stamp_ns(msg), p.sync_slop)
         if dmsg is None:
+            fused = ' and no late fusion' if getattr(self.seg, 'geometry', None) else ''
+            if self._depths.empty():  # nothing ever arrived: name the topic and its publishers
+                n = self.count_publishers(self._depth_topic)
+                why = (
+                    'no publisher (remap with -r depth:=TOPIC, the depth image registered to the '
+                    'colour image)'
+                    if n == 0
+                    else f'{n} publisher(s) but nothing received (QoS, DDS transport?)'
+                )
+                text = f'no depth image received on {self._depth_topic}: {why}'
+            else:
+                text = f'no depth image within sync_slop={p.sync_slop} s of the colour image'
             self.get_logger().warning(
-                f'no depth image within sync_slop={p.sync_slop} s of the colour '
-                'image: cloud from the predicted depth',
-                throttle_duration_sec=10.0,
+                f'{text}: cloud from the predicted depth{fused}', throttle_duration_sec=10.0
             )
             return None
         try:

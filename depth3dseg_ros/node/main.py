@@ -43,6 +43,9 @@ core.inference.Segmenter).
 
 topics in:   image (sensor_msgs/Image; <image>/compressed with use_compressed:=true)
              camera_info (sensor_msgs/CameraInfo, paired by stamp; without it no ~/points)
+             depth (sensor_msgs/Image 16UC1 mm / 32FC1 m registered to image, paired by stamp;
+             with use_measured_depth:=true: the cloud, and with geometry_model the RGB-D late
+             fusion)
 topics out:  ~/labels/image, ~/overlay/image, ~/mask/image, ~/depth/image (sensor_msgs/Image,
              each with its camera_info beside it: ~/labels/camera_info, ...),
              ~/points (sensor_msgs/PointCloud2), ~/classes (std_msgs/String JSON, latched),

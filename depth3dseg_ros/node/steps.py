@@ -98,6 +98,7 @@ class SetupSteps:
             self._subs.append(self.create_subscription(Image, 'image', self._on_image, in_qos))
         self._info_topic = self.resolve_topic_name('camera_info')
         self._depths = None  # measured depth registered to the colour image (issue 12)
+        self._depth_topic = self.resolve_topic_name('depth') if p.use_measured_depth else None
         aux_qos = make_qos(p.input_reliability, max(p.input_depth, 5))
         if p.use_measured_depth:
             self._depths = StampBuffer(8)
@@ -171,7 +172,8 @@ class SetupSteps:
             f'label_source={p.label_source}, '
             f'input {self.resolve_topic_name("image")}{"/compressed" if p.use_compressed else ""} '
             f'({p.input_reliability}), '
-            f'outputs {sorted(self.pubs)} ({p.output_reliability}), '
+            + (f'measured depth {self._depth_topic}, ' if self._depth_topic else '')
+            + f'outputs {sorted(self.pubs)} ({p.output_reliability}), '
             f'output_resolution={p.output_resolution}, classes {self._classes_text()}'
         )
 

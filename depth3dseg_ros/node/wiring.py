@@ -95,6 +95,11 @@ def resolve_geometry_model(p: NodeParams) -> str | None:
     """
     if not p.geometry_model or not p.use_measured_depth:
         return None
+    if os.path.isdir(p.geometry_model):
+        raise FileNotFoundError(
+            f'parameter geometry_model={p.geometry_model!r} is a directory: give the model file '
+            'in it'
+        )
     if not os.path.isfile(p.geometry_model):
         raise FileNotFoundError(f'parameter geometry_model={p.geometry_model!r}: no such file')
     return p.geometry_model

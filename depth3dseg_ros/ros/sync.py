@@ -297,6 +297,10 @@ class StampBuffer:
         """Keep ``msg`` (the oldest is dropped when full)."""
         self._msgs.append(msg)
 
+    def empty(self) -> bool:
+        """Whether no message has arrived yet."""
+        return not self._msgs
+
     def nearest(self, stamp_ns: int, slop_s: float) -> Any | None:
         """The kept message whose stamp is nearest ``stamp_ns`` if within ``slop_s`` seconds (0 =
         exact), else None."""

@@ -54,7 +54,7 @@ def check_number(v: Any, where: str, lo: float, hi: float, integer: bool = False
 def check_code_input(cfg: dict[str, Any]) -> None:
     """With model.input depth_code the images are geometry codes (core.depth_code): a photometric
     augmentation or white balance would change what each channel means. Raises ValueError naming
-    the first such key that is on."""
+    every such key that is on."""
     a, m = cfg['augment'], cfg['model']
     on = [f'augment.{k}={a[k]!r}' for k in ('brightness', 'contrast', 'saturation') if a[k]]
     on += [f'augment.{k}={a[k]!r}' for k in ('camera', 'texture', 'fda') if a.get(k)]
@@ -62,6 +62,6 @@ def check_code_input(cfg: dict[str, Any]) -> None:
         on.append(f"model.input_balance={m['input_balance']!r}")
     if on:
         raise ValueError(
-            f'config {on[0]} with model.input depth_code: photometric changes corrupt the '
-            'geometry code; set it to 0 / null / none'
+            f"config {', '.join(on)} with model.input depth_code (set, or model.init's): "
+            'photometric changes corrupt the geometry code; set each to 0 / null / none'
         )

@@ -37,7 +37,7 @@ from depth3dseg_ros.core.colour_balance import check_balance, grey_world
 from depth3dseg_ros.core.depth import depth_to_meters
 from depth3dseg_ros.core.geometry import crop_intrinsics, resize_intrinsics
 from depth3dseg_ros.core.imageops import resize_depth, resize_labels
-from depth3dseg_ros.dataset_format import read_index, read_manifest
+from depth3dseg_ros.dataset_format import input_kind_problem, read_index, read_manifest
 from depth3dseg_ros.training.camera_aug import augment_depth, augment_rgb, resolve_camera
 from depth3dseg_ros.training.fda import apply_fda, load_style_pool, resolve_fda
 from depth3dseg_ros.training.real_pool import load_rgb_pool
@@ -60,11 +60,16 @@ def read_manifest_classes(directory: str | Path) -> ClassSet | None:
     return ClassSet.from_dict(data['classes']) if data and data.get('classes') else None
 
 
-def load_records(dirs: Sequence[str | Path], classes: ClassSet) -> list[dict[str, Any]]:
-    """Frame records of all ``dirs`` (`read_index`), after checking each manifest's classes.
+def load_records(
+    dirs: Sequence[str | Path], classes: ClassSet, input_kind: str | None = None
+) -> list[dict[str, Any]]:
+    """Frame records of all ``dirs`` (`read_index`), after checking each manifest's classes and,
+    with ``input_kind``, that each holds the images a model of that input takes
+    (`input_kind_problem`).
 
     Raises:
-        ValueError: a directory's manifest names classes other than ``classes``.
+        ValueError: a directory's manifest names classes other than ``classes``, or its images
+            are not ``input_kind``'s.
     """
     records: list[dict[str, Any]] = []
     for d in dirs:
@@ -73,6 +78,9 @@ def load_records(dirs: Sequence[str | Path], classes: ClassSet) -> list[dict[str
             raise ValueError(
                 f'dataset {d} has classes {found.names}, training uses {classes.names}'
             )
+        problem = input_kind_problem(d, input_kind) if input_kind else None
+        if problem:
+            raise ValueError(problem)
         records.extend(read_index(d))
     return records
 

@@ -101,6 +101,19 @@ def confusion_lines(confusion: list[list[int]], names: list[str]) -> list[str]:
     return lines
 
 
+def source_line(report: dict[str, Any]) -> str:
+    """The report's first line: which model ran on which data, and how (the cloud's depth, the
+    RGB-D late fusion), so that two report.txt files say what differs."""
+    data = ', '.join(map(str, report['data']))
+    how = 'measured depth for the cloud' if report['measured_depth'] else 'predicted depth'
+    if report.get('geometry_model'):
+        how += (
+            f"; RGB-D late fusion with {report['geometry_model']} (weight "
+            f"{report['geometry_weight']:g}, heads {report['geometry_heads']})"
+        )
+    return f"model {report['model']} on {data} ({report['frames']} frames; {how})"
+
+
 def format_table(report: dict[str, Any], names: list[str]) -> str:
     """Readable table: per-class IoU for 2D/3D/fused, then the summary metrics."""
 

@@ -42,7 +42,12 @@ from depth3dseg_ros.core.metrics import SegDepthEvaluator
 from depth3dseg_ros.core.train_step import losses_from_outputs
 from depth3dseg_ros.training.dataset import FrameDataset, load_records
 from depth3dseg_ros.training import frame_stats
-from depth3dseg_ros.training.eval_report import format_table, model_arch, sample_grid
+from depth3dseg_ros.training.eval_report import (
+    format_table,
+    model_arch,
+    sample_grid,
+    source_line,
+)
 from depth3dseg_ros.training.frame_stats import interval_lines
 
 FLAT_KEYS = (
@@ -226,14 +231,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         '--geometry-weight',
         type=float,
-        default=0.5,
-        help="the geometry model's weight in the fused 2D distribution, in [0, 1]",
+        default=None,
+        help="with --geometry-model: its weight in the fused 2D distribution, in [0, 1] "
+        '(default 0.5)',
     )
     p.add_argument(
         '--geometry-heads',
         choices=HEADS,
-        default='2d',
-        help="which distributions are fused: 2d, or both (its 3D net's too)",
+        default=None,
+        help="with --geometry-model: which distributions are fused: 2d (default), or both (its "
+        "3D net's too)",
     )
     p.add_argument(
         '--only-with-depth', action='store_true', help='evaluate only the frames that have depth'
@@ -295,12 +302,20 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(
             f'--geometry-model {args.geometry_model} needs --measured-depth (it labels the depth)'
         )
+    for flag, value in (
+        ('--geometry-weight', args.geometry_weight),
+        ('--geometry-heads', args.geometry_heads),
+    ):
+        if value is not None and not args.geometry_model:
+            raise ValueError(f'{flag} {value} needs --geometry-model (the model it weighs)')
     device = resolve_device(args.device)
     model, meta = load_model(args.model, map_location=device)
     model.to(device).eval()
     classes = ClassSet.from_dict(meta['classes'])
     geometry = None
     if args.geometry_model:
+        args.geometry_weight = 0.5 if args.geometry_weight is None else args.geometry_weight
+        args.geometry_heads = args.geometry_heads or '2d'
         check_weight(args.geometry_weight, '--geometry-weight')
         geometry = GeometryBranch(
             args.geometry_model, args.geometry_weight, device, classes, args.geometry_heads
@@ -311,7 +326,7 @@ def _run(args: argparse.Namespace) -> int:
         dirs = args.data or [
             str(extract_bags_to(args.bag, Path(tmp) / 'ds', args.extract_config, args.preset))
         ]
-        records = load_records(dirs, classes)
+        records = load_records(dirs, classes, meta.get('input', 'rgb'))
         src = ', '.join(map(str, args.data or args.bag))  # what the user named, for messages
         if not records:
             raise ValueError(f'no frames in {src}')
@@ -390,7 +405,10 @@ def _run(args: argparse.Namespace) -> int:
             grid = sample_grid(model, ds, classes, device, 4, g * 4, args.measured_depth, geometry)
             cv2.imwrite(str(out / f'grid_{g:03d}.png'), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
         report['grids'] = grids
-    table = '\n'.join([format_table(report, classes.names)] + interval_lines(report.get('ci')))
+    table = '\n'.join(
+        [source_line(report), format_table(report, classes.names)]
+        + interval_lines(report.get('ci'))
+    )
     frame_stats.save_frames(out, [str(r['id']) for r in records], frames, classes.void_id)
     (out / 'report.json').write_text(json.dumps(report, indent=1))
     (out / 'report.txt').write_text(table + '\n')

@@ -60,9 +60,10 @@ def build_datasets(cfg: dict, classes) -> tuple[FrameDataset, FrameDataset]:
     d, m = cfg['data'], cfg['model']
     if not d['train']:
         raise ValueError('config data.train=[] must name at least one dataset directory')
-    records = load_records(d['train'], classes)
+    kind = m.get('input') or 'rgb'  # colour images, or geometry codes (core.late_fusion)
+    records = load_records(d['train'], classes, kind)
     if d['val']:
-        train_recs, val_recs = records, load_records(d['val'], classes)
+        train_recs, val_recs = records, load_records(d['val'], classes, kind)
     else:
         train_recs, val_recs = split_records(records, d['val_split'], cfg['train']['seed'])
         if not val_recs:  # nothing held out: validate on the (un-augmented) training frames
