@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from cliutil import one_error_line
 from bagutil import (
     TOPICS,
     bag_typestore,
@@ -25,13 +26,9 @@ from depth3dseg_ros.bags.extract import (
     output_dir_problem,
 )
 
-ERR = 'depth3dseg-extract: error: '
-
 
 def _one_error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert err.startswith(ERR) and err.count('\n') == 1, err
-    return err
+    return one_error_line(capsys, 'depth3dseg-extract')
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from cliutil import one_error_line
 from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.core.fusion import class_probs
 from depth3dseg_ros.core.inference import Segmenter
@@ -181,8 +182,7 @@ def test_eval_late_fuses_frames_with_depth_and_refuses_it_without_measured_depth
         ),
     ):
         assert evaluate.main([*base, '--out', str(tmp_path / 'x'), *extra]) == 2
-        err = capsys.readouterr().err
-        assert re.search(msg, err) and err.count('depth3dseg-eval: error:') == 1, err
+        assert re.search(msg, one_error_line(capsys, 'depth3dseg-eval'))
 
 
 def test_a_run_on_geometry_codes_writes_a_geometry_model_and_refuses_photometric_changes():
@@ -284,8 +284,7 @@ def test_datasets_must_hold_what_the_model_takes_and_eval_says_how_it_ran(
     ):
         capsys.readouterr()
         assert run(*args) == 2, args
-        err = capsys.readouterr().err
-        assert msg in err and err.count('depth3dseg-eval: error:') == 1, err
+        assert msg in one_error_line(capsys, 'depth3dseg-eval')
     assert run('--model', str(geo), '--data', str(code)) == 0  # the geometry model alone
     assert (
         run(

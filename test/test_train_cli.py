@@ -18,6 +18,7 @@ from depth3dseg_ros.training import evaluate, run, train
 from depth3dseg_ros.training.checkpoint import load_checkpoint
 from depth3dseg_ros.training.config import DEFAULTS, load_config
 from depth3dseg_ros.training.early_stop import update_early_stop
+from cliutil import one_error_line
 from trainutil import make_dataset_dir, tiny_train_args
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,9 +51,7 @@ def ds_dir(real_dir, tmp_path_factory):
 
 def _one_error_line(capsys) -> str:
     """The CLI's stderr: exactly one 'depth3dseg-train: error: ...' line, no traceback."""
-    err = capsys.readouterr().err
-    assert err.startswith('depth3dseg-train: error: ') and err.count('\n') == 1, err
-    return err
+    return one_error_line(capsys, 'depth3dseg-train')
 
 
 def test_shipped_config_lists_the_defaults():
