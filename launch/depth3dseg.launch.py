@@ -72,9 +72,7 @@ def _node_and_rviz(context):
                     LaunchConfiguration('use_sim_time'), value_type=bool
                 ),
             },
-            node_overrides(
-                arg('rviz'), arg('cloud_rgb'), arg('rgbd'), arg('geometry_model')
-            ),
+            node_overrides(arg('rviz'), arg('cloud_rgb'), arg('rgbd'), arg('geometry_model')),
         ],
         remappings=[
             ('image', LaunchConfiguration('image')),  # use_compressed: <image>/compressed follows

@@ -51,6 +51,7 @@ def check_number(v: Any, where: str, lo: float, hi: float, integer: bool = False
         raise ValueError(f'config {where}={v!r} must be {kind} in [{lo}, {hi}]')
     return int(v) if integer else float(v)
 
+
 def check_code_input(cfg: dict[str, Any]) -> None:
     """With model.input depth_code the images are geometry codes (core.depth_code): a photometric
     augmentation or white balance would change what each channel means. Raises ValueError naming
