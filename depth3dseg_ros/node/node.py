@@ -313,7 +313,7 @@ class NodePipeline(SetupSteps, InputHandling, RuntimeParameters):
             self.get_topic_names_and_types(),
             own_prefix=self.get_fully_qualified_name().rstrip('/') + '/',
             transport=os.environ.get(TRANSPORT_VAR) or None,
-            own_inputs=(self._depth_topic,) if self._depth_topic else (),
+            own_inputs=tuple(t for t in [getattr(self, '_depth_topic', None)] if t),
         )
         self.get_logger().warning(f'{message}: {hint}', throttle_duration_sec=10.0)
 

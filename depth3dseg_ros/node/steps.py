@@ -166,13 +166,16 @@ class SetupSteps:
             cal += f'RGB-D late fusion with {geo.path} (weight {geo.weight:g}), '
         elif p.geometry_model:
             cal += 'geometry_model unused (use_measured_depth is false), '
+        # the managed node describes itself at configure, before its subscriptions exist
+        depth = self.resolve_topic_name('depth')
+        depth_in = f'measured depth {depth}, ' if p.use_measured_depth else ''
         return (
             f'model {model_file} ({len(self.classes)} classes, {cal}'
             f'warm-up {self._warm_ms:.0f} ms), '
             f'label_source={p.label_source}, '
             f'input {self.resolve_topic_name("image")}{"/compressed" if p.use_compressed else ""} '
             f'({p.input_reliability}), '
-            + (f'measured depth {self._depth_topic}, ' if self._depth_topic else '')
+            + depth_in
             + f'outputs {sorted(self.pubs)} ({p.output_reliability}), '
             f'output_resolution={p.output_resolution}, classes {self._classes_text()}'
         )
