@@ -242,64 +242,22 @@ def test_datasets_must_hold_what_the_model_takes_and_eval_says_how_it_ran(
     def run(*args):
         return evaluate.main([*args, '--resamples', '0', '--out', str(tmp_path / 'e')])
 
+    rgbd = ['--model', str(colour), '--data', str(rgb), '--measured-depth']
     for args, msg in (
         (['--model', str(geo), '--data', str(rgb)], 'holds colour images'),
         (['--model', str(colour), '--data', str(code)], 'holds geometry codes'),
+        ([*rgbd, '--geometry-weight', '0.3'], '--geometry-weight 0.3 needs --geometry-model'),
         (
-            [
-                '--model',
-                str(colour),
-                '--data',
-                str(rgb),
-                '--measured-depth',
-                '--geometry-weight',
-                '0.3',
-            ],
-            '--geometry-weight 0.3 needs --geometry-model',
-        ),
-        (
-            [
-                '--model',
-                str(colour),
-                '--data',
-                str(rgb),
-                '--measured-depth',
-                '--geometry-model',
-                str(tmp_path / 'nope.pt'),
-            ],
+            [*rgbd, '--geometry-model', str(tmp_path / 'nope.pt')],
             f'geometry model {tmp_path / "nope.pt"}: no such file',
         ),
-        (
-            [
-                '--model',
-                str(colour),
-                '--data',
-                str(rgb),
-                '--measured-depth',
-                '--geometry-model',
-                str(tmp_path),
-            ],
-            'is a directory: give the model file in it',
-        ),
+        ([*rgbd, '--geometry-model', str(tmp_path)], 'is a directory: give the model file in it'),
     ):
         capsys.readouterr()
         assert run(*args) == 2, args
         assert msg in one_error_line(capsys, 'depth3dseg-eval')
     assert run('--model', str(geo), '--data', str(code)) == 0  # the geometry model alone
-    assert (
-        run(
-            '--model',
-            str(colour),
-            '--data',
-            str(rgb),
-            '--measured-depth',
-            '--geometry-model',
-            str(geo),
-            '--geometry-weight',
-            '0.25',
-        )
-        == 0
-    )
+    assert run(*rgbd, '--geometry-model', str(geo), '--geometry-weight', '0.25') == 0
     first = (tmp_path / 'e' / 'report.txt').read_text().splitlines()[0]
     assert first == (
         f'model {colour} on {rgb} (10 frames; measured depth for the cloud; RGB-D late fusion '
