@@ -24,6 +24,8 @@ import numpy as np
 import torch
 
 from depth3dseg_ros.clihelp import DefaultsHelpFormatter
+from depth3dseg_ros.core.geometry import resize_intrinsics
+from depth3dseg_ros.core.imageops import measured_at
 from depth3dseg_ros.core.inference import Segmenter
 from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import load_model, save_model
@@ -70,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('--threads', type=int, default=2, help='torch CPU threads')
     args = ap.parse_args(argv)
     tmp = tempfile.TemporaryDirectory()
-    if args.geometry is None:
+    untrained = args.geometry is None
+    if untrained:
         args.geometry = untrained_geometry_model(args.model, Path(tmp.name) / 'geo.pt')
         # fresh weights give denormal activations, 3x slower on the CPU than a trained net's
         # (measured: 165 against 52 ms); flushed, it costs what a trained one does
@@ -98,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
             seg.infer(rgb, NYU_K, 'fused', depth)
             times[name].append((time.perf_counter() - t0) * 1e3)
     geo = segs['late fusion'].geometry
-    w, h = segs['colour'].input_size
-    m = torch.from_numpy(np.ascontiguousarray(depth[:: 480 // h, :: 640 // w]))[None, None]
-    K = torch.tensor(NYU_K * [[w / 640], [h / 480], [1]], dtype=torch.float32)
+    w, h = segs['colour'].input_size  # the branch's inputs as the Segmenter makes them
+    m = torch.from_numpy(measured_at(depth, rgb.shape, (w, h)))[None, None]
+    K = torch.tensor(resize_intrinsics(NYU_K, (640, 480), (w, h)), dtype=torch.float32)
     out = {'seg2d': torch.zeros(1, len(segs['colour'].classes), h, w)}
     branch = []
     for _ in range(args.runs):
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.runs}: colour {med['colour']:.2f} ms, late fusion {med['late fusion']:.2f} ms, "
         f"ratio {med['late fusion'] / med['colour']:.3f}; the geometry branch alone "
         f'{statistics.median(branch):.2f} ms (geometry model at {geo.input_size[0]}x'
-        f'{geo.input_size[1]}{", untrained" if Path(tmp.name) in geo.path.parents else ""})'
+        f'{geo.input_size[1]}{", untrained" if untrained else ""})'
     )
     tmp.cleanup()
     return 0

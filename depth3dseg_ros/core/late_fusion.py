@@ -161,8 +161,9 @@ class GeometryBranch:
         ValueError from core.depth_code for bad shapes or K.
         """
         h, w = measured.shape[-2:]
+        # no-data pixels (0, NaN, ±inf, < 0) need no cleaning: depth_code and the 3D net's
+        # cloud (Depth3DSeg.forward) both take them as holes
         m = measured.to(self.device, torch.float32)
-        m = torch.where(torch.isfinite(m) & (m > 0), m, torch.zeros_like(m))
         K = K.to(self.device, torch.float32).expand(m.shape[0], 3, 3)
         code = torch.round(depth_code(m, K) * 255.0) / 255.0
         gw, gh = self.input_size

@@ -23,7 +23,8 @@ from depth3dseg_ros.ros.sync import LATEST, NONE, Pair, header_stamp_ns
 
 class InputHandling:
     """Mixin for the node: needs ``self.p``, ``self.sync`` (StampSync), ``self.slot``
-    (CameraSlot), ``self.stats``, ``self._depths`` (StampBuffer or None), ``self._info_topic``,
+    (CameraSlot), ``self.stats``, ``self._depths`` (StampBuffer or None) and
+    ``self._measured_depth_topic()`` (node/steps), ``self._info_topic``,
     ``self._warned`` (set) and ``self._last_error`` (dict)."""
 
     # -- callbacks: cheap, never raise --------------------------------------------------------
@@ -124,14 +125,15 @@ class InputHandling:
         if dmsg is None:
             fused = ' and no late fusion' if getattr(self.seg, 'geometry', None) else ''
             if self._depths.empty():  # nothing ever arrived: name the topic and its publishers
-                n = self.count_publishers(self._depth_topic)
+                topic = self._measured_depth_topic()
+                n = self.count_publishers(topic)
                 why = (
                     'no publisher (remap with -r depth:=TOPIC, the depth image registered to the '
                     'colour image)'
                     if n == 0
                     else f'{n} publisher(s) but nothing received (QoS, DDS transport?)'
                 )
-                text = f'no depth image received on {self._depth_topic}: {why}'
+                text = f'no depth image received on {topic}: {why}'
             else:
                 text = f'no depth image within sync_slop={p.sync_slop} s of the colour image'
             self.get_logger().warning(

@@ -307,13 +307,14 @@ class NodePipeline(SetupSteps, InputHandling, RuntimeParameters):
         """The console side of the "no input frame" ERROR: which topic, who publishes it, which
         image topics exist (node/diagnostics.no_input_hint); every 10 s at most."""
         topic = self._image_topic
+        depth = self._measured_depth_topic()
         hint = no_input_hint(
             topic,
             self.count_publishers(topic),
             self.get_topic_names_and_types(),
             own_prefix=self.get_fully_qualified_name().rstrip('/') + '/',
             transport=os.environ.get(TRANSPORT_VAR) or None,
-            own_inputs=tuple(t for t in [getattr(self, '_depth_topic', None)] if t),
+            own_inputs=(depth,) if depth else (),
         )
         self.get_logger().warning(f'{message}: {hint}', throttle_duration_sec=10.0)
 

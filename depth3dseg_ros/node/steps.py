@@ -79,6 +79,11 @@ class SetupSteps:
         )
         self._publish_classes()
 
+    def _measured_depth_topic(self) -> str | None:
+        """The resolved topic of the ``depth`` input, or None without ``use_measured_depth``
+        (also before the subscriptions exist: the managed node describes itself at configure)."""
+        return self.resolve_topic_name('depth') if self.p.use_measured_depth else None
+
     def _start_inputs(self) -> None:
         """Subscriptions (image or ``<image>/compressed``, camera_info, depth), the steady-clock
         diagnostics timer and the worker thread (on a new newest-frame slot)."""
@@ -98,7 +103,6 @@ class SetupSteps:
             self._subs.append(self.create_subscription(Image, 'image', self._on_image, in_qos))
         self._info_topic = self.resolve_topic_name('camera_info')
         self._depths = None  # measured depth registered to the colour image (issue 12)
-        self._depth_topic = self.resolve_topic_name('depth') if p.use_measured_depth else None
         aux_qos = make_qos(p.input_reliability, max(p.input_depth, 5))
         if p.use_measured_depth:
             self._depths = StampBuffer(8)
@@ -166,9 +170,8 @@ class SetupSteps:
             cal += f'RGB-D late fusion with {geo.path} (weight {geo.weight:g}), '
         elif p.geometry_model:
             cal += 'geometry_model unused (use_measured_depth is false), '
-        # the managed node describes itself at configure, before its subscriptions exist
-        depth = self.resolve_topic_name('depth')
-        depth_in = f'measured depth {depth}, ' if p.use_measured_depth else ''
+        depth = self._measured_depth_topic()
+        depth_in = f'measured depth {depth}, ' if depth else ''
         return (
             f'model {model_file} ({len(self.classes)} classes, {cal}'
             f'warm-up {self._warm_ms:.0f} ms), '
