@@ -34,6 +34,7 @@ from tqdm import tqdm
 from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import save_model
 from depth3dseg_ros.core.train_step import compute_losses
+from depth3dseg_ros.training.class_mix import class_mix, step_generator
 from depth3dseg_ros.training.checkpoint import (
     load_checkpoint,
     save_checkpoint,
@@ -139,7 +140,12 @@ def train_epoch(run: Run, epoch: int, limit_s: float | None) -> bool:
         dynamic_ncols=True,
         leave=False,
     )
+    mix = tc['class_mix']
     for k, batch in enumerate(loader, 1):
+        if mix is not None:  # training.class_mix: synthetic segments into the real frames
+            batch, _ = class_mix(
+                batch, mix['p'], run.classes.void_id, step_generator(tc['seed'], run.global_step)
+            )
         vals = train_step(
             run, {key: v.to(run.device, non_blocking=True) for key, v in batch.items()}
         )
