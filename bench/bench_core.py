@@ -48,42 +48,10 @@ from depth3dseg_ros.core.model import (  # noqa: E402
     count_params,
     fold_batchnorm,
 )
-from depth3dseg_ros.core.modelfile import save_model  # noqa: E402
+from onnx_parts import NYU_K, bench_onnx  # noqa: E402
+from timing import interleaved, median_ms  # noqa: E402
 
 CAMERA_PERIOD_MS = 1000.0 / 30.0
-NYU_K = np.array([[518.8579, 0, 325.5824], [0, 519.4696, 253.7362], [0, 0, 1]])
-
-
-def _once(fn, device: torch.device) -> float:
-    """Wall milliseconds of one fn() call (CUDA: synchronised before and after)."""
-    if device.type == 'cuda':
-        torch.cuda.synchronize(device)
-    t0 = time.perf_counter()
-    fn()
-    if device.type == 'cuda':
-        torch.cuda.synchronize(device)
-    return (time.perf_counter() - t0) * 1e3
-
-
-def _time(fn, device: torch.device, runs: int, warmup: int) -> float:
-    """Median wall milliseconds of fn() over `runs` calls after `warmup` calls."""
-    for _ in range(warmup):
-        fn()
-    return statistics.median(_once(fn, device) for _ in range(runs))
-
-
-def _ratio(fn_a, fn_b, device: torch.device, runs: int, warmup: int) -> tuple:
-    """Interleaved timing: (median ms of fn_a, median ms of fn_b, median of the per-pair ratios
-    a/b). Each pair runs back to back, so both see the same machine state (CPU frequency,
-    neighbours' load): the ratio is steadier than the ratio of two separately timed medians."""
-    for _ in range(warmup):
-        fn_a(), fn_b()
-    pairs = [(_once(fn_a, device), _once(fn_b, device)) for _ in range(runs)]
-    return (
-        statistics.median(a for a, _ in pairs),
-        statistics.median(b for _, b in pairs),
-        statistics.median(a / b for a, b in pairs),
-    )
 
 
 def bench_size(
@@ -106,22 +74,24 @@ def bench_size(
     with torch.inference_mode():
         out = model(x, K)
         xyz, valid = out['xyz'], out['valid']
-        t2d = _time(lambda: model.net(x), device, runs, warmup)
-        t3d = _time(lambda: model.pointnet(xyz, valid, x), device, runs, warmup)
-        tall = _time(lambda: model(x, K), device, runs, warmup)
+        t2d = median_ms(lambda: model.net(x), device, runs, warmup)
+        t3d = median_ms(lambda: model.pointnet(xyz, valid, x), device, runs, warmup)
+        tall = median_ms(lambda: model(x, K), device, runs, warmup)
         xc = x.contiguous(memory_format=torch.channels_last)
-        t2f = _time(lambda: fast.net(xc), device, runs, warmup)
+        t2f = median_ms(lambda: fast.net(xc), device, runs, warmup)
         outf = fast(xc, K)
-        t3f = _time(lambda: fast.pointnet(outf['xyz'], outf['valid'], xc), device, runs, warmup)
+        t3f = median_ms(
+            lambda: fast.pointnet(outf['xyz'], outf['valid'], xc), device, runs, warmup
+        )
         # the node's form, 3D vs 2D interleaved (the figure for the <= 0.30 goal)
-        t3i, t2i, ratio_i = _ratio(
+        t3i, t2i, ratio_i = interleaved(
             lambda: fast.pointnet(outf['xyz'], outf['valid'], xc),
             lambda: fast.net(xc),
             device,
             max(runs, 50),
             warmup,
         )
-        tallf = _time(lambda: fast(xc, K), device, runs, warmup)
+        tallf = median_ms(lambda: fast(xc, K), device, runs, warmup)
     xf, Kf = x.float().cpu(), K.float().cpu()
     m_cpu = model if device.type == 'cpu' and dtype == torch.float32 else None
     flops = {}
@@ -147,120 +117,6 @@ def bench_size(
         'ratio_3d_2d_interleaved': ratio_i,
         'flops': flops,
     }
-
-
-class _Net2D(torch.nn.Module):
-    """The 2D+depth net with tuple outputs (exportable)."""
-
-    def __init__(self, net):
-        super().__init__()
-        self.net = net
-
-    def forward(self, x):
-        out = self.net(x)
-        return out['depth'], out['seg2d']
-
-
-class _Net3D(torch.nn.Module):
-    """The 3D net in its exportable form (core.onnx_graph.pointnet_graph)."""
-
-    def __init__(self, pointnet):
-        super().__init__()
-        self.pointnet = pointnet
-
-    def forward(self, xyz, valid, feats):
-        from depth3dseg_ros.core.onnx_graph import pointnet_graph
-
-        return pointnet_graph(self.pointnet, xyz, valid, feats)
-
-
-def bench_onnx(model: Depth3DSeg, w: int, h: int, runs: int, warmup: int, threads: int) -> dict:
-    """torch (inference form) vs ONNX Runtime (CPU provider, `threads` intra-op threads),
-    interleaved, for the 2D+depth net, the 3D net and the whole graph at w×h; and Segmenter.infer
-    of a 640×480 frame with either backend. Returns {part: (ms ONNX Runtime, ms torch, median ratio
-    ORT/torch)}."""
-    import tempfile
-
-    import onnxruntime as ort
-
-    from depth3dseg_ros.core.onnx_export import export_module, export_onnx
-    from depth3dseg_ros.core.onnx_graph import InferenceGraph
-
-    cpu = torch.device('cpu')
-    fast = fold_batchnorm(copy.deepcopy(model).float().cpu().eval())
-    fast_cl = copy.deepcopy(fast).to(memory_format=torch.channels_last)
-    torch.manual_seed(0)
-    x = torch.randn(1, 3, h, w)
-    xc = x.contiguous(memory_format=torch.channels_last)
-    K = torch.as_tensor(resize_intrinsics(NYU_K, (640, 480), (w, h)), dtype=torch.float32)[None]
-    nan = torch.full((1, 1, h, w), float('nan'))
-    with torch.inference_mode():
-        out = fast_cl(xc, K)
-    xyz, valid = out['xyz'], out['valid']
-    so = ort.SessionOptions()
-    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
-    res = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        t = Path(tmp)
-        export_module(_Net2D(fast.net), (x,), t / '2d.onnx', ['rgb'], ['depth', 'seg2d'])
-        export_module(
-            _Net3D(fast.pointnet),
-            (xyz, valid, x),
-            t / '3d.onnx',
-            ['xyz', 'valid', 'feats'],
-            ['seg3d'],
-        )
-        export_module(
-            InferenceGraph(fast),
-            (x, K, nan),
-            t / 'all.onnx',
-            ['rgb', 'K', 'measured_depth'],
-            ['depth', 'seg2d', 'seg3d', 'xyz', 'valid', 'measured'],
-        )
-        sess = {
-            k: ort.InferenceSession(str(t / f'{k}.onnx'), so, providers=['CPUExecutionProvider'])
-            for k in ('2d', '3d', 'all')
-        }
-        xn, Kn, nn_ = x.numpy(), K.numpy(), nan.numpy()
-        with torch.inference_mode():
-            res['2d'] = _ratio(
-                lambda: sess['2d'].run(None, {'rgb': xn}),
-                lambda: fast_cl.net(xc),
-                cpu,
-                runs,
-                warmup,
-            )
-            f3 = {'xyz': xyz.numpy(), 'valid': valid.numpy(), 'feats': xn}
-            res['3d'] = _ratio(
-                lambda: sess['3d'].run(None, f3),
-                lambda: fast_cl.pointnet(xyz, valid, xc),
-                cpu,
-                runs,
-                warmup,
-            )
-            fa = {'rgb': xn, 'K': Kn, 'measured_depth': nn_}
-            res['whole'] = _ratio(
-                lambda: sess['all'].run(None, fa), lambda: fast_cl(xc, K), cpu, runs, warmup
-            )
-        # end to end through Segmenter (preprocess, forward, core.fusion postprocess), 640x480 -> w
-        # x h
-        pt = save_model(t / 'm.pt', model.float().cpu(), {'classes': NYU13, 'input_size': [w, h]})
-        export_onnx(pt, t / 'm.onnx')
-        seg_t = Segmenter(pt, device='cpu', backend='torch', num_threads=threads)
-        seg_o = Segmenter(t / 'm.onnx', device='cpu', num_threads=threads)  # CPU default: split
-        seg_w = Segmenter(t / 'm.onnx', device='cpu', num_threads=threads, ort_split='whole')
-        with torch.inference_mode():  # M1 as the split runs it: ORT to 1/2 res + cv2 upsampling
-            res['2d_split'] = _ratio(
-                lambda: seg_o.ort.split_model.net(x), lambda: fast_cl.net(xc), cpu, runs, warmup
-            )
-        rgb = np.random.default_rng(0).integers(0, 256, (480, 640, 3), dtype=np.uint8)
-        res['segmenter'] = _ratio(
-            lambda: seg_o.infer(rgb, NYU_K), lambda: seg_t.infer(rgb, NYU_K), cpu, runs, warmup
-        )
-        res['segmenter_whole'] = _ratio(
-            lambda: seg_w.infer(rgb, NYU_K), lambda: seg_t.infer(rgb, NYU_K), cpu, runs, warmup
-        )
-    return res
 
 
 def main(argv=None) -> int:

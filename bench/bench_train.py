@@ -9,7 +9,7 @@ then measures with the default architecture (core.arch.DEFAULT_ARCH) at the netw
   * train step images/s: forward + compute_losses + backward + AdamW on a pre-loaded augmented
     batch;
   * train loop images/s: the same with the DataLoader (PNG decode + augmentation, num_workers=0);
-  * eval frames/s: training.evaluate.evaluate_model (batched forward + metrics);
+  * eval frames/s: training.scoring.evaluate_model (batched forward + metrics);
   * with --channels-last, also the train step of a copy of the model in NHWC layout
     (``train.channels_last``), interleaved with the default one, and their ratio;
 and prints ratios against the forward-only images/s of the same model measured in the same run
