@@ -152,7 +152,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 #: The one node test module that runs no node (the pure per-frame rules).
-FAST_NODE_MODULES = {'test_node_frame'}
+FAST_NODE_MODULES = {'test_node_frame', 'test_node_lifecycle_inproc'}
 
 
 def _slow(module: str) -> bool:

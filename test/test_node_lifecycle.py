@@ -10,9 +10,9 @@ drives it with the lifecycle services ``/<node>/change_state`` and ``/<node>/get
 - cleanup -> 'unconfigured', publishers gone; shutdown -> 'finalized';
 - configure with a missing model_file -> FAILURE, one error line naming it, no traceback, the node
   alive in 'unconfigured'; a good model_file set with ``set_parameters`` then configures;
-- SIGTERM in each primary state ends the process within 2 s, exit 0, no traceback (C40/C45);
-- in-process: lifecycle publishers enabled only while active (also one switched on at run time),
-  an exception inside activate goes through on_error back to unconfigured, everything released.
+- SIGTERM in each primary state ends the process within 2 s, exit 0, no traceback (C40/C45).
+
+The in-process lifecycle tests (quick tier) are in test_node_lifecycle_inproc.py.
 """
 
 from __future__ import annotations
@@ -288,62 +288,3 @@ def test_lifecycle_help_and_argument_errors_before_ros(capsys, tmp_path):
     assert main(['depth3dseg_lifecycle_node', '--ros-args', '--params-file', str(missing)]) == 2
     err = capsys.readouterr().err
     assert f'depth3dseg_lifecycle_node: error: --params-file {missing} does not exist' in err
-
-
-@pytest.mark.timeout(180)
-def test_lifecycle_publishers_follow_the_state_in_process(tiny_model, ros):
-    """In-process: the outputs are lifecycle publishers, enabled only while active; one switched
-    on at run time while active is enabled at once, while inactive on the next activate; the
-    plain parameter rules apply once configured; on_error releases everything."""
-    from rclpy.lifecycle import TransitionCallbackReturn
-    from rclpy.parameter import Parameter
-
-    from depth3dseg_ros.node.lifecycle import Depth3DSegLifecycleNode
-
-    overrides = [
-        Parameter('model_file', value=str(tiny_model)),
-        Parameter('device', value='cpu'),
-        Parameter('torch_threads', value=1),
-        Parameter('input_width', value=64),
-        Parameter('input_height', value=48),
-    ]
-    node = Depth3DSegLifecycleNode(node_name='lc_inproc', parameter_overrides=overrides)
-    try:
-        ok = TransitionCallbackReturn.SUCCESS
-        loose = node.describe_parameters(['max_depth'])[0]
-        assert loose.dynamic_typing and not loose.floating_point_range  # any type until configure
-        assert node.trigger_configure() == ok and node.state_label() == 'inactive'
-        md, mf = node.describe_parameters(['max_depth', 'model_file'])
-        assert md.type == 3 and md.floating_point_range[0].from_value == 1e-6  # as the plain node
-        assert not mf.read_only and 'read at configure' in mf.additional_constraints
-        assert node.pubs and not any(p.is_activated for p in node.pubs.values())
-        assert node.trigger_activate() == ok
-        assert all(p.is_activated for p in node.pubs.values()) and node.worker is not None
-        assert node.set_parameters([Parameter('publish_labels_compressed', value=True)])[
-            0
-        ].successful
-        assert node.pubs['labels/compressed'].is_activated
-        bad = node.set_parameters([Parameter('overlay_alpha', value=2.0)])[0]
-        assert not bad.successful and 'overlay_alpha' in bad.reason
-        assert node.trigger_deactivate() == ok and not node._subs
-        assert not any(p.is_activated for p in node.pubs.values())
-        assert node.set_parameters([Parameter('publish_overlay_compressed', value=True)])[
-            0
-        ].successful
-        assert not node.pubs['overlay/compressed'].is_activated
-        assert node.trigger_activate() == ok
-        assert node.pubs['overlay/compressed'].is_activated
-        assert node.trigger_deactivate() == ok
-        assert node.trigger_cleanup() == ok  # unconfigured: the loose descriptors again
-        assert not node.describe_parameters(['max_depth'])[0].floating_point_range
-        assert node.trigger_configure() == ok
-
-        def broken() -> None:
-            raise RuntimeError('no inputs today')
-
-        node._start_inputs = broken  # an exception inside activate: on_error, then unconfigured
-        assert node.trigger_activate() == TransitionCallbackReturn.ERROR
-        assert node.state_label() == 'unconfigured'
-        assert node.p is None and node.seg is None and not node.pubs and not node._subs
-    finally:
-        node.destroy_node()
