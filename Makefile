@@ -30,14 +30,17 @@ $(RENDER_STAMP): requirements-render.txt
 demo: setup
 	$(PY) -m depth3dseg_ros.node.demo --out demo_out
 
-# Lint first (ruff.toml: ament-like flake8 + pep257 public-API docstring checks), so a lint error fails CI.
+# Lint first (ruff.toml: ament-like flake8 + pep257 public-API docstring checks; ruff format's layout),
+# so a lint or layout error fails CI (`.venv/bin/ruff format` fixes the layout).
 test: setup render-venv
 	$(VENV)/bin/ruff check
+	$(VENV)/bin/ruff format --check
 	$(PY) -m pytest test
 
 # The quick tier for the edit loop (no multi-process ROS tests, subprocess CLIs or training runs; test/conftest.py).
 test-fast: setup
 	$(VENV)/bin/ruff check
+	$(VENV)/bin/ruff format --check
 	$(PY) -m pytest test -m "not slow" -q
 
 bench: setup

@@ -113,9 +113,7 @@ class StopSignals:
         self.event = threading.Event()
         self._done = threading.Event()  # set by finished()/restore(): no deadline needed
         self._deadline: threading.Thread | None = None
-        self._previous = {
-            s: signal.signal(s, self._handle) for s in stop_signals()
-        }
+        self._previous = {s: signal.signal(s, self._handle) for s in stop_signals()}
 
     @property
     def requested(self) -> bool:

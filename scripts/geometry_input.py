@@ -114,8 +114,14 @@ def finish_copy(src: Path, out: Path, kept: list[dict], info: dict) -> None:
     (source, code constants, frame count, plus ``info``)."""
     write_index(out, kept)
     man = json.loads((src / MANIFEST).read_text()) if (src / MANIFEST).is_file() else {}
-    man['geometry_input'] = {'source': str(src), 'near_m': NEAR_M, 'far_m': FAR_M,
-                             'smooth_px': SMOOTH_PX, 'frames': len(kept), **info}
+    man['geometry_input'] = {
+        'source': str(src),
+        'near_m': NEAR_M,
+        'far_m': FAR_M,
+        'smooth_px': SMOOTH_PX,
+        'frames': len(kept),
+        **info,
+    }
     (out / MANIFEST).write_text(json.dumps(man, indent=1))
 
 
@@ -150,12 +156,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('src', type=Path)
     ap.add_argument('out', type=Path)
-    ap.add_argument('--only-with-depth', action='store_true',
-                    help='leave out frames without depth (default: their code is all 0)')
+    ap.add_argument(
+        '--only-with-depth',
+        action='store_true',
+        help='leave out frames without depth (default: their code is all 0)',
+    )
     a = ap.parse_args()
     n, skipped = convert(a.src, a.out, a.only_with_depth)
-    print(f'{a.out}: {n} frames written; {skipped} without depth '
-          f'({"left out" if a.only_with_depth else "all-zero code"})')
+    print(
+        f'{a.out}: {n} frames written; {skipped} without depth '
+        f'({"left out" if a.only_with_depth else "all-zero code"})'
+    )
 
 
 if __name__ == '__main__':

@@ -26,15 +26,16 @@ from depth3dseg_ros.training.dataset import load_records
 from depth3dseg_ros.training.evaluate import model_dataset
 
 
-def probs_2d(
-    model_path: str, data: str, ids: list[str] | None = None, need_depth: bool = True
-):
+def probs_2d(model_path: str, data: str, ids: list[str] | None = None, need_depth: bool = True):
     """(ids, B×C×H×W 2D softmax, B×H×W labels, classes) of the labelled frames (with
     ``need_depth``, only those that have depth)."""
     model, meta = load_model(model_path)
     classes = ClassSet.from_dict(meta['classes'])
-    recs = [r for r in load_records([data], classes)
-            if r.get('labels') and (r.get('depth') or not need_depth)]
+    recs = [
+        r
+        for r in load_records([data], classes)
+        if r.get('labels') and (r.get('depth') or not need_depth)
+    ]
     if ids is not None:
         by_id = {r['id']: r for r in recs}
         missing = [i for i in ids if i not in by_id]
@@ -52,7 +53,11 @@ def probs_2d(
 
 
 def late_fusion(
-    colour: str, geometry: str, colour_data: str, geometry_data: str, ws: list[float],
+    colour: str,
+    geometry: str,
+    colour_data: str,
+    geometry_data: str,
+    ws: list[float],
     need_depth: bool = True,
 ) -> tuple[int, list[dict]]:
     """(frames scored, one ConfusionMatrix.summary per w) of the late fusion (module docstring);
@@ -84,12 +89,16 @@ def main() -> None:
     ap.add_argument('--colour-data', required=True)
     ap.add_argument('--geometry-data', required=True)
     ap.add_argument('--w', type=float, nargs='+', default=[0.0, 0.25, 0.5, 0.75, 1.0])
-    ap.add_argument('--all-labelled', action='store_true',
-                    help='score every labelled frame, not only those with depth (a geometry set '
-                         'coded from predicted depth: scripts/predicted_geometry.py)')
+    ap.add_argument(
+        '--all-labelled',
+        action='store_true',
+        help='score every labelled frame, not only those with depth (a geometry set '
+        'coded from predicted depth: scripts/predicted_geometry.py)',
+    )
     a = ap.parse_args()
-    n, summaries = late_fusion(a.colour, a.geometry, a.colour_data, a.geometry_data, a.w,
-                               not a.all_labelled)
+    n, summaries = late_fusion(
+        a.colour, a.geometry, a.colour_data, a.geometry_data, a.w, not a.all_labelled
+    )
     print(f'{n} frames; w = weight of the geometry model')
     for w, s in zip(a.w, summaries):
         per = ' '.join(f'{k}={v:.2f}' for k, v in s['iou'].items() if v is not None)

@@ -29,8 +29,11 @@ def normal_errors(model_path: str, data: str, only_labelled: bool = False) -> to
     model, meta = load_model(model_path)
     model.eval()
     classes = ClassSet.from_dict(meta['classes'])
-    recs = [r for r in load_records([data], classes)
-            if r.get('depth') and (r.get('labels') or not only_labelled)]
+    recs = [
+        r
+        for r in load_records([data], classes)
+        if r.get('depth') and (r.get('labels') or not only_labelled)
+    ]
     if not recs:
         raise SystemExit(f'{data}: no frame with depth')
     ds = model_dataset(recs, meta, classes)
@@ -58,8 +61,10 @@ def main() -> None:
     for m in a.models:
         e = normal_errors(m, a.data, a.only_labelled)
         share = ' '.join(f'<{t}°: {float((e < t).float().mean()):.3f}' for t in (11.25, 22.5, 30))
-        print(f'{m}: {e.numel()} px  mean {float(e.mean()):.1f}°  median '
-              f'{float(e.median()):.1f}°  {share}')
+        print(
+            f'{m}: {e.numel()} px  mean {float(e.mean()):.1f}°  median '
+            f'{float(e.median()):.1f}°  {share}'
+        )
 
 
 if __name__ == '__main__':

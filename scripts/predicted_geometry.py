@@ -45,8 +45,12 @@ def predicted_depths(model_path: str, src: Path) -> tuple[list[dict], list[np.nd
     for i, r in enumerate(recs):
         item = ds[i]
         out = model.forward_2d(item['rgb'][None], item['K'][None])
-        d = F.interpolate(out['depth'].float(), size=(r['height'], r['width']),
-                          mode='bilinear', align_corners=False)
+        d = F.interpolate(
+            out['depth'].float(),
+            size=(r['height'], r['width']),
+            mode='bilinear',
+            align_corners=False,
+        )
         depths.append(d[0, 0].double().numpy())
     return recs, depths
 

@@ -73,9 +73,7 @@ def ds_dir(real_dir, tmp_path_factory):
 def test_c34_resume_with_batch_size_2_then_5_end_to_end(ds_dir, tmp_path, monkeypatch, capsys):
     seen = _record_indices(monkeypatch)
     out = tmp_path / 'run'
-    args = tiny_train_args(
-        ds_dir, out, '--time-limit-min', '0', epochs=1
-    )
+    args = tiny_train_args(ds_dir, out, '--time-limit-min', '0', epochs=1)
     assert train.main(args) == 0  # stops after its first step (time limit)
     ck = load_checkpoint(out / 'last.pt')
     assert (ck['samples_in_epoch'], ck['batch_size'], ck['world_size']) == (2, 2, 1)
@@ -101,9 +99,7 @@ def test_c34_resume_with_batch_size_2_then_5_end_to_end(ds_dir, tmp_path, monkey
 
 def test_c34_old_mid_epoch_checkpoint_is_refused_naming_it(ds_dir, tmp_path, capsys):
     out = tmp_path / 'run'
-    args = tiny_train_args(
-        ds_dir, out, '--time-limit-min', '0', epochs=1
-    )
+    args = tiny_train_args(ds_dir, out, '--time-limit-min', '0', epochs=1)
     assert train.main(args) == 0
     ck = load_checkpoint(out / 'last.pt')
     for key in ('samples_in_epoch', 'batch_size', 'world_size', 'sampler_seed'):
@@ -132,9 +128,7 @@ def test_c34_resume_with_another_seed_finishes_the_epoch_in_its_own_order(
     some samples twice, others never."""
     seen = _record_indices(monkeypatch)
     out = tmp_path / 'run'
-    args = tiny_train_args(
-        ds_dir, out, '--time-limit-min', '0', epochs=2
-    )
+    args = tiny_train_args(ds_dir, out, '--time-limit-min', '0', epochs=2)
     assert train.main(args) == 0  # one step of batch 2 with seed 0, then the time limit
     resumed = ['--out', str(out), '--resume', '--set', 'train.time_limit_min=null']
     assert train.main([*resumed, '--set', 'train.seed=4']) == 0
@@ -150,9 +144,7 @@ def test_c34_mid_epoch_resume_on_changed_training_data_is_refused(
     ds_dir, real_dir, tmp_path, capsys
 ):
     out = tmp_path / 'run'
-    args = tiny_train_args(
-        ds_dir, out, '--time-limit-min', '0', epochs=1
-    )
+    args = tiny_train_args(ds_dir, out, '--time-limit-min', '0', epochs=1)
     assert train.main(args) == 0
     more = make_dataset_dir(real_dir, tmp_path / 'more', size=(80, 60))
     capsys.readouterr()

@@ -169,9 +169,7 @@ def test_repeated_frames_are_warned_about(ds_dir, reports, tmp_path, capsys):
     )
 
 
-def test_unlabelled_frames_and_missing_reports_are_said_plainly(
-    ds_dir, reports, tmp_path, capsys
-):
+def test_unlabelled_frames_and_missing_reports_are_said_plainly(ds_dir, reports, tmp_path, capsys):
     m = json.loads((reports[0] / 'report.json').read_text())['model']
     nolab = copy_dataset_with(ds_dir, tmp_path / 'nolab', labels=None)
     out = tmp_path / 'e'

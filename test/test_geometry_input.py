@@ -40,12 +40,12 @@ def test_a_floor_is_dark_green_and_a_side_wall_is_bright_blue(mod):
     # floor 1.2 m below the optical centre, level camera: y = 1.2 -> d = 1.2 / y for rays below
     floor = np.where(y > 0.05, 1.2 / np.maximum(y, 1e-9), 0.0)
     code = mod['geometry_image'](floor, K)
-    rows = code[H // 2 + 20: -5, 5:-5].reshape(-1, 3).astype(int)
+    rows = code[H // 2 + 20 : -5, 5:-5].reshape(-1, 3).astype(int)
     assert rows[:, 1].max() <= 3  # n_y = -1 (normal points up, towards the camera)
     assert rows[:, 2].max() <= 3
     # a wall at x = -1 m (left of the camera): d = -1 / x for rays to the left
     wall = np.where(x < -0.05, -1.0 / np.minimum(x, -1e-9), 0.0)
-    cols = mod['geometry_image'](wall, K)[5:-5, 5: W // 2 - 20].reshape(-1, 3).astype(int)
+    cols = mod['geometry_image'](wall, K)[5:-5, 5 : W // 2 - 20].reshape(-1, 3).astype(int)
     assert cols[:, 2].min() >= 252  # |n_x| = 1
     assert np.abs(cols[:, 1] - 128).max() <= 2
 
@@ -89,11 +89,18 @@ def test_convert_writes_a_dataset_with_the_code_in_place_of_rgb(mod, tmp_path):
         Image.fromarray(np.full((H, W), 1, np.uint8)).save(src / 'labels' / f'{i}.png')
         if has_depth:
             Image.fromarray(np.full((H, W), 2000, np.uint16)).save(src / 'depth' / f'{i}.png')
-        records.append({
-            'id': str(i), 'rgb': f'rgb/{i}.png', 'depth': f'depth/{i}.png' if has_depth else None,
-            'depth_scale': 0.001, 'labels': f'labels/{i}.png', 'K': K.reshape(-1).tolist(),
-            'width': W, 'height': H,
-        })
+        records.append(
+            {
+                'id': str(i),
+                'rgb': f'rgb/{i}.png',
+                'depth': f'depth/{i}.png' if has_depth else None,
+                'depth_scale': 0.001,
+                'labels': f'labels/{i}.png',
+                'K': K.reshape(-1).tolist(),
+                'width': W,
+                'height': H,
+            }
+        )
     (src / 'index.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in records))
     (src / 'manifest.json').write_text('{}')
     n, skipped = mod['convert'](src, tmp_path / 'out', False)

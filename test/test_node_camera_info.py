@@ -81,9 +81,9 @@ def test_bag_played_again_gives_every_frame_its_own_camera_info_and_cloud(
                 img, info = camera_image(w, hh, t, seed=k), camera_info_msg(K, w, hh, t)
                 for m, pub in ((img, h.pub_img), (info, h.pub_info))[:: 1 if image_first else -1]:
                     pub.publish(m)
-                assert h.wait(
-                    proc, lambda: t in h.got['labels'] and t in h.got['points'], 30
-                ), f'pass {run} frame {k}: no cloud\n' + proc.log()
+                assert h.wait(proc, lambda: t in h.got['labels'] and t in h.got['points'], 30), (
+                    f'pass {run} frame {k}: no cloud\n' + proc.log()
+                )
                 ci = h.got['depth/camera_info'][t]
                 assert (ci.width, ci.height) == (NW, NH)
         log = proc.log()

@@ -205,9 +205,7 @@ def test_early_stopping_says_why(ds_dir, tmp_path, capsys):
 
 def test_time_limit_chunk_saves_and_resumes(ds_dir, tmp_path, capsys):
     out = tmp_path / 'run'
-    args = tiny_train_args(
-        ds_dir, out, '--time-limit-min', '0', epochs=1
-    )
+    args = tiny_train_args(ds_dir, out, '--time-limit-min', '0', epochs=1)
     assert train.main(args) == 0
     assert 'stopped: time limit (resume with --resume)' in capsys.readouterr().out
     ck = load_checkpoint(out / 'last.pt')
@@ -378,9 +376,7 @@ def test_unlabelled_validation_selects_by_val_loss_and_exports(real_dir, tmp_pat
         real_dir, tmp_path / 'unlabelled', size=(80, 60), names=DEPTH_ONLY, labels=False
     )
     out = tmp_path / 'run'
-    args = tiny_train_args(
-        ds, out, '--set', 'early_stop.patience=1', epochs=2
-    )
+    args = tiny_train_args(ds, out, '--set', 'early_stop.patience=1', epochs=2)
     assert train.main(args) == 0
     text = capsys.readouterr().out
     note = (
@@ -439,9 +435,9 @@ def test_freeze_bn_keeps_the_running_statistics(ds_dir, tmp_path):
         assert train.main(tiny_train_args(ds_dir, out, *args, epochs=1)) == 0
         sd = load_model(out / 'model.pt')[0].state_dict()
         moved[freeze] = [k for k in bn_buffers if not torch.equal(sd[k], init[k])]
-        assert any(
-            not torch.equal(sd[k], init[k]) for k in init if k.endswith('weight')
-        ), 'the weights should train'
+        assert any(not torch.equal(sd[k], init[k]) for k in init if k.endswith('weight')), (
+            'the weights should train'
+        )
     assert moved[True] == []
     assert len(moved[False]) == len(bn_buffers)
     with pytest.raises(ValueError, match=r"config train.freeze_bn=2 must be true or false"):

@@ -37,10 +37,7 @@ def test_torchrun_two_processes_gloo(real_dir, tmp_path):
     # a chunk that hits its time limit: both ranks leave the loop together (rank 0 decides), rank 0
     # saves
     res = subprocess.run(
-        torchrun
-        + tiny_train_args(
-            data, out, '--time-limit-min', '0', epochs=2
-        ),
+        torchrun + tiny_train_args(data, out, '--time-limit-min', '0', epochs=2),
         env=env,
         capture_output=True,
         text=True,

@@ -113,9 +113,7 @@ def test_ctrl_c_to_the_process_group_with_dataloader_workers(ds_dir, tmp_path):
     """A terminal's Ctrl-C reaches every process of the group, DataLoader workers included: they
     ignore it, the trainer saves its step and exits 130 without a traceback."""
     out = tmp_path / 'run'
-    args = tiny_train_args(
-        ds_dir, out, '--set', 'data.num_workers=1', epochs=200
-    )
+    args = tiny_train_args(ds_dir, out, '--set', 'data.num_workers=1', epochs=200)
     proc = subprocess.Popen(
         [sys.executable, '-m', 'depth3dseg_ros.training.train', *args],
         stdout=subprocess.PIPE,

@@ -273,9 +273,7 @@ def _split_key(p: Path) -> tuple:
     return tuple(int(t) if t.isdigit() else t for t in re.split(r'(\d+)', p.name))
 
 
-def storage_files_of_dir(
-    path: Path, skipped: Optional[Dict[Path, str]] = None
-) -> Dict[Path, str]:
+def storage_files_of_dir(path: Path, skipped: Optional[Dict[Path, str]] = None) -> Dict[Path, str]:
     """The bag storage files of a rosbag2 directory without metadata.yaml (C38), in split order,
     with their storage kind from their contents (``'sqlite3'``/``'mcap'``; file-mode compressed
     files are looked inside). Hidden files and SQLite side files (``-wal``, ``-shm``, ``-journal``)

@@ -9,6 +9,7 @@ laid out as ``<root>/<source>/<path>``, and its URL is ``RAW_BASE/<repo>/<commit
 Image content: NYU Depth v2 (Silberman et al., ECCV 2012; research use), TUM RGB-D (Sturm et al.,
 IROS 2012; CC BY 4.0), frames found in the repositories below (whose own licences are listed).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ class Source:
     licence: str
 
 
+# one entry per source or file, its hash on its own line: kept out of the formatter
+# fmt: off
 SOURCES: dict[str, Source] = {
     'densedepth_nyu_test_rgb': Source('ialhashim/DenseDepth',
                                       '2e15107d3b944b702a7512089ca041e8e4c58124',
@@ -142,6 +145,7 @@ FILES: dict[str, str] = {
     'slambook_rgbd/ch7/2_depth.png':
         '2d6f747856da23f69a37cd11dc34e51d000518df47f5c52e49235bca5de3032d',
 }
+# fmt: on
 
 
 def source_of(name: str) -> Source:

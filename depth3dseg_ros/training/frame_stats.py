@@ -80,8 +80,7 @@ def load_frames(report_dir: str | Path) -> tuple[list[str], dict[str, Any]]:
     except (OSError, EOFError, ValueError, zipfile.BadZipFile, KeyError) as exc:
         # damaged, cut short, or not a depth3dseg-eval frames file at all
         raise ValueError(
-            f'{path} cannot be read as a depth3dseg-eval frames file ({type(exc).__name__}: '
-            f'{exc})'
+            f'{path} cannot be read as a depth3dseg-eval frames file ({type(exc).__name__}: {exc})'
         ) from exc
     if missing:
         raise ValueError(f'{path} lacks {", ".join(missing)}')

@@ -52,7 +52,14 @@ from depth3dseg_ros.training.sampling import EpochBatchSampler, steps_before
 from depth3dseg_ros.training.trainable import freeze_frozen_batchnorm
 
 LOSS_KEYS = (
-    'total', 'seg2d', 'seg3d', 'depth', 'consistency', 'distill', 'distill_depth', 'normal'
+    'total',
+    'seg2d',
+    'seg3d',
+    'depth',
+    'consistency',
+    'distill',
+    'distill_depth',
+    'normal',
 )
 #: the progress bar's short names of the longer loss keys (distinct: 'distill' and
 #: 'distill_depth' must not both read 'disti')

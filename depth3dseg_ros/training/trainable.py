@@ -61,4 +61,3 @@ def freeze_frozen_batchnorm(model: nn.Module) -> int:
                 m.eval()
                 n += 1
     return n
-
