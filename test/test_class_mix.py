@@ -91,7 +91,7 @@ def test_the_config_key_is_checked():
         ({'p': 1.5}, 'train.class_mix.p=1.5'),
         ({'p': True}, 'train.class_mix.p=True'),
         ({'q': 0.1}, "unknown key(s) ['q']"),
-        (0.5, 'train.class_mix=0.5'),
+        (0.5, 'train.class_mix=0.5 must be null or a mapping'),
     ):
         with pytest.raises(ValueError) as err:
             check_class_mix(bad)

@@ -27,6 +27,8 @@ from typing import Any, Dict
 
 import torch
 
+from depth3dseg_ros.training.config_checks import options
+
 DEFAULTS: Dict[str, Any] = {'p': 0.5}
 
 
@@ -34,19 +36,9 @@ def check_class_mix(value: Any) -> Dict[str, Any] | None:
     """Validate config ``train.class_mix``: null (off) or a mapping with ``p`` (probability in
     [0, 1] that a real RGB-D frame of a batch is mixed; default 0.5). Returns the full mapping or
     None. Raises ValueError naming the key and the value."""
-    if value is None:
+    out = options(value, 'train.class_mix', DEFAULTS)
+    if out is None:
         return None
-    if not isinstance(value, dict):
-        raise ValueError(
-            f'config train.class_mix={value!r} must be null (off) or a mapping with keys '
-            f'{list(DEFAULTS)}, e.g. {{p: 0.5}}'
-        )
-    unknown = sorted(set(value) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(
-            f'config train.class_mix: unknown key(s) {unknown}; known: {list(DEFAULTS)}'
-        )
-    out = dict(DEFAULTS, **value)
     p = out['p']
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
         raise ValueError(f'config train.class_mix.p={p!r} must be a number in [0, 1]')

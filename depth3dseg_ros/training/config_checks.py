@@ -1,7 +1,8 @@
 """Checks shared by the augmentation configs (training.camera_aug, training.texture_rand): a value
 in a range, a [min, max] pair, and the spelling of an augmentation spec (null / 'none' / a preset
-name / a mapping); and what a geometry model's run may not switch on (check_code_input). Every
-error names the dotted config key and the value."""
+name / a mapping); a null-or-mapping training option (options: train.mixstyle, train.class_mix);
+and what a geometry model's run may not switch on (check_code_input). Every error names the dotted
+config key and the value."""
 
 from __future__ import annotations
 
@@ -66,3 +67,19 @@ def check_code_input(cfg: dict[str, Any]) -> None:
             f"config {', '.join(on)} with model.input depth_code (set, or model.init's): "
             'photometric changes corrupt the geometry code; set each to 0 / null / none'
         )
+
+
+def options(value: Any, where: str, defaults: dict) -> dict | None:
+    """A training option given as null (off) or a mapping of some of ``defaults``' keys: None,
+    or the mapping completed with ``defaults``. Raises ValueError naming ``where`` (e.g.
+    ``train.mixstyle``) for anything but null or a mapping, and for keys ``defaults`` lacks."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(
+            f'config {where}={value!r} must be null or a mapping with keys {list(defaults)}'
+        )
+    unknown = sorted(set(value) - set(defaults))
+    if unknown:
+        raise ValueError(f'config {where}: unknown key(s) {unknown}; known: {list(defaults)}')
+    return dict(defaults, **value)

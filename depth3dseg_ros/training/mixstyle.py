@@ -17,6 +17,8 @@ from typing import Any, Dict, List
 import torch
 from torch import nn
 
+from depth3dseg_ros.training.config_checks import options
+
 DEFAULTS: Dict[str, Any] = {'p': 0.5, 'alpha': 0.1, 'stages': [1, 2, 3], 'eps': 1.0e-6}
 
 
@@ -25,18 +27,9 @@ def check_mixstyle(value: Any, n_stages: int = 7) -> Dict[str, Any] | None:
     ``alpha`` (> 0), ``stages`` (non-empty list of encoder stage indices 0..n_stages-1) and
     ``eps``; missing keys take ``DEFAULTS``. Returns the full mapping or None.
     Raises ValueError naming the key and the value."""
-    if value is None:
+    out = options(value, 'train.mixstyle', DEFAULTS)
+    if out is None:
         return None
-    if not isinstance(value, dict):
-        raise ValueError(
-            f'config train.mixstyle={value!r} must be null or a mapping with keys {list(DEFAULTS)}'
-        )
-    unknown = sorted(set(value) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(
-            f'config train.mixstyle: unknown key(s) {unknown}; known: {list(DEFAULTS)}'
-        )
-    out = dict(DEFAULTS, **value)
     p, alpha, eps, stages = out['p'], out['alpha'], out['eps'], out['stages']
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
         raise ValueError(f'config train.mixstyle.p={p!r} must be a probability in [0, 1]')
