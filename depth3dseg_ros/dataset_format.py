@@ -55,9 +55,14 @@ def read_index(directory: str | Path, check_keys: bool = True) -> list[dict[str,
     d = Path(directory)
     path = d / INDEX
     if not path.is_file():
-        raise FileNotFoundError(
-            f'dataset index {path} not found (is {d} a depth3dseg-extract directory?)'
+        bag = d.is_file() or (d / 'metadata.yaml').is_file() or any(d.glob('*.mcap'))
+        bag = bag or any(d.glob('*.db3')) or d.suffix in ('.bag', '.mcap', '.db3')
+        hint = (
+            f'{d} looks like a bag: extract it first, depth3dseg-extract {d} -o DATASET_DIR'
+            if bag
+            else f'is {d} a depth3dseg-extract directory?'
         )
+        raise FileNotFoundError(f'dataset index {path} not found ({hint})')
     data, size = complete_index_bytes(d)
     if len(data) < size:
         warnings.warn(

@@ -5,7 +5,12 @@ import copy
 import pytest
 import torch
 
-from depth3dseg_ros.training.class_mix import check_class_mix, class_mix, step_generator
+from depth3dseg_ros.training.class_mix import (
+    check_class_mix,
+    class_mix,
+    startup_line,
+    step_generator,
+)
 from depth3dseg_ros.training.config import DEFAULTS, validate
 
 VOID = 0
@@ -104,8 +109,19 @@ def test_the_config_key_is_checked():
         validate(cfg)
 
 
+def test_the_startup_line_warns_when_nothing_can_be_mixed():
+    real = {'rgb': 'r.png', 'depth': 'd.png'}
+    synth = {'rgb': 'r.png', 'depth': 'd.png', 'labels': 'l.png'}
+    painted = {'rgb': 'r.png', 'labels': 'l.png', 'geometry': False}
+    line, ok = startup_line({'p': 0.5}, [real, real, synth, painted])
+    assert ok and '2 real RGB-D frames' in line and '1 labelled' in line
+    for records, counts in (([synth, synth], '0 RGB-D frames'), ([real, painted], '0 labelled')):
+        line, ok = startup_line({'p': 0.5}, records)
+        assert not ok and 'mixes nothing' in line and counts in line, line
+
+
 @pytest.mark.slow
-def test_a_run_with_class_mix_mixes_its_real_rgbd_frames(real_dir, tmp_path, monkeypatch):
+def test_a_run_with_class_mix_mixes_its_real_rgbd_frames(real_dir, tmp_path, monkeypatch, capsys):
     """depth3dseg-train with ``train.class_mix`` mixes the real RGB-D frames of its batches (the
     3 unlabelled NYU-raw frames of the test set), stores the key in config.yaml and exports a
     model."""
@@ -127,3 +143,6 @@ def test_a_run_with_class_mix_mixes_its_real_rgbd_frames(real_dir, tmp_path, mon
     assert 'class_mix:\n    p: 1.0' in (out / 'config.yaml').read_text()
     assert (out / 'model.pt').is_file()
     assert len(seen) >= 2 and sum(seen) >= 1
+    out = capsys.readouterr().out
+    assert 'train.class_mix p=1: 3 real RGB-D frames' in out, out
+    assert f'epoch 2: train.class_mix mixed {sum(seen[len(seen) // 2 :])} frames' in out, out

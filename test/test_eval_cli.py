@@ -155,7 +155,7 @@ def test_frames_with_depth_but_no_labels_are_evaluated_with_a_warning(
 )
 def test_bad_inputs_are_one_line_errors(case, model_file, tmp_path, capsys):
     """Ordinary mistakes: exit status 2 and one 'depth3dseg-eval: error: <message>' line, no
-    traceback."""
+    traceback, and no --out directory."""
     junk = tmp_path / 'junk.pt'
     junk.write_bytes(b'not a model file')
     out = ['--out', str(tmp_path / 'e')]
@@ -190,6 +190,7 @@ def test_bad_inputs_are_one_line_errors(case, model_file, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith('depth3dseg-eval: error: ') and err.count('\n') == 1, err
     assert re.search(want, err), err
+    assert not (tmp_path / 'e').exists()  # a run that fails to start leaves no --out behind
 
 
 def test_unexpected_eval_errors_keep_their_traceback(ds_dir, model_file, tmp_path, monkeypatch):

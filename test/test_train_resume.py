@@ -84,7 +84,8 @@ def test_resume_completes_a_config_written_before_a_key_existed(ds_dir, tmp_path
     capsys.readouterr()
     assert train.main(['--out', str(out), '--resume', '--set', 'train.epochs=2']) == 0
     text = capsys.readouterr().out
-    assert f'resumed from {out / "last.pt"}: epoch 1' in text and 'epoch 2:' in text
+    assert f'resumed from {out / "last.pt"}: 1 epoch(s) done, epoch 2 from sample 0' in text
+    assert 'epoch 2:' in text
     got = load_checkpoint(out / 'last.pt')
     assert got['epoch'] == 2 and got['global_step'] == 2 and len(got['history']) == 2
     cfg = yaml.safe_load((out / 'config.yaml').read_text())
@@ -247,7 +248,7 @@ def test_sigkill_then_resume_matches_uninterrupted(ds_dir, tmp_path, extra):
         _cmd(ds_dir, run, '--resume'), timeout=300, env=_env(), capture_output=True, text=True
     )
     assert res.returncode == 0, res.stderr[-3000:]
-    assert f'resumed from {run / "last.pt"}: epoch {killed_at}' in res.stdout
+    assert f'resumed from {run / "last.pt"}: {killed_at} epoch(s) done' in res.stdout
     got = load_checkpoint(run / 'last.pt')
     assert got['epoch'] == EPOCHS and got['global_step'] == ref_ck['global_step']
     for k, v in ref_ck['model'].items():

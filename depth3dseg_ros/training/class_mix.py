@@ -36,7 +36,7 @@ def check_class_mix(value: Any) -> Dict[str, Any] | None:
     """Validate config ``train.class_mix``: null (off) or a mapping with ``p`` (probability in
     [0, 1] that a real RGB-D frame of a batch is mixed; default 0.5). Returns the full mapping or
     None. Raises ValueError naming the key and the value."""
-    out = options(value, 'train.class_mix', DEFAULTS)
+    out = options(value, 'train.class_mix', DEFAULTS, '{p: 0.5}')
     if out is None:
         return None
     p = out['p']
@@ -44,6 +44,36 @@ def check_class_mix(value: Any) -> Dict[str, Any] | None:
         raise ValueError(f'config train.class_mix.p={p!r} must be a number in [0, 1]')
     out['p'] = float(p)
     return out
+
+
+def frame_roles(records: list[dict]) -> tuple[int, int]:
+    """(real RGB-D frames that can be mixed, labelled frames that can give) among dataset records
+    (training.dataset.load_records: ``labels`` / ``depth`` paths, ``geometry`` False for a frame
+    without a real 3D scene). A run with ``train.class_mix`` and either count 0 mixes nothing."""
+    geo = [r for r in records if r.get('geometry', True) is not False]
+    targets = sum(1 for r in geo if not r.get('labels') and r.get('depth'))
+    donors = sum(1 for r in geo if r.get('labels'))
+    return targets, donors
+
+
+def startup_line(option: Dict[str, Any], records: list[dict]) -> tuple[str, bool]:
+    """The line a run with ``train.class_mix`` = ``option`` prints at start-up, and whether all is
+    well: False (a warning) when ``records`` (the training set) hold no frame to mix into or none
+    to take classes from, so the option would silently do nothing."""
+    targets, donors = frame_roles(records)
+    if targets and donors:
+        return (
+            f"train.class_mix p={option['p']:g}: {targets} real RGB-D frames without labels to "
+            f'mix into, {donors} labelled frames to take classes from',
+            True,
+        )
+    return (
+        f'train.class_mix={option} mixes nothing: data.train holds {targets} RGB-D frames '
+        f'without labels (the frames it mixes into) and {donors} labelled frames (the ones it '
+        'takes classes from); add a dataset of unlabelled RGB-D frames (docs/training.md, '
+        '"ClassMix onto real RGB-D frames")',
+        False,
+    )
 
 
 def step_generator(seed: int, step: int) -> torch.Generator:

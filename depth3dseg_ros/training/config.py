@@ -216,7 +216,8 @@ def set_key(cfg: dict, assignment: str) -> dict:
     for i, part in enumerate(parts[:-1]):
         if not isinstance(node.get(part), dict):
             raise ValueError(
-                f'--set key {key!r}: {".".join(parts[: i + 1])!r} is not a config section'
+                f'--set key {key!r}: {".".join(parts[: i + 1])!r} is not a config section '
+                f'(sections here: {sorted(k for k, v in node.items() if isinstance(v, dict))})'
             )
         node = node[part]
     free = parts[:2] == ['model', 'arch']

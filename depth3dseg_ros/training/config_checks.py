@@ -69,15 +69,17 @@ def check_code_input(cfg: dict[str, Any]) -> None:
         )
 
 
-def options(value: Any, where: str, defaults: dict) -> dict | None:
+def options(value: Any, where: str, defaults: dict, example: str = '') -> dict | None:
     """A training option given as null (off) or a mapping of some of ``defaults``' keys: None,
     or the mapping completed with ``defaults``. Raises ValueError naming ``where`` (e.g.
-    ``train.mixstyle``) for anything but null or a mapping, and for keys ``defaults`` lacks."""
+    ``train.mixstyle``) for anything but null or a mapping, and for keys ``defaults`` lacks;
+    ``example`` (e.g. ``{p: 0.5}``) is shown with the first."""
     if value is None:
         return None
     if not isinstance(value, dict):
         raise ValueError(
             f'config {where}={value!r} must be null or a mapping with keys {list(defaults)}'
+            + (f", e.g. --set '{where}={example}'" if example else '')
         )
     unknown = sorted(set(value) - set(defaults))
     if unknown:

@@ -191,8 +191,7 @@ def _run(args: argparse.Namespace) -> int:
         geometry = GeometryBranch(
             args.geometry_model, args.geometry_weight, device, classes, args.geometry_heads
         )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)  # made once the inputs have loaded: a failed start leaves nothing
     with tempfile.TemporaryDirectory(prefix='depth3dseg_eval_') as tmp:
         dirs = args.data or [
             str(extract_bags_to(args.bag, Path(tmp) / 'ds', args.extract_config, args.preset))
@@ -238,6 +237,7 @@ def _run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
         ds = model_dataset(records, meta, classes)
+        out.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         report = evaluate_model(
             model,

@@ -27,7 +27,7 @@ def check_mixstyle(value: Any, n_stages: int = 7) -> Dict[str, Any] | None:
     ``alpha`` (> 0), ``stages`` (non-empty list of encoder stage indices 0..n_stages-1) and
     ``eps``; missing keys take ``DEFAULTS``. Returns the full mapping or None.
     Raises ValueError naming the key and the value."""
-    out = options(value, 'train.mixstyle', DEFAULTS)
+    out = options(value, 'train.mixstyle', DEFAULTS, '{p: 0.5, stages: [1, 2, 3]}')
     if out is None:
         return None
     p, alpha, eps, stages = out['p'], out['alpha'], out['eps'], out['stages']

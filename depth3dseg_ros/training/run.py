@@ -21,6 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from depth3dseg_ros.bags.dataset_writer import check_label_range
 from depth3dseg_ros.core.model import Depth3DSeg, check_arch
 from depth3dseg_ros.core.train_step import LossConfig, make_weighting
+from depth3dseg_ros.training.class_mix import startup_line
 from depth3dseg_ros.training.mixstyle import attach_mixstyle
 from depth3dseg_ros.training.trainable import select_trainable
 from depth3dseg_ros.training.class_weights import resolve_class_weights
@@ -234,6 +235,11 @@ def setup_run(args: argparse.Namespace) -> Run:
             file=sys.stderr,
             flush=True,
         )
+    if rank == 0 and tc['class_mix'] is not None:
+        line, ok = startup_line(tc['class_mix'], train_ds.records)
+        print(
+            line if ok else f'depth3dseg-train: warning: {line}', file=None if ok else sys.stderr
+        )
     attach_mixstyle(model, tc['mixstyle'])  # training-mode forward hooks; eval is untouched
     model = model.to(device)
     if tc['channels_last']:  # NHWC convolutions (bench/bench_train.py --channels-last)
@@ -354,8 +360,8 @@ def setup_run(args: argparse.Namespace) -> Run:
                 )
             )
             print(
-                f'resumed from {out / "last.pt"}: epoch {run.epoch}, sample {start_pos} of '
-                f'{len(train_ds)}{note}'
+                f'resumed from {out / "last.pt"}: {run.epoch} epoch(s) done, epoch '
+                f'{run.epoch + 1} from sample {start_pos} of {len(train_ds)}{note}'
             )
     if (
         rank == 0

@@ -147,12 +147,15 @@ def train_epoch(run: Run, epoch: int, limit_s: float | None) -> bool:
         dynamic_ncols=True,
         leave=False,
     )
-    mix = tc['class_mix']
+    mix, mixed = tc['class_mix'], 0
     for k, batch in enumerate(loader, 1):
         if mix is not None:  # training.class_mix: synthetic segments into the real frames
-            batch, _ = class_mix(
+            batch, n = class_mix(
                 batch, mix['p'], run.classes.void_id, step_generator(tc['seed'], run.global_step)
             )
+            mixed += n
+            if run.writer is not None:
+                run.writer.add_scalar('train/class_mix_frames', n, run.global_step + 1)
         vals = train_step(
             run, {key: v.to(run.device, non_blocking=True) for key, v in batch.items()}
         )
@@ -167,6 +170,8 @@ def train_epoch(run: Run, epoch: int, limit_s: float | None) -> bool:
                 save_checkpoint(run.out / 'last.pt', run.checkpoint())
             return False
     bar.close()
+    if mix is not None and run.master:
+        print(f'epoch {epoch + 1}: train.class_mix mixed {mixed} frames in {len(batches)} steps')
     run.epoch, run.samples_in_epoch, run.step_in_epoch = epoch + 1, 0, 0
     return True
 
