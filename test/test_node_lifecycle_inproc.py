@@ -88,18 +88,12 @@ def test_lifecycle_configures_with_measured_depth_and_a_geometry_model(tiny_mode
     """use_measured_depth + geometry_model: configure and activate succeed; the ready line, made
     at configure before any subscription exists, names the remapped depth topic and the geometry
     model's file and weight; the active node subscribes to that topic; cleanup releases it."""
-    import runpy
-
     from rclpy.lifecycle import TransitionCallbackReturn
 
     from depth3dseg_ros.node.lifecycle import Depth3DSegLifecycleNode
-    from nodeutil import REPO
-    from trainutil import perturbed_tiny_model_file
+    from trainutil import geometry_model_file
 
-    geo = tmp_path / 'geo.pt'
-    set_arch = runpy.run_path(str(REPO / 'scripts' / 'set_arch.py'))['set_arch']
-    raw = perturbed_tiny_model_file(tmp_path / 'raw.pt', (32, 24), seed=1)
-    set_arch(str(raw), {}, str(geo), input_kind='depth_code')
+    geo = geometry_model_file(tmp_path / 'geo.pt')
     overrides = _overrides(
         tiny_model, use_measured_depth=True, geometry_model=str(geo), geometry_weight=0.4
     )

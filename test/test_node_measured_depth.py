@@ -5,9 +5,6 @@ fills its holes and ``~/depth/image`` stays the prediction. Pure rules
 
 from __future__ import annotations
 
-import runpy
-from pathlib import Path
-
 import numpy as np
 import pytest
 from sensor_msgs.msg import Image
@@ -20,10 +17,8 @@ from depth3dseg_ros.ros.pointcloud2 import read_points_numpy
 from depth3dseg_ros.ros.sync import StampBuffer
 from depth3dseg_ros.core.inference import Segmenter
 from nodeutil import camera_image, camera_info_msg, make_tiny_model, stamp_msg
-from trainutil import perturbed_tiny_model_file
+from trainutil import geometry_model_file
 from test_node import H, K_CAM, NH, NW, RELIABLE, W, _start
-
-SET_ARCH = runpy.run_path(str(Path(__file__).resolve().parents[1] / 'scripts' / 'set_arch.py'))
 
 
 def _msg(t_ns):
@@ -89,13 +84,7 @@ def test_node_builds_the_cloud_from_the_measured_depth(ros, tmp_path):
     with the colour model's (core.late_fusion): the label image is the Segmenter's."""
     name = 'd3s_md'
     model = make_tiny_model(tmp_path / 'tiny.pt')
-    geo = tmp_path / 'geo.pt'
-    SET_ARCH['set_arch'](
-        str(perturbed_tiny_model_file(tmp_path / 'raw.pt', (NW // 2, NH // 2), seed=1)),
-        {},
-        str(geo),
-        input_kind='depth_code',
-    )
+    geo = geometry_model_file(tmp_path / 'geo.pt', (NW // 2, NH // 2), seed=1)
     proc, h = _start(
         tmp_path,
         model,

@@ -164,6 +164,18 @@ def perturbed_tiny_model_file(path: Path, input_size=(96, 72), seed: int = 0) ->
     return Path(path)
 
 
+def geometry_model_file(path: Path, input_size=(32, 24), seed: int = 1) -> Path:
+    """A geometry model file at ``path``: a perturbed_tiny_model_file marked ``input:
+    depth_code`` by scripts/set_arch.py (``--input depth_code``), as a team marks its own."""
+    import runpy
+
+    path = Path(path)
+    raw = perturbed_tiny_model_file(path.with_name(path.stem + '_raw.pt'), input_size, seed)
+    script = Path(__file__).resolve().parents[1] / 'scripts' / 'set_arch.py'
+    runpy.run_path(str(script))['set_arch'](str(raw), {}, str(path), input_kind='depth_code')
+    return path
+
+
 def script_with_tiny_model(script: str, real_dir: Path, tmp: Path):
     """(the globals of ``scripts/<script>`` run as a module, a perturbed_tiny_model_file, a
     96×72 make_dataset_dir of the real frames) under ``tmp``: the setup of the tests of the
