@@ -13,9 +13,7 @@ Usage: python bench/bench_balance.py [--model models/depth3dseg_nyu13.pt] [--run
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +21,7 @@ import torch
 
 from depth3dseg_ros.core.inference import Segmenter
 from depth3dseg_ros.core.modelfile import load_model, save_model
+from timing import interleaved
 
 REPO = Path(__file__).resolve().parents[1]
 NYU_K = np.array([[518.86, 0.0, 325.58], [0.0, 519.47, 253.74], [0.0, 0.0, 1.0]])
@@ -39,26 +38,26 @@ def main(argv: list[str] | None = None) -> int:
     model, meta = load_model(args.model)
     keep = {k: v for k, v in meta.items() if k != 'arch'}
     rgb = np.random.default_rng(0).integers(0, 256, (480, 640, 3), dtype=np.uint8)
-    times: dict[str, list[float]] = {'grey_world': [], 'none': []}
     with tempfile.TemporaryDirectory() as tmp:
         segs = {}
-        for balance in times:
+        for balance in ('grey_world', 'none'):
             path = Path(tmp) / f'{balance}.pt'
             save_model(path, model, dict(keep, input_balance=balance))
             segs[balance] = Segmenter(
                 path, device='cpu', backend='torch', num_threads=args.threads
             )
             segs[balance].warmup(3)
-        for _ in range(args.runs):
-            for balance, seg in segs.items():
-                t0 = time.perf_counter()
-                seg.infer(rgb, NYU_K, 'fused')
-                times[balance].append((time.perf_counter() - t0) * 1e3)
-    med = {k: statistics.median(v) for k, v in times.items()}
+        grey, none, _ = interleaved(
+            lambda: segs['grey_world'].infer(rgb, NYU_K, 'fused'),
+            lambda: segs['none'].infer(rgb, NYU_K, 'fused'),
+            torch.device('cpu'),
+            args.runs,
+            0,
+        )
     print(
         f'Segmenter.infer 640x480, torch, {args.threads} threads, median of {args.runs}: '
-        f"grey_world {med['grey_world']:.2f} ms, none {med['none']:.2f} ms, "
-        f"ratio {med['grey_world'] / med['none']:.3f} (+{med['grey_world'] - med['none']:.2f} ms)"
+        f'grey_world {grey:.2f} ms, none {none:.2f} ms, '
+        f'ratio {grey / none:.3f} (+{grey - none:.2f} ms)'
     )
     return 0
 

@@ -15,9 +15,7 @@ Usage: python bench/bench_late_fusion.py [--model models/depth3dseg_nyu13.pt]
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +27,7 @@ from depth3dseg_ros.core.imageops import measured_at
 from depth3dseg_ros.core.inference import Segmenter
 from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import load_model, save_model
+from timing import interleaved, median_ms
 
 REPO = Path(__file__).resolve().parents[1]
 NYU_K = np.array([[518.86, 0.0, 325.58], [0.0, 519.47, 253.74], [0.0, 0.0, 1.0]])
@@ -91,31 +90,25 @@ def main(argv: list[str] | None = None) -> int:
             geometry_model=args.geometry,
         ),
     }
-    times: dict[str, list[float]] = {k: [] for k in segs}
-    for seg in segs.values():
-        for _ in range(3):
-            seg.infer(rgb, NYU_K, 'fused', depth)
-    for _ in range(args.runs):
-        for name, seg in segs.items():
-            t0 = time.perf_counter()
-            seg.infer(rgb, NYU_K, 'fused', depth)
-            times[name].append((time.perf_counter() - t0) * 1e3)
+    cpu = torch.device('cpu')
+    colour_ms, fused_ms, _ = interleaved(
+        lambda: segs['colour'].infer(rgb, NYU_K, 'fused', depth),
+        lambda: segs['late fusion'].infer(rgb, NYU_K, 'fused', depth),
+        cpu,
+        args.runs,
+        3,
+    )
     geo = segs['late fusion'].geometry
     w, h = segs['colour'].input_size  # the branch's inputs as the Segmenter makes them
     m = torch.from_numpy(measured_at(depth, rgb.shape, (w, h)))[None, None]
     K = torch.tensor(resize_intrinsics(NYU_K, (640, 480), (w, h)), dtype=torch.float32)
     out = {'seg2d': torch.zeros(1, len(segs['colour'].classes), h, w)}
-    branch = []
-    for _ in range(args.runs):
-        t0 = time.perf_counter()
-        geo.fuse(out, m, K, 0)
-        branch.append((time.perf_counter() - t0) * 1e3)
-    med = {k: statistics.median(v) for k, v in times.items()}
+    branch_ms = median_ms(lambda: geo.fuse(out, m, K, 0), cpu, args.runs, 0)
     print(
         f'Segmenter.infer 640x480 with measured depth, torch, {args.threads} threads, median of '
-        f"{args.runs}: colour {med['colour']:.2f} ms, late fusion {med['late fusion']:.2f} ms, "
-        f"ratio {med['late fusion'] / med['colour']:.3f}; the geometry branch alone "
-        f'{statistics.median(branch):.2f} ms (geometry model at {geo.input_size[0]}x'
+        f'{args.runs}: colour {colour_ms:.2f} ms, late fusion {fused_ms:.2f} ms, '
+        f'ratio {fused_ms / colour_ms:.3f}; the geometry branch alone '
+        f'{branch_ms:.2f} ms (geometry model at {geo.input_size[0]}x'
         f'{geo.input_size[1]}{", untrained" if untrained else ""})'
     )
     tmp.cleanup()
