@@ -29,6 +29,7 @@ from depth3dseg_ros.synth.noise import kinect_noise
 from depth3dseg_ros.synth.palette import PALETTES
 from depth3dseg_ros.synth.render import Frame, Renderer
 from depth3dseg_ros.synth.room import LAYOUTS, make_scene
+from depth3dseg_ros.synth.seating import SHAPES
 
 
 #: camera modes: a robot's smooth path through the free middle (camera.camera_path) or hand-held
@@ -36,9 +37,13 @@ from depth3dseg_ros.synth.room import LAYOUTS, make_scene
 CAMERAS = ('robot', 'handheld')
 
 
-def _check_options(layout: str, camera: str, palette: str = 'random') -> None:
-    """Raise ValueError naming ``--layout``/``--camera``/``--palette`` and the value if one is
-    unknown."""
+def _check_options(
+    layout: str, camera: str, palette: str = 'random', shapes: str = 'basic'
+) -> None:
+    """Raise ValueError naming ``--layout``/``--camera``/``--palette``/``--shapes`` and the value
+    if one is unknown."""
+    if shapes not in SHAPES:
+        raise ValueError(f'--shapes {shapes!r}: expected one of {list(SHAPES)}')
     if palette not in PALETTES:
         raise ValueError(f'--palette {palette!r}: expected one of {list(PALETTES)}')
     if camera not in CAMERAS:
@@ -57,6 +62,7 @@ def render_frames(
     layout: str = 'sparse',
     camera: str = 'robot',
     palette: str = 'random',
+    shapes: str = 'basic',
 ) -> Iterator[Tuple[int, Frame, np.ndarray]]:
     """Yield (scene index, exact frame, depth to record in m) for every frame, scene after scene.
 
@@ -64,17 +70,25 @@ def render_frames(
     is one of room.LAYOUTS ('sparse', 'dense', 'cluttered', 'nyu'), ``camera`` one of
     :data:`CAMERAS`, ``palette`` one of synth.palette.PALETTES (its colours come from
     ``default_rng([seed, scene, 2])``, so the rooms, cameras, depth and labels are those of
-    'random').
+    'random'). ``shapes`` one of synth.seating.SHAPES ('varied' from ``default_rng([seed, scene,
+    3])``: the same rooms and cameras, only the chairs' and sofas' geometry differs).
     One pybullet connection is reused; the world is reset per scene.
 
     Raises:
-        ValueError: unknown ``layout``, ``camera`` or ``palette``.
+        ValueError: unknown ``layout``, ``camera``, ``palette`` or ``shapes``.
     """
-    _check_options(layout, camera, palette)
+    _check_options(layout, camera, palette, shapes)
     with Renderer(width, height) as renderer:
         for s in range(scenes):
             rng = np.random.default_rng([seed, s, 0])
-            scene = make_scene(rng, layout, palette, np.random.default_rng([seed, s, 2]))
+            scene = make_scene(
+                rng,
+                layout,
+                palette,
+                np.random.default_rng([seed, s, 2]),
+                shapes,
+                np.random.default_rng([seed, s, 3]),
+            )
             renderer.load(scene)
             noise_rng = np.random.default_rng([seed, s, 1])
             if camera == 'robot':
@@ -100,15 +114,16 @@ def generate(
     layout: str = 'sparse',
     camera: str = 'robot',
     palette: str = 'random',
+    shapes: str = 'basic',
 ) -> int:
     """Render ``scenes`` × ``frames_per_scene`` frames into the rosbag2 directory ``out``; returns
     the count.
 
     Raises:
-        ValueError: a non-positive count/size, an unknown ``layout``/``camera``/``palette``, or
-            ``out`` exists and is not an empty directory.
+        ValueError: a non-positive count/size, an unknown ``layout``/``camera``/``palette``/
+            ``shapes``, or ``out`` exists and is not an empty directory.
     """
-    _check_options(layout, camera, palette)  # before the output directory is touched
+    _check_options(layout, camera, palette, shapes)  # before the output directory is touched
     for name, v in (
         ('scenes', scenes),
         ('frames_per_scene', frames_per_scene),
@@ -138,12 +153,13 @@ def generate(
                     layout=layout,
                     camera=camera,
                     palette=palette,
+                    shapes=shapes,
                     classes='NYU13',
                 )
             ),
         )
         frames = render_frames(
-            scenes, frames_per_scene, width, height, seed, noise, layout, camera, palette
+            scenes, frames_per_scene, width, height, seed, noise, layout, camera, palette, shapes
         )
         for _, frame, depth in tqdm(
             frames, total=total, disable=not progress, unit='frame', desc='synth'
@@ -192,6 +208,14 @@ def build_parser() -> argparse.ArgumentParser:
         'sofas; linen bed covers; muted colours otherwise) or furniture (those chairs, sofas '
         'and bed covers, random otherwise); the same seed gives the same rooms every way',
     )
+    ap.add_argument(
+        '--shapes',
+        choices=SHAPES,
+        default='basic',
+        help='geometry of chairs and sofas: basic (one template each, default) or varied '
+        '(slatted, padded and office chairs, armchairs; sofas on legs with separate cushions); '
+        'the same seed gives the same rooms and cameras either way',
+    )
     ap.add_argument('--storage', choices=('mcap', 'sqlite3'), default='mcap')
     ap.add_argument('--no-progress', action='store_true', help='no tqdm bar')
     return ap
@@ -214,6 +238,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             layout=args.layout,
             camera=args.camera,
             palette=args.palette,
+            shapes=args.shapes,
         )
     except ValueError as exc:
         print(f'depth3dseg-synth: error: {exc}', file=sys.stderr)

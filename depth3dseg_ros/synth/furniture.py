@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import List
 
-from depth3dseg_ros.synth import nyu_items, wall_decor
+from depth3dseg_ros.synth import nyu_items, seating, wall_decor
 from depth3dseg_ros.synth.scene import (
     CLS,
     PICTURE_TEXTURES,
@@ -146,12 +146,18 @@ def table(pl: Placer) -> List[object]:
     return out
 
 
-def chair(pl: Placer, x, y, yaw) -> List[Part]:
-    """A chair (chair): seat, four legs and a back, facing local +y, at floor pose x, y, yaw."""
+def chair(pl: Placer, x, y, yaw, at_table: bool = False) -> List[Part]:
+    """A chair (chair) facing local +y at floor pose x, y, yaw: seat, four legs and a back, or
+    under ``pl.shapes == 'varied'`` one of synth.seating's variants (``at_table``: one that suits
+    a table) with the same sizes, colour and texture."""
     rng = pl.rng
     s, h, back = rng.uniform(0.2, 0.25), rng.uniform(0.4, 0.5), rng.uniform(0.35, 0.55)
-    ob, col = ObjectBuilder(x, y, yaw), pl.colour(kind='chair')
-    ob.box((0, 0, h), (s, s, 0.025), col, CLS['chair'], pl.texture(('wood', 'noise', None)))
+    col = pl.colour(kind='chair')
+    tex = pl.texture(('wood', 'noise', None))
+    if pl.shapes == 'varied':
+        return seating.chair(pl, x, y, yaw, s, h, back, col, tex, at_table)
+    ob = ObjectBuilder(x, y, yaw)
+    ob.box((0, 0, h), (s, s, 0.025), col, CLS['chair'], tex)
     for sx in (-1, 1):
         for sy in (-1, 1):
             ob.box(
@@ -178,6 +184,7 @@ def chairs_around(pl: Placer, x, y, yaw, w, d) -> List[object]:
                     x + c * lx - s * ly,
                     y + s * lx + c * ly,
                     yaw + lyaw + pl.rng.uniform(-0.3, 0.3),
+                    at_table=True,
                 )
             )
     return out
@@ -292,7 +299,9 @@ def tv(pl: Placer, x, y, yaw, max_w, z) -> List[Part]:
 
 
 def sofa(pl: Placer) -> List[object]:
-    """A sofa (sofa) against a wall: base, cushion, back and two armrests."""
+    """A sofa (sofa) against a wall: base, cushion, back and two armrests, or under ``pl.shapes
+    == 'varied'`` synth.seating's sofa (legs, separate cushions, varied arms) of the same size,
+    colour and texture."""
     rng = pl.rng
     w, d = rng.uniform(1.4, 2.4), rng.uniform(0.8, 1.0)
     pose = pl.against_wall(w, d)
@@ -301,20 +310,26 @@ def sofa(pl: Placer) -> List[object]:
     ob, col = ObjectBuilder(*pose), pl.colour(kind='sofa')
     tex = pl.texture(('carpet', 'noise', 'stripes', None))
     seat, arm = rng.uniform(0.35, 0.48), rng.uniform(0.1, 0.2)
-    ob.box((0, 0, 0.1), (w / 2, d / 2, 0.1), pl.colour(col[:3], 0.05), CLS['sofa'])
-    ob.box(
-        (0, 0.05, (0.2 + seat) / 2),
-        (w / 2 - arm, d / 2 - 0.05, (seat - 0.2) / 2),
-        col,
-        CLS['sofa'],
-        tex,
-    )
+    base_col = pl.colour(col[:3], 0.05)
     back = rng.uniform(0.7, 0.95)
-    ob.box((0, -d / 2 + 0.1, back / 2), (w / 2, 0.1, back / 2), col, CLS['sofa'], tex)
-    for sx in (-1, 1):
-        ob.box((sx * (w / 2 - arm / 2), 0, 0.3), (arm / 2, d / 2, 0.3), col, CLS['sofa'], tex)
+    pillows = (-d / 2 + 0.27, seat)  # where throw pillows lean: local y, seat height
+    if pl.shapes == 'varied':
+        front, top = seating.sofa(pl, ob, w, d, col, tex, seat, arm, back)
+        pillows = (front + 0.07, top)
+    else:
+        ob.box((0, 0, 0.1), (w / 2, d / 2, 0.1), base_col, CLS['sofa'])
+        ob.box(
+            (0, 0.05, (0.2 + seat) / 2),
+            (w / 2 - arm, d / 2 - 0.05, (seat - 0.2) / 2),
+            col,
+            CLS['sofa'],
+            tex,
+        )
+        ob.box((0, -d / 2 + 0.1, back / 2), (w / 2, 0.1, back / 2), col, CLS['sofa'], tex)
+        for sx in (-1, 1):
+            ob.box((sx * (w / 2 - arm / 2), 0, 0.3), (arm / 2, d / 2, 0.3), col, CLS['sofa'], tex)
     if pl.nyu:  # throw pillows against the back (objects)
-        nyu_items.cushions(pl, ob, w - 2 * arm, -d / 2 + 0.27, seat, 3)
+        nyu_items.cushions(pl, ob, w - 2 * arm, pillows[0], pillows[1], 3)
     return [ob.parts]
 
 

@@ -127,6 +127,8 @@ def make_scene(
     layout: str = 'sparse',
     palette: str = 'random',
     palette_rng: Optional[np.random.Generator] = None,
+    shapes: str = 'basic',
+    shape_rng: Optional[np.random.Generator] = None,
 ) -> SceneSpec:
     """A random room with furniture along the walls and a free middle.
 
@@ -143,10 +145,12 @@ def make_scene(
     direction, colour, ambient/diffuse/specular coefficients, shadows in about a quarter of the
     rooms. ``fov_y_deg`` 45–58 (Kinect-like vertical field of view). ``palette`` (synth.palette:
     'random' or 'indoor', the latter drawn from ``palette_rng``) sets the colours of the items
-    without a base colour and nothing else.
+    without a base colour and nothing else. ``shapes`` 'varied' (synth.seating, drawn from
+    ``shape_rng``) gives the chairs and sofas varied geometry and changes nothing else.
 
     Raises:
-        ValueError: unknown ``layout`` or ``palette``, or 'indoor' without ``palette_rng``.
+        ValueError: unknown ``layout``, ``palette`` or ``shapes``, 'indoor' without
+            ``palette_rng`` or 'varied' without ``shape_rng``.
     """
     if layout not in LAYOUTS:
         raise ValueError(f'layout={layout!r}: expected one of {sorted(LAYOUTS)}')
@@ -170,6 +174,8 @@ def make_scene(
         nyu,
         palette,
         palette_rng,
+        shapes,
+        shape_rng,
     )
     spec = SceneSpec(size=(lx, ly, hc), free_zone=zone)
     spec.objects += _shell(pl)

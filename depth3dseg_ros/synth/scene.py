@@ -103,11 +103,13 @@ class Placer:
     footprints.
 
     ``palette`` (synth.palette.PALETTES) sets how :meth:`colour` colours items without a base
-    colour; 'indoor' and 'furniture' draw them from ``palette_rng``.
+    colour; 'indoor' and 'furniture' draw them from ``palette_rng``. ``shapes`` ('basic' or
+    'varied', synth.seating) sets the chairs' and sofas' geometry; 'varied' draws it from
+    ``shape_rng``.
 
     Raises:
-        ValueError: an unknown ``palette``, or a palette other than 'random' without
-            ``palette_rng``.
+        ValueError: an unknown ``palette`` or ``shapes``, a palette other than 'random' without
+            ``palette_rng``, or 'varied' shapes without ``shape_rng``.
     """
 
     def __init__(
@@ -121,7 +123,13 @@ class Placer:
         nyu: bool = False,
         palette: str = 'random',
         palette_rng: Optional[np.random.Generator] = None,
+        shapes: str = 'basic',
+        shape_rng: Optional[np.random.Generator] = None,
     ):
+        if shapes not in ('basic', 'varied'):
+            raise ValueError(f"shapes={shapes!r}: expected one of ['basic', 'varied']")
+        if shapes == 'varied' and shape_rng is None:
+            raise ValueError("shapes='varied' needs a shape_rng")
         if palette not in PALETTES:
             raise ValueError(f'palette={palette!r}: expected one of {list(PALETTES)}')
         if palette != 'random' and palette_rng is None:
@@ -129,6 +137,8 @@ class Placer:
         self.rng, self.size, self.free_zone = rng, size, free_zone
         #: colour priors of the items without a base colour (synth.palette) and their generator
         self.palette, self.palette_rng = palette, palette_rng
+        #: chair and sofa geometry (synth.seating.SHAPES) and the generator of the varied ones
+        self.shapes, self.shape_rng = shapes, shape_rng
         #: label and furnish by NYU Depth v2's 13-class conventions (synth.nyu_items): bed pillows
         #: objects, night stands, throw pillows, curtains, table lamps
         self.nyu = nyu
