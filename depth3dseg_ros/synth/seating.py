@@ -91,6 +91,15 @@ def _legs(ob: ObjectBuilder, rng, s: float, top: float, col, rear_top: Optional[
                 ob.box(centre, (r, r, z1 / 2), col, c)
 
 
+def _feet(ob: ObjectBuilder, rng, x: float, y: float, r: float, leg: float, cls: int) -> None:
+    """Four short square feet (half width r, height leg, m) at (±x, ±y) in a dark wood or black
+    finish: under an armchair or a sofa."""
+    dark = _rgba(DARKS[int(rng.integers(len(DARKS)))], rng)
+    for sx in (-1, 1):
+        for sy in (-1, 1):
+            ob.box((sx * x, sy * y, leg / 2), (r, r, leg / 2), dark, cls)
+
+
 def _dining(ob, rng, kind, s, h, back, col, seat_tex) -> None:
     """'solid': the basic slab back; 'slatted': rear legs rising into back posts with a top rail
     and 2–5 vertical slats or 1–3 horizontal rails; 'padded': a thick fabric seat and a padded
@@ -180,15 +189,7 @@ def _armchair(ob, rng, s, h, back, col) -> None:
     seat = float(rng.uniform(0.38, 0.46))
     leg = float(rng.uniform(0.06, 0.14)) if rng.random() < 0.6 else 0.0
     if leg > 0:
-        dark = _rgba(DARKS[int(rng.integers(len(DARKS)))], rng)
-        for sx in (-1, 1):
-            for sy in (-1, 1):
-                ob.box(
-                    (sx * (half - 0.04), sy * (half - 0.04), leg / 2),
-                    (0.02, 0.02, leg / 2),
-                    dark,
-                    c,
-                )
+        _feet(ob, rng, half - 0.04, half - 0.04, 0.02, leg, c)
     body = seat - 0.1 - leg
     ob.box((0, 0, leg + body / 2), (half, half, body / 2), col, c, tex)
     ob.box((0, 0.04, seat - 0.05), (s, half - 0.05, 0.05), _rgba(col[:3], rng, 0.04), c, tex)
@@ -218,15 +219,7 @@ def sofa(pl: Placer, ob: ObjectBuilder, w, d, col, tex, seat, arm, back) -> tupl
         arm = float(min(arm, rng.uniform(0.08, 0.25)))
     leg = float(rng.uniform(0.06, 0.15)) if rng.random() < 0.55 else 0.0
     if leg > 0:
-        dark = _rgba(DARKS[int(rng.integers(len(DARKS)))], rng)
-        for sx in (-1, 1):
-            for sy in (-1, 1):
-                ob.box(
-                    (sx * (w / 2 - 0.06), sy * (d / 2 - 0.06), leg / 2),
-                    (0.025, 0.025, leg / 2),
-                    dark,
-                    c,
-                )
+        _feet(ob, rng, w / 2 - 0.06, d / 2 - 0.06, 0.025, leg, c)
     cushion = float(rng.uniform(0.08, 0.14))
     base_top = max(leg + 0.08, seat - cushion)
     ob.box(
