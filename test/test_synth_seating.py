@@ -61,7 +61,7 @@ def test_every_chair_variant_is_a_chair_inside_its_square(at_table):
             np.random.default_rng([seed, 3]),
             (seating.CHAIRS_AT_TABLE if at_table else seating.CHAIRS_LOOSE),
         )
-        parts = seating.chair(
+        parts = seating.varied_chair(
             pl, 0.0, 0.0, 0.0, s, 0.45, 0.45, (0.5, 0.3, 0.2, 1.0), None, at_table
         )
         kinds[kind] = kinds.get(kind, 0) + 1
@@ -79,7 +79,7 @@ def test_every_chair_variant_is_a_chair_inside_its_square(at_table):
 def test_office_chairs_stand_on_five_casters_and_armchairs_reach_the_floor():
     found = set()
     for seed in range(200):
-        parts = seating.chair(
+        parts = seating.varied_chair(
             _placer(seed), 0.0, 0.0, 0.0, 0.22, 0.45, 0.45, (0.4, 0.4, 0.4, 1.0), None, False
         )
         spheres = [p for p in parts if p.shape == 'sphere']
@@ -98,7 +98,9 @@ def test_varied_sofa_stays_in_its_footprint_and_tells_where_pillows_lean():
         pl = _placer(seed)
         ob = seating.ObjectBuilder(0.0, 0.0, 0.0)
         w, d = 1.4 + seed % 5 * 0.25, 0.8 + seed % 3 * 0.1
-        front, top = seating.sofa(pl, ob, w, d, (0.3, 0.3, 0.5, 1.0), None, 0.42, 0.15, 0.85)
+        front, top = seating.varied_sofa(
+            pl, ob, w, d, (0.3, 0.3, 0.5, 1.0), None, 0.42, 0.15, 0.85
+        )
         assert ob.parts and all(p.class_id == CLS['sofa'] for p in ob.parts)
         for p in ob.parts:
             x0, x1, y0, y1, z0, z1 = _extent(p)

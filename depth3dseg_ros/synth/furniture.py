@@ -1,5 +1,5 @@
-"""Object recipes for the synthetic rooms: tables, chairs, shelves with books, cabinets, sofas,
-beds, TVs and clutter, each composed of boxes/cylinders/spheres with random
+"""Object recipes for the synthetic rooms: tables, shelves with books, cabinets, beds, TVs and
+clutter (chairs and sofas: synth.seating), each composed of boxes/cylinders/spheres with random
 sizes.
 
 Every function takes the scene's :class:`~depth3dseg_ros.synth.scene.Placer` (random generator,
@@ -142,58 +142,8 @@ def table(pl: Placer) -> List[object]:
         out.append(ob.parts)
     out += clutter_on(pl, x, y, yaw, w, d, h)
     if free_standing:
-        out += chairs_around(pl, x, y, yaw, w, d)
+        out += seating.chairs_around(pl, x, y, yaw, w, d)
     return out
-
-
-def chair(pl: Placer, x, y, yaw, at_table: bool = False) -> List[Part]:
-    """A chair (chair) facing local +y at floor pose x, y, yaw: seat, four legs and a back, or
-    under ``pl.shapes == 'varied'`` one of synth.seating's variants (``at_table``: one that suits
-    a table) with the same sizes, colour and texture."""
-    rng = pl.rng
-    s, h, back = rng.uniform(0.2, 0.25), rng.uniform(0.4, 0.5), rng.uniform(0.35, 0.55)
-    col = pl.colour(kind='chair')
-    tex = pl.texture(('wood', 'noise', None))
-    if pl.shapes == 'varied':
-        return seating.chair(pl, x, y, yaw, s, h, back, col, tex, at_table)
-    ob = ObjectBuilder(x, y, yaw)
-    ob.box((0, 0, h), (s, s, 0.025), col, CLS['chair'], tex)
-    for sx in (-1, 1):
-        for sy in (-1, 1):
-            ob.box(
-                (sx * (s - 0.02), sy * (s - 0.02), h / 2), (0.015, 0.015, h / 2), col, CLS['chair']
-            )
-    ob.box((0, -s + 0.02, h + back / 2), (s, 0.02, back / 2), col, CLS['chair'])
-    return ob.parts
-
-
-def chairs_around(pl: Placer, x, y, yaw, w, d) -> List[object]:
-    """Up to four chairs facing a w×d table at x, y, yaw (each with probability 0.6)."""
-    out = []
-    c, s = math.cos(yaw), math.sin(yaw)
-    for lx, ly, lyaw in (
-        (-w / 4, -d / 2 - 0.3, 0.0),
-        (w / 4, -d / 2 - 0.3, 0.0),
-        (-w / 4, d / 2 + 0.3, math.pi),
-        (w / 4, d / 2 + 0.3, math.pi),
-    ):
-        if pl.rng.random() < 0.6:
-            out.append(
-                chair(
-                    pl,
-                    x + c * lx - s * ly,
-                    y + s * lx + c * ly,
-                    yaw + lyaw + pl.rng.uniform(-0.3, 0.3),
-                    at_table=True,
-                )
-            )
-    return out
-
-
-def loose_chair(pl: Placer) -> List[object]:
-    """A chair anywhere on the free floor, randomly turned."""
-    pose = pl.anywhere(0.55, 0.55)
-    return [] if pose is None else [chair(pl, *pose)]
 
 
 def shelf(pl: Placer) -> List[object]:
@@ -296,41 +246,6 @@ def tv(pl: Placer, x, y, yaw, max_w, z) -> List[Part]:
         pl.texture(PICTURE_TEXTURES) if rng.random() < 0.4 else None,
     )
     return ob.parts
-
-
-def sofa(pl: Placer) -> List[object]:
-    """A sofa (sofa) against a wall: base, cushion, back and two armrests, or under ``pl.shapes
-    == 'varied'`` synth.seating's sofa (legs, separate cushions, varied arms) of the same size,
-    colour and texture."""
-    rng = pl.rng
-    w, d = rng.uniform(1.4, 2.4), rng.uniform(0.8, 1.0)
-    pose = pl.against_wall(w, d)
-    if pose is None:
-        return []
-    ob, col = ObjectBuilder(*pose), pl.colour(kind='sofa')
-    tex = pl.texture(('carpet', 'noise', 'stripes', None))
-    seat, arm = rng.uniform(0.35, 0.48), rng.uniform(0.1, 0.2)
-    base_col = pl.colour(col[:3], 0.05)
-    back = rng.uniform(0.7, 0.95)
-    pillows = (-d / 2 + 0.27, seat)  # where throw pillows lean: local y, seat height
-    if pl.shapes == 'varied':
-        front, top = seating.sofa(pl, ob, w, d, col, tex, seat, arm, back)
-        pillows = (front + 0.07, top)
-    else:
-        ob.box((0, 0, 0.1), (w / 2, d / 2, 0.1), base_col, CLS['sofa'])
-        ob.box(
-            (0, 0.05, (0.2 + seat) / 2),
-            (w / 2 - arm, d / 2 - 0.05, (seat - 0.2) / 2),
-            col,
-            CLS['sofa'],
-            tex,
-        )
-        ob.box((0, -d / 2 + 0.1, back / 2), (w / 2, 0.1, back / 2), col, CLS['sofa'], tex)
-        for sx in (-1, 1):
-            ob.box((sx * (w / 2 - arm / 2), 0, 0.3), (arm / 2, d / 2, 0.3), col, CLS['sofa'], tex)
-    if pl.nyu:  # throw pillows against the back (objects)
-        nyu_items.cushions(pl, ob, w - 2 * arm, pillows[0], pillows[1], 3)
-    return [ob.parts]
 
 
 def bed(pl: Placer) -> List[object]:

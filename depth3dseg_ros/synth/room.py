@@ -9,7 +9,7 @@ from typing import Optional
 import numpy as np
 
 from depth3dseg_ros.synth import furniture as fu
-from depth3dseg_ros.synth import nyu_items, nyu_wall, wall_decor
+from depth3dseg_ros.synth import nyu_items, nyu_wall, seating, wall_decor
 from depth3dseg_ros.synth.scene import CLS, ObjectBuilder, SceneSpec, Placer
 
 WALL_COLOURS = (
@@ -186,7 +186,7 @@ def make_scene(
     spec.objects += wall_decor.wall_panels(
         pl, int(rng.integers(*cfg['windows'])), int(rng.integers(*cfg['pictures']))
     )
-    big = [fu.sofa, fu.bed] if rng.random() < 0.5 else [fu.bed, fu.sofa]
+    big = [seating.sofa, fu.bed] if rng.random() < 0.5 else [fu.bed, seating.sofa]
     if rng.random() < 0.35:
         big = big[:1]
     n_tv = 1 if rng.random() < 0.75 else 0
@@ -194,7 +194,7 @@ def make_scene(
     recipes += [fu.shelf] * int(rng.integers(*cfg['shelf']))
     recipes += [lambda p: fu.cabinet(p, with_tv=True)] * n_tv
     recipes += [lambda p: fu.cabinet(p, with_tv=False)] * int(rng.integers(*cfg['cabinet']))
-    recipes += [fu.loose_chair] * int(rng.integers(*cfg['chair']))
+    recipes += [seating.loose_chair] * int(rng.integers(*cfg['chair']))
     recipes += [fu.floor_clutter] * int(rng.integers(*cfg['clutter']))
     recipes += [fu.big_object] * int(rng.integers(*cfg['big']))
     if nyu:

@@ -1,14 +1,14 @@
-"""Varied seating for the synthetic rooms (``depth3dseg-synth --shapes varied``).
+"""Chairs and sofas for the synthetic rooms, basic and varied (``depth3dseg-synth --shapes``).
 
 Under the default ``--shapes basic`` every chair is one template (a box seat, four square legs and
-a slab back) and every sofa one block against a wall (furniture.chair, furniture.sofa). Real rooms
+a slab back) and every sofa one block against a wall (:func:`chair`, :func:`sofa`). Real rooms
 hold dining chairs with slatted or spindle backs, upholstered dining chairs, office chairs on a
 five-star base and upholstered armchairs, and sofas on legs with separate seat and back cushions
 and arms of many sizes. ``'varied'`` builds those, labelled as NYU Depth v2 labels them (an
 armchair is a chair; seat and back cushions are the sofa; throw pillows stay objects).
 
-Only the geometry changes: the caller draws the sizes, colour and texture of the basic template
-from the layout's generator exactly as under 'basic', so the rooms, cameras, colours and every
+Only the geometry changes: :func:`chair` and :func:`sofa` draw the sizes, colour and texture of
+the basic template from the layout's generator under either value, so the rooms, cameras, colours and every
 other object stay the same; the variant and its extra sizes come from ``Placer.shape_rng``
 (``numpy.random.default_rng([seed, scene, 3])`` in synth.cli), a generator of its own. Each
 variant stays inside the footprint its basic template reserved (tested), so nothing new
@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import List, Optional
 
+from depth3dseg_ros.synth import nyu_items
 from depth3dseg_ros.synth.palette import DARKS
 from depth3dseg_ros.synth.scene import CLS, ObjectBuilder, Part, Placer
 
@@ -43,6 +44,91 @@ METALS = ((0.05, 0.05, 0.05), (0.25, 0.25, 0.27), (0.7, 0.7, 0.72))
 FABRIC_TEXTURES = ('carpet', 'noise', None)
 
 
+def chair(pl: Placer, x, y, yaw, at_table: bool = False) -> List[Part]:
+    """A chair (chair) facing local +y at floor pose x, y, yaw: seat, four legs and a back, or
+    under ``pl.shapes == 'varied'`` one of :func:`varied_chair`'s variants (``at_table``: one
+    that suits a table) with the same sizes, colour and texture."""
+    rng = pl.rng
+    s, h, back = rng.uniform(0.2, 0.25), rng.uniform(0.4, 0.5), rng.uniform(0.35, 0.55)
+    col = pl.colour(kind='chair')
+    tex = pl.texture(('wood', 'noise', None))
+    if pl.shapes == 'varied':
+        return varied_chair(pl, x, y, yaw, s, h, back, col, tex, at_table)
+    ob = ObjectBuilder(x, y, yaw)
+    ob.box((0, 0, h), (s, s, 0.025), col, CLS['chair'], tex)
+    for sx in (-1, 1):
+        for sy in (-1, 1):
+            ob.box(
+                (sx * (s - 0.02), sy * (s - 0.02), h / 2), (0.015, 0.015, h / 2), col, CLS['chair']
+            )
+    ob.box((0, -s + 0.02, h + back / 2), (s, 0.02, back / 2), col, CLS['chair'])
+    return ob.parts
+
+
+def chairs_around(pl: Placer, x, y, yaw, w, d) -> List[object]:
+    """Up to four chairs facing a w×d table at x, y, yaw (each with probability 0.6)."""
+    out = []
+    c, s = math.cos(yaw), math.sin(yaw)
+    for lx, ly, lyaw in (
+        (-w / 4, -d / 2 - 0.3, 0.0),
+        (w / 4, -d / 2 - 0.3, 0.0),
+        (-w / 4, d / 2 + 0.3, math.pi),
+        (w / 4, d / 2 + 0.3, math.pi),
+    ):
+        if pl.rng.random() < 0.6:
+            out.append(
+                chair(
+                    pl,
+                    x + c * lx - s * ly,
+                    y + s * lx + c * ly,
+                    yaw + lyaw + pl.rng.uniform(-0.3, 0.3),
+                    at_table=True,
+                )
+            )
+    return out
+
+
+def loose_chair(pl: Placer) -> List[object]:
+    """A chair anywhere on the free floor, randomly turned."""
+    pose = pl.anywhere(0.55, 0.55)
+    return [] if pose is None else [chair(pl, *pose)]
+
+
+def sofa(pl: Placer) -> List[object]:
+    """A sofa (sofa) against a wall: base, cushion, back and two armrests, or under ``pl.shapes
+    == 'varied'`` :func:`varied_sofa` (legs, separate cushions, varied arms) of the same size,
+    colour and texture."""
+    rng = pl.rng
+    w, d = rng.uniform(1.4, 2.4), rng.uniform(0.8, 1.0)
+    pose = pl.against_wall(w, d)
+    if pose is None:
+        return []
+    ob, col = ObjectBuilder(*pose), pl.colour(kind='sofa')
+    tex = pl.texture(('carpet', 'noise', 'stripes', None))
+    seat, arm = rng.uniform(0.35, 0.48), rng.uniform(0.1, 0.2)
+    base_col = pl.colour(col[:3], 0.05)
+    back = rng.uniform(0.7, 0.95)
+    pillows = (-d / 2 + 0.27, seat)  # where throw pillows lean: local y, seat height
+    if pl.shapes == 'varied':
+        front, top = varied_sofa(pl, ob, w, d, col, tex, seat, arm, back)
+        pillows = (front + 0.07, top)
+    else:
+        ob.box((0, 0, 0.1), (w / 2, d / 2, 0.1), base_col, CLS['sofa'])
+        ob.box(
+            (0, 0.05, (0.2 + seat) / 2),
+            (w / 2 - arm, d / 2 - 0.05, (seat - 0.2) / 2),
+            col,
+            CLS['sofa'],
+            tex,
+        )
+        ob.box((0, -d / 2 + 0.1, back / 2), (w / 2, 0.1, back / 2), col, CLS['sofa'], tex)
+        for sx in (-1, 1):
+            ob.box((sx * (w / 2 - arm / 2), 0, 0.3), (arm / 2, d / 2, 0.3), col, CLS['sofa'], tex)
+    if pl.nyu:  # throw pillows against the back (objects)
+        nyu_items.cushions(pl, ob, w - 2 * arm, pillows[0], pillows[1], 3)
+    return [ob.parts]
+
+
 def _pick(rng, table) -> str:
     names, p = zip(*table)
     return names[int(rng.choice(len(names), p=p))]
@@ -53,13 +139,13 @@ def _rgba(rgb, rng, spread: float = 0.03):
     return (c[0], c[1], c[2], 1.0)
 
 
-def chair(
+def varied_chair(
     pl: Placer, x, y, yaw, s: float, h: float, back: float, col, seat_tex, at_table: bool
 ) -> List[Part]:
     """A chair (chair) of a random variant, facing local +y at floor pose x, y, yaw.
 
     ``s`` (half seat width, m), ``h`` (seat height, m), ``back`` (back height above the seat, m),
-    ``col`` (RGBA) and ``seat_tex`` are the basic template's draws (furniture.chair); the
+    ``col`` (RGBA) and ``seat_tex`` are the basic template's draws (:func:`chair`); the
     variant ('solid', 'slatted', 'padded', 'office' or, away from tables, 'armchair') and its
     extra sizes come from ``pl.shape_rng``. Every part lies within ±(s + 0.07) m of the chair's
     centre in x and y (the 0.55 m square a loose chair reserves).
@@ -206,7 +292,7 @@ def _armchair(ob, rng, s, h, back, col) -> None:
         )
 
 
-def sofa(pl: Placer, ob: ObjectBuilder, w, d, col, tex, seat, arm, back) -> tuple:
+def varied_sofa(pl: Placer, ob: ObjectBuilder, w, d, col, tex, seat, arm, back) -> tuple:
     """A sofa (sofa) of w × d m against a wall, into ``ob``: the basic template's sizes (``seat``
     height, ``arm`` width, ``back`` height, m), colour and texture; from ``pl.shape_rng``: legs or
     a plinth, arm height and width (armless 15 % of the time), 1–3 separate seat cushions and,
