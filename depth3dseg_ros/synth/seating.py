@@ -8,11 +8,11 @@ and arms of many sizes. ``'varied'`` builds those, labelled as NYU Depth v2 labe
 armchair is a chair; seat and back cushions are the sofa; throw pillows stay objects).
 
 Only the geometry changes: :func:`chair` and :func:`sofa` draw the sizes, colour and texture of
-the basic template from the layout's generator under either value, so the rooms, cameras, colours and every
-other object stay the same; the variant and its extra sizes come from ``Placer.shape_rng``
-(``numpy.random.default_rng([seed, scene, 3])`` in synth.cli), a generator of its own. Each
-variant stays inside the footprint its basic template reserved (tested), so nothing new
-overlaps. Lever 69 of docs/levers.md measures it.
+the basic template from the layout's generator under either value, so the rooms, cameras, colours
+and every other object stay the same; the variant and its extra sizes come from
+``Placer.shape_rng`` (``numpy.random.default_rng([seed, scene, 3])`` in synth.cli), a generator
+of its own. Each variant stays inside the footprint its basic template reserved (tested), so
+nothing new overlaps. Lever 69 of docs/levers.md measures it.
 """
 
 from __future__ import annotations
