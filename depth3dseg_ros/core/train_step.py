@@ -41,6 +41,7 @@ from .normals import normal_loss
 # re-exported here, where the training code has always imported them
 __all__ = [
     'CLASS_WEIGHT_PRESETS',
+    'LOSS_KEYS',
     'LossConfig',
     'TERMS',
     'compute_losses',
@@ -48,6 +49,19 @@ __all__ = [
     'forward_model',
     'make_weighting',
 ]
+
+#: the loss values compute_losses can report (0-d tensors; a term without its inputs or weight is
+#: absent), in the order the training log and progress bar show them
+LOSS_KEYS = (
+    'total',
+    'seg2d',
+    'seg3d',
+    'depth',
+    'consistency',
+    'distill',
+    'distill_depth',
+    'normal',
+)
 
 
 def forward_model(

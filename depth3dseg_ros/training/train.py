@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 from depth3dseg_ros.core.model import Depth3DSeg
 from depth3dseg_ros.core.modelfile import save_model
-from depth3dseg_ros.core.train_step import compute_losses
+from depth3dseg_ros.core.train_step import LOSS_KEYS, compute_losses
 from depth3dseg_ros.training.class_mix import class_mix, step_generator
 from depth3dseg_ros.training.checkpoint import (
     load_checkpoint,
@@ -51,16 +51,6 @@ from depth3dseg_ros.training.run import Run, setup_run
 from depth3dseg_ros.training.sampling import EpochBatchSampler, steps_before
 from depth3dseg_ros.training.trainable import freeze_frozen_batchnorm
 
-LOSS_KEYS = (
-    'total',
-    'seg2d',
-    'seg3d',
-    'depth',
-    'consistency',
-    'distill',
-    'distill_depth',
-    'normal',
-)
 #: the progress bar's short names of the longer loss keys (distinct: 'distill' and
 #: 'distill_depth' must not both read 'disti')
 BAR_NAMES = {'consistency': 'cons', 'distill': 'kd', 'distill_depth': 'kd_depth'}
