@@ -68,7 +68,7 @@ def test_every_chair_variant_is_a_chair_inside_its_square(at_table):
         assert parts and all(p.class_id == CLS['chair'] for p in parts)
         for p in parts:
             x0, x1, y0, y1, z0, z1 = _extent(p)
-            bound = s + 0.07 + 1e-9
+            bound = seating.CHAIR_SQUARE / 2 + 1e-9  # the square a loose chair reserves
             assert -bound <= x0 and x1 <= bound and -bound <= y0 and y1 <= bound, (kind, p)
             assert z0 >= -1e-9 and z1 < 1.6, (kind, p)
     expected = seating.CHAIRS_AT_TABLE if at_table else seating.CHAIRS_LOOSE

@@ -7,12 +7,13 @@ five-star base and upholstered armchairs, and sofas on legs with separate seat a
 and arms of many sizes. ``'varied'`` builds those, labelled as NYU Depth v2 labels them (an
 armchair is a chair; seat and back cushions are the sofa; throw pillows stay objects).
 
-Only the geometry changes: :func:`chair` and :func:`sofa` draw the sizes, colour and texture of
-the basic template from the layout's generator under either value, so the rooms, cameras, colours
-and every other object stay the same; the variant and its extra sizes come from
-``Placer.shape_rng`` (``numpy.random.default_rng([seed, scene, 3])`` in synth.cli), a generator
-of its own. Each variant stays inside the footprint its basic template reserved (tested), so
-nothing new overlaps. Lever 69 of docs/levers.md measures it.
+Only chairs and sofas change: :func:`chair` and :func:`sofa` draw the basic template's sizes,
+colour and texture from the layout's generator under either value (the varied builders start from
+them), so the rooms, cameras and every other object stay the same; the variant and its extra
+sizes come from ``Placer.shape_rng`` (``numpy.random.default_rng([seed, scene, 3])`` in
+synth.cli), a generator of its own. Each variant stays inside the footprint its basic template
+reserved (tested: a loose chair's CHAIR_SQUARE, a sofa's w × d), so nothing new overlaps. Lever
+69 of docs/levers.md measures it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from depth3dseg_ros.synth.scene import CLS, ObjectBuilder, Part, Placer
 
 #: values of ``depth3dseg-synth --shapes``
 SHAPES = ('basic', 'varied')
+
+#: side (m) of the floor square a loose chair reserves (Placer.anywhere); every chair variant,
+#: basic or varied, fits inside it
+CHAIR_SQUARE = 0.55
 
 #: chair variants and their probabilities around a table and elsewhere (a loose chair)
 CHAIRS_AT_TABLE = (('solid', 0.25), ('slatted', 0.4), ('padded', 0.2), ('office', 0.15))
@@ -90,7 +95,7 @@ def chairs_around(pl: Placer, x, y, yaw, w, d) -> List[object]:
 
 def loose_chair(pl: Placer) -> List[object]:
     """A chair anywhere on the free floor, randomly turned."""
-    pose = pl.anywhere(0.55, 0.55)
+    pose = pl.anywhere(CHAIR_SQUARE, CHAIR_SQUARE)
     return [] if pose is None else [chair(pl, *pose)]
 
 
@@ -147,8 +152,8 @@ def varied_chair(
     ``s`` (half seat width, m), ``h`` (seat height, m), ``back`` (back height above the seat, m),
     ``col`` (RGBA) and ``seat_tex`` are the basic template's draws (:func:`chair`); the
     variant ('solid', 'slatted', 'padded', 'office' or, away from tables, 'armchair') and its
-    extra sizes come from ``pl.shape_rng``. Every part lies within ±(s + 0.07) m of the chair's
-    centre in x and y (the 0.55 m square a loose chair reserves).
+    extra sizes come from ``pl.shape_rng``. Every part lies within ±CHAIR_SQUARE / 2 m of the
+    chair's centre in x and y (the square a loose chair reserves).
     """
     rng = pl.shape_rng
     kind = _pick(rng, CHAIRS_AT_TABLE if at_table else CHAIRS_LOOSE)
@@ -200,7 +205,7 @@ def _dining(ob, rng, kind, s, h, back, col, seat_tex) -> None:
         _legs(ob, rng, s, h - 2 * t, col, rear_top=z0 + 0.05)
         ob.box((0, 0.01, h - t), (s, s - 0.01, t), fabric, c, ftex)
         ob.box(
-            (0, -s + 0.02, (z0 + h + back) / 2),
+            (0, -s + pad, (z0 + h + back) / 2),
             (s - 0.01, pad, (h + back - z0) / 2),
             fabric,
             c,
@@ -235,7 +240,8 @@ def _office(ob, rng, s, h, back, col) -> None:
     armrests half the time; the base in a metal finish, seat and back in ``col``."""
     c = CLS['chair']
     metal = _rgba(METALS[int(rng.integers(len(METALS)))], rng)
-    r = min(s + 0.04, float(rng.uniform(0.25, 0.3)))
+    # the casters (radius 0.025) stay 5 mm inside the chair's square
+    r = min(s + 0.04, float(rng.uniform(0.25, 0.3)), CHAIR_SQUARE / 2 - 0.03)
     turn = float(rng.uniform(0, 2 * math.pi / 5))
     for k in range(5):
         th = turn + 2 * math.pi * k / 5
@@ -271,14 +277,15 @@ def _armchair(ob, rng, s, h, back, col) -> None:
     c = CLS['chair']
     tex = FABRIC_TEXTURES[int(rng.integers(len(FABRIC_TEXTURES)))]
     arm = float(rng.uniform(0.05, 0.07))
-    half = s + arm  # outer half width (<= s + 0.07)
+    half = min(s + arm, CHAIR_SQUARE / 2 - 0.005)  # outer half width, inside the chair's square
+    inner = min(s, half - arm)  # the seat cushion's half width
     seat = float(rng.uniform(0.38, 0.46))
     leg = float(rng.uniform(0.06, 0.14)) if rng.random() < 0.6 else 0.0
     if leg > 0:
         _feet(ob, rng, half - 0.04, half - 0.04, 0.02, leg, c)
     body = seat - 0.1 - leg
     ob.box((0, 0, leg + body / 2), (half, half, body / 2), col, c, tex)
-    ob.box((0, 0.04, seat - 0.05), (s, half - 0.05, 0.05), _rgba(col[:3], rng, 0.04), c, tex)
+    ob.box((0, 0.04, seat - 0.05), (inner, half - 0.05, 0.05), _rgba(col[:3], rng, 0.04), c, tex)
     top = seat + float(rng.uniform(0.3, 0.5))
     ob.box((0, -half + 0.09, (leg + top) / 2), (half, 0.09, (top - leg) / 2), col, c, tex)
     arm_top = seat + float(rng.uniform(0.12, 0.25))
