@@ -173,13 +173,21 @@ def build_parser() -> argparse.ArgumentParser:
     """Build the depth3dseg-synth argument parser."""
     ap = argparse.ArgumentParser(prog='depth3dseg-synth', description=__doc__.split('\n')[0])
     ap.add_argument('--out', required=True, type=Path, help='rosbag2 directory to create')
-    ap.add_argument('--scenes', type=int, default=10, help='number of random rooms')
+    ap.add_argument('--scenes', type=int, default=10, help='number of random rooms (default 10)')
     ap.add_argument(
-        '--frames-per-scene', type=int, default=30, help='frames along each camera path'
+        '--frames-per-scene',
+        type=int,
+        default=30,
+        help='frames along each camera path or hand-held snapshots per room (default 30)',
     )
-    ap.add_argument('--width', type=int, default=320)
-    ap.add_argument('--height', type=int, default=240)
-    ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--width', type=int, default=320, help='image width in pixels (default 320)')
+    ap.add_argument('--height', type=int, default=240, help='image height in pixels (default 240)')
+    ap.add_argument(
+        '--seed',
+        type=int,
+        default=0,
+        help='random seed: the same arguments give byte-identical messages (default 0)',
+    )
     ap.add_argument(
         '--noise', action='store_true', help='Kinect-like noise and holes on the depth topic'
     )
@@ -216,7 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
         '(slatted, padded and office chairs, armchairs; sofas on legs with separate cushions); '
         'the same seed gives the same rooms and cameras either way',
     )
-    ap.add_argument('--storage', choices=('mcap', 'sqlite3'), default='mcap')
+    ap.add_argument(
+        '--storage',
+        choices=('mcap', 'sqlite3'),
+        default='mcap',
+        help='rosbag2 storage plugin (default mcap)',
+    )
     ap.add_argument('--no-progress', action='store_true', help='no tqdm bar')
     return ap
 
