@@ -29,7 +29,7 @@ from depth3dseg_ros.synth.noise import kinect_noise
 from depth3dseg_ros.synth.palette import PALETTES
 from depth3dseg_ros.synth.render import Frame, Renderer
 from depth3dseg_ros.synth.room import LAYOUTS, make_scene
-from depth3dseg_ros.synth.seating import SHAPES
+from depth3dseg_ros.synth.scene import SHAPES
 
 
 #: camera modes: a robot's smooth path through the free middle (camera.camera_path) or hand-held
@@ -70,7 +70,7 @@ def render_frames(
     is one of room.LAYOUTS ('sparse', 'dense', 'cluttered', 'nyu'), ``camera`` one of
     :data:`CAMERAS`, ``palette`` one of synth.palette.PALETTES (its colours come from
     ``default_rng([seed, scene, 2])``, so the rooms, cameras, depth and labels are those of
-    'random'). ``shapes`` one of synth.seating.SHAPES ('varied' from ``default_rng([seed, scene,
+    'random'). ``shapes`` one of synth.scene.SHAPES ('varied' from ``default_rng([seed, scene,
     3])``: the same rooms and cameras, only the chairs' and sofas' geometry differs).
     One pybullet connection is reused; the world is reset per scene.
 

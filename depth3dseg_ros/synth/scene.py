@@ -86,6 +86,9 @@ class SceneSpec:
         return ids
 
 
+#: chair and sofa geometry of ``depth3dseg-synth --shapes`` (synth.seating builds both)
+SHAPES = ('basic', 'varied')
+
 #: procedural texture kinds (made by synth.render) plus pybullet_data image textures.
 SURFACE_TEXTURES = ('wood', 'tiles', 'noise', 'stripes', 'brick', 'carpet', None)
 PICTURE_TEXTURES = (
@@ -126,8 +129,8 @@ class Placer:
         shapes: str = 'basic',
         shape_rng: Optional[np.random.Generator] = None,
     ):
-        if shapes not in ('basic', 'varied'):
-            raise ValueError(f"shapes={shapes!r}: expected one of ['basic', 'varied']")
+        if shapes not in SHAPES:
+            raise ValueError(f'shapes={shapes!r}: expected one of {list(SHAPES)}')
         if shapes == 'varied' and shape_rng is None:
             raise ValueError("shapes='varied' needs a shape_rng")
         if palette not in PALETTES:
@@ -137,7 +140,7 @@ class Placer:
         self.rng, self.size, self.free_zone = rng, size, free_zone
         #: colour priors of the items without a base colour (synth.palette) and their generator
         self.palette, self.palette_rng = palette, palette_rng
-        #: chair and sofa geometry (synth.seating.SHAPES) and the generator of the varied ones
+        #: chair and sofa geometry (SHAPES; synth.seating builds it) and the varied ones' generator
         self.shapes, self.shape_rng = shapes, shape_rng
         #: label and furnish by NYU Depth v2's 13-class conventions (synth.nyu_items): bed pillows
         #: objects, night stands, throw pillows, curtains, table lamps

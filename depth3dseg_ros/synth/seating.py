@@ -25,9 +25,6 @@ from depth3dseg_ros.synth import nyu_items
 from depth3dseg_ros.synth.palette import DARKS
 from depth3dseg_ros.synth.scene import CLS, ObjectBuilder, Part, Placer
 
-#: values of ``depth3dseg-synth --shapes``
-SHAPES = ('basic', 'varied')
-
 #: side (m) of the floor square a loose chair reserves (Placer.anywhere); every chair variant,
 #: basic or varied, fits inside it
 CHAIR_SQUARE = 0.55
@@ -111,7 +108,7 @@ def sofa(pl: Placer) -> List[object]:
     ob, col = ObjectBuilder(*pose), pl.colour(kind='sofa')
     tex = pl.texture(('carpet', 'noise', 'stripes', None))
     seat, arm = rng.uniform(0.35, 0.48), rng.uniform(0.1, 0.2)
-    base_col = pl.colour(col[:3], 0.05)
+    base_col = pl.colour(col[:3], 0.05)  # drawn under either value: the layout stream stays
     back = rng.uniform(0.7, 0.95)
     pillows = (-d / 2 + 0.27, seat)  # where throw pillows lean: local y, seat height
     if pl.shapes == 'varied':
@@ -161,7 +158,7 @@ def varied_chair(
     if kind == 'office':
         _office(ob, rng, s, h, back, col)
     elif kind == 'armchair':
-        _armchair(ob, rng, s, h, back, col)
+        _armchair(ob, rng, s, col)
     else:
         _dining(ob, rng, kind, s, h, back, col, seat_tex)
     return ob.parts
@@ -271,9 +268,10 @@ def _office(ob, rng, s, h, back, col) -> None:
             ob.box((sx * (s - 0.01), 0.0, h + 0.22), (0.03, 0.13, 0.015), DARKS[0] + (1.0,), c)
 
 
-def _armchair(ob, rng, s, h, back, col) -> None:
-    """An upholstered armchair: a body on short legs or to the floor, a seat cushion, a high back
-    and two arms, all in ``col`` with one fabric texture."""
+def _armchair(ob, rng, s, col) -> None:
+    """An upholstered armchair around a seat of half width ``s``: a body on short legs or to the
+    floor, a seat cushion, a high back and two arms (its own seat and back heights), all in
+    ``col`` with one fabric texture."""
     c = CLS['chair']
     tex = FABRIC_TEXTURES[int(rng.integers(len(FABRIC_TEXTURES)))]
     arm = float(rng.uniform(0.05, 0.07))
@@ -333,8 +331,8 @@ def varied_sofa(pl: Placer, ob: ObjectBuilder, w, d, col, tex, seat, arm, back) 
     inner = w - 2 * arm
     n = max(1, min(3, int(round(inner / rng.uniform(0.55, 0.8)))))
     gap, depth = 0.01, d - back_t
-    for i in range(n):
-        lx = -inner / 2 + (i + 0.5) * inner / n
+    centres = [-inner / 2 + (i + 0.5) * inner / n for i in range(n)]  # of the cushions, in x
+    for lx in centres:
         ob.box(
             (lx, -d / 2 + back_t + depth / 2, base_top + cushion / 2),
             (inner / (2 * n) - gap, depth / 2 - gap, cushion / 2),
@@ -346,12 +344,9 @@ def varied_sofa(pl: Placer, ob: ObjectBuilder, w, d, col, tex, seat, arm, back) 
     if rng.random() < 0.6:
         t = float(rng.uniform(0.1, 0.16))
         front += t
-        zb, zt = (
-            base_top + cushion,
-            min(back + 0.05, base_top + cushion + float(rng.uniform(0.35, 0.5))),
-        )
-        for i in range(n):
-            lx = -inner / 2 + (i + 0.5) * inner / n
+        zb = base_top + cushion
+        zt = min(back + 0.05, zb + float(rng.uniform(0.35, 0.5)))
+        for lx in centres:
             ob.box(
                 (lx, -d / 2 + back_t + t / 2, (zb + zt) / 2),
                 (inner / (2 * n) - gap, t / 2, (zt - zb) / 2),
