@@ -172,3 +172,26 @@ def test_evaluator_summary_json_and_3d_valid_only():
     assert s['miou_2d'] == 0.0 and s['miou_3d'] == 1.0
     assert s['fused']['pixel_acc'] == pytest.approx(0.5)  # pixel 1 has no point: 2D label
     assert s['absrel'] == 0.0 and s['delta1'] == 1.0 and s['depth']['pixels'] == 1
+
+
+def test_depth_range_p95_per_frame():
+    """The range figures: each frame's 95th percentile of predicted and true depth over its valid
+    pixels, and the median over frames of their ratio (a head stopping at 3 m in a 6 m room:
+    0.5)."""
+    from depth3dseg_ros.core.metrics import DepthMetrics
+
+    g = np.linspace(1.0, 6.0, 2000, dtype=np.float32).reshape(1, 1, 40, 50)
+    gt = np.concatenate([g, g / 2])  # two frames, true p95 5.75 m and 2.875 m
+    pred = np.minimum(gt, 3.0)  # a head that stops at 3 m
+    pred[1, 0, 0, :20] = np.nan  # counted as max-depth errors, not dropped (1 %)
+    gt[0, 0, 0, :10] = 0.0  # no data: not counted
+    dm = DepthMetrics()
+    dm.update(pred, gt)
+    s = dm.summary()
+    assert len(dm.p95) == 2
+    assert dm.p95[0][0] == pytest.approx(3.0) and dm.p95[0][1] == pytest.approx(5.75, abs=0.01)
+    assert s['p95_ratio'] == pytest.approx(np.median([a / b for a, b in dm.p95]))
+    assert dm.p95[1][0] == pytest.approx(2.875, abs=0.05)  # frame 2 within 3 m: ratio ~1
+    assert s['p95_ratio'] == pytest.approx((3.0 / 5.75 + 1.0) / 2, abs=0.02)
+    empty = DepthMetrics().summary()
+    assert empty['p95_ratio'] is None and empty['p95_pred'] is None

@@ -12,11 +12,18 @@ from typing import Any, Dict
 
 from .depth_calibration import GAIN_RANGE
 
-__all__ = ['DEFAULT_ARCH', 'check_arch']
+__all__ = ['DEFAULT_ARCH', 'ENCODERS', 'check_arch']
+
+#: ``arch['encoder']`` values: core.encoder.Encoder (``width``/``depth_mult`` size it) and
+#: core.efficientnet_lite.EfficientNetLite0 (fixed size, ImageNet weights; width and depth_mult
+#: do not apply to it).
+ENCODERS = ('mobilenet_v2', 'efficientnet_lite0')
 
 #: Hyper-parameters of `Depth3DSeg` (stored as ``meta['arch']`` in the model file, modelfile.py).
 DEFAULT_ARCH: Dict[str, Any] = {
     'num_classes': 14,
+    # the 2D net's encoder; a file written before the key existed has the MobileNetV2-style one
+    'encoder': 'mobilenet_v2',
     'width': 0.75,
     'depth_mult': 1.0,
     'dec_ch': 64,
@@ -60,6 +67,13 @@ def check_arch(arch: Dict[str, Any]) -> Dict[str, Any]:
     out['p_channels'] = [int(c) for c in out['p_channels']]
     if int(out['num_classes']) < 2:
         raise ValueError(f"arch['num_classes']={out['num_classes']} must be >= 2")
+    if out['encoder'] not in ENCODERS:
+        raise ValueError(f"arch['encoder']={out['encoder']!r} must be one of {list(ENCODERS)}")
+    if out['encoder'] != 'mobilenet_v2' and out['code_input']:
+        raise ValueError(
+            f"arch['code_input']=true needs arch['encoder']='mobilenet_v2' (the RGB-D input "
+            f"widens its stem), got {out['encoder']!r}"
+        )
     lo, hi = GAIN_RANGE
     _number(
         out,

@@ -18,7 +18,7 @@ bincount-based.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -189,6 +189,10 @@ class DepthMetrics:
     RMSE = sqrt(Σ(d−g)² / n) metres, δk = fraction with max(d/g, g/d) < 1.25^k. Predictions are
     clamped to >= 1e-6 m for the ratios; a non-finite prediction at a valid pixel counts as an
     error of max_depth (or 10 m), so a broken model cannot look good by producing NaN.
+    Range: each frame's 95th percentile of predicted and of true depth over its valid pixels
+    (frames: the leading dimension of a B×1×H×W batch; an H×W array is one frame); the summary's
+    ``p95_ratio`` is the median over frames of predicted / true p95 (1 = the prediction spans the
+    room as deep as the sensor; a depth head that stops short of real rooms shows < 1).
     """
 
     def __init__(self, max_depth: Optional[float] = None):
@@ -201,6 +205,7 @@ class DepthMetrics:
         self.sum_absrel = 0.0
         self.sum_sq = 0.0
         self.n_delta = [0, 0, 0]
+        self.p95: List[Tuple[float, float]] = []  # per frame (predicted, true)
 
     def update(self, pred: Array, gt: Array, valid: Optional[Array] = None) -> None:
         """Add one frame/batch: pred and gt depth in metres, same shape; optional extra bool
@@ -211,6 +216,7 @@ class DepthMetrics:
             pred = pred.detach().float().cpu().numpy()
         if isinstance(gt, torch.Tensor):
             gt = gt.detach().float().cpu().numpy()
+        shape = np.shape(gt)
         d = np.asarray(pred, np.float64).reshape(-1)
         g = np.asarray(gt, np.float64).reshape(-1)
         keep = np.isfinite(g) & (g > 0)
@@ -223,10 +229,16 @@ class DepthMetrics:
                 else np.asarray(valid)
             )
             keep = keep & v.astype(bool).reshape(-1)
+        d = np.where(np.isfinite(d), d, g + (self.max_depth or 10.0))
+        frames = shape[0] if len(shape) >= 3 else 1
+        for df, gf, kf in zip(np.split(d, frames), np.split(g, frames), np.split(keep, frames)):
+            if kf.any():
+                self.p95.append(
+                    (float(np.percentile(df[kf], 95)), float(np.percentile(gf[kf], 95)))
+                )
         d, g = d[keep], g[keep]
         if not d.size:
             return
-        d = np.where(np.isfinite(d), d, g + (self.max_depth or 10.0))
         d = np.maximum(d, 1e-6)
         self.n += d.size
         self.sum_absrel += float(np.sum(np.abs(d - g) / g))
@@ -236,8 +248,8 @@ class DepthMetrics:
             self.n_delta[k] += int(np.sum(ratio < 1.25 ** (k + 1)))
 
     def summary(self) -> Dict[str, Any]:
-        """JSON-serialisable {'absrel', 'rmse', 'delta1', 'delta2', 'delta3', 'pixels'} (None if
-        empty)."""
+        """JSON-serialisable {'absrel', 'rmse', 'delta1', 'delta2', 'delta3', 'pixels', 'p95_pred',
+        'p95_gt', 'p95_ratio'} (None if empty; p95_*: medians over frames, metres)."""
         if not self.n:
             return {
                 'absrel': None,
@@ -246,8 +258,15 @@ class DepthMetrics:
                 'delta2': None,
                 'delta3': None,
                 'pixels': 0,
+                'p95_pred': None,
+                'p95_gt': None,
+                'p95_ratio': None,
             }
+        p = np.asarray(self.p95, np.float64)
         return {
+            'p95_pred': float(np.median(p[:, 0])),
+            'p95_gt': float(np.median(p[:, 1])),
+            'p95_ratio': float(np.median(p[:, 0] / p[:, 1])),
             'absrel': self.sum_absrel / self.n,
             'rmse': math.sqrt(self.sum_sq / self.n),
             'delta1': self.n_delta[0] / self.n,

@@ -27,6 +27,7 @@ from .arch import DEFAULT_ARCH, check_arch
 from .code_stream import CodeStream
 from .depth_calibration import focal_depth
 from .depth_code import depth_code
+from .efficientnet_lite import EfficientNetLite0
 from .encoder import _TAPS, Encoder, _cbr, _sep
 from .geometry import backproject
 from .lowpass import InputLowPass
@@ -64,6 +65,8 @@ class DepthSegNet(nn.Module):
             (core.depth_code; RGB-D input): its stem has 6 input channels instead of 3.
         code_stream: with code_input, the code goes through its own encoder instead, joined to
             the colour encoder at each tap (core.code_stream; the stem keeps 3 channels).
+        encoder: 'mobilenet_v2' (core.encoder, sized by width and depth_mult) or
+            'efficientnet_lite0' (core.efficientnet_lite, ImageNet-pretrainable; colour only).
     forward(rgb_norm B×3×H×W float, code B×3×H×W float in [0, 1] or None) -> {'depth': B×1×H×W
     metres in (min_depth, max_depth), 'seg2d': B×C×H×W logits}; any H, W >= 2 (outputs have the
     input size). Without a code a code_input net sees zeros (no depth). Raises ValueError for an
@@ -83,6 +86,7 @@ class DepthSegNet(nn.Module):
         input_blur: float = 0.0,
         code_input: bool = False,
         code_stream: bool = False,
+        encoder: str = 'mobilenet_v2',
     ):
         super().__init__()
         if not 0 < min_depth < max_depth:
@@ -96,13 +100,21 @@ class DepthSegNet(nn.Module):
         self.lowpass = InputLowPass(input_blur)
         self.code_input = bool(code_input)
         stem_code = self.code_input and not code_stream  # the code widens the stem
-        self.encoder = Encoder(width, depth_mult, 6 if stem_code else 3)
+        if encoder == 'efficientnet_lite0':
+            if self.code_input:
+                raise ValueError('code_input needs the mobilenet_v2 encoder')
+            self.encoder = EfficientNetLite0()
+            c2, c4, c8, c16, c32 = self.encoder.channels  # its taps' channels
+        elif encoder == 'mobilenet_v2':
+            self.encoder = Encoder(width, depth_mult, 6 if stem_code else 3)
+            c2, c4, c8, c16, c32 = [self.encoder.channels[i] for i in _TAPS]
+        else:
+            raise ValueError(f'encoder={encoder!r} must be mobilenet_v2 or efficientnet_lite0')
         self.code_stream = (
             CodeStream(Encoder(width, depth_mult, 3), _TAPS)
             if self.code_input and code_stream
             else None
         )
-        c2, c4, c8, c16, c32 = [self.encoder.channels[i] for i in _TAPS]
         half = max(8, dec_ch // 2)
         self.lat = nn.ModuleList([_cbr(c, dec_ch) for c in (c4, c8, c16, c32)])
         self.smooth = nn.ModuleList([_sep(dec_ch, dec_ch) for _ in range(3)])
@@ -187,6 +199,7 @@ class Depth3DSeg(nn.Module):
             a['input_blur'],
             a['code_input'],
             a['code_stream'],
+            a['encoder'],
         )
         self.pointnet = PointSegNet(
             a['num_classes'],

@@ -15,14 +15,16 @@ __all__ = ['fold_batchnorm', 'count_params', 'count_flops']
 def fold_batchnorm(module: nn.Module) -> nn.Module:
     """Fold every BatchNorm2d that directly follows a Conv2d in an nn.Sequential into that conv
     (inference only: uses the running statistics), in place; returns `module`. Same outputs in eval
-    mode up to float rounding, one memory pass less per layer. Do not train the folded model."""
+    mode up to float rounding, one memory pass less per layer. Do not train the folded model.
+    The folded conv keeps the class of the conv (a Conv2d subclass such as
+    core.efficientnet_lite.Conv2dSame keeps its padding rule)."""
     for seq in [m for m in module.modules() if isinstance(m, nn.Sequential)]:
         for i in range(len(seq) - 1):
             conv, bn = seq[i], seq[i + 1]
             if not (isinstance(conv, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d)):
                 continue
             scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
-            fused = nn.Conv2d(
+            fused = type(conv)(  # the conv's own class (EfficientNet-Lite's pads TF-style)
                 conv.in_channels,
                 conv.out_channels,
                 conv.kernel_size,

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from depth3dseg_ros.core.depth import meters_to_16uc1
 from depth3dseg_ros.synth.bagwrite import RgbdBagWriter, stamp_ns
 from depth3dseg_ros.synth.camera import camera_path, handheld_poses
-from depth3dseg_ros.synth.noise import kinect_noise
+from depth3dseg_ros.synth.noise import FAR_END, FAR_START, kinect_noise
 from depth3dseg_ros.synth.palette import PALETTES
 from depth3dseg_ros.synth.render import Frame, Renderer
 from depth3dseg_ros.synth.room import LAYOUTS, make_scene
@@ -67,7 +67,7 @@ def render_frames(
     """Yield (scene index, exact frame, depth to record in m) for every frame, scene after scene.
 
     The recorded depth is the exact render, or the Kinect-like noisy one with ``noise``. ``layout``
-    is one of room.LAYOUTS ('sparse', 'dense', 'cluttered', 'nyu'), ``camera`` one of
+    is one of room.LAYOUTS ('sparse', 'dense', 'cluttered', 'nyu', 'nyu_large'), ``camera`` one of
     :data:`CAMERAS`, ``palette`` one of synth.palette.PALETTES (its colours come from
     ``default_rng([seed, scene, 2])``, so the rooms, cameras, depth and labels are those of
     'random'). ``shapes`` one of synth.scene.SHAPES ('varied' from ``default_rng([seed, scene,
@@ -95,9 +95,12 @@ def render_frames(
                 poses = camera_path(rng, scene.free_zone, frames_per_scene)
             else:
                 poses = handheld_poses(rng, scene.size, scene.footprints, frames_per_scene)
+            far = LAYOUTS[layout].get('far_holes', (FAR_START, FAR_END))
             for pose in poses:
                 frame = renderer.render(pose)
-                depth = kinect_noise(frame.depth, frame.K, noise_rng) if noise else frame.depth
+                depth = (
+                    kinect_noise(frame.depth, frame.K, noise_rng, far) if noise else frame.depth
+                )
                 yield s, frame, depth
 
 

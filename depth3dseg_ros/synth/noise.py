@@ -35,13 +35,21 @@ def quantise_disparity(z: np.ndarray, fx: float, width: int) -> np.ndarray:
         return (f * BASELINE_M / disp).astype(np.float32)
 
 
-def kinect_noise(depth: np.ndarray, K: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def kinect_noise(
+    depth: np.ndarray,
+    K: np.ndarray,
+    rng: np.random.Generator,
+    far: tuple = (FAR_START, FAR_END),
+) -> np.ndarray:
     """Add Kinect-like noise and holes to an exact depth map.
 
     Args:
         depth: H×W float32 z-depth in metres (NaN = no surface).
         K: 3×3 intrinsics of the image (fx sets the disparity scale).
         rng: random generator (all draws come from it).
+        far: (start, end) m of the far dropout: a pixel is a hole with a probability rising from 0
+            at start to 1 at end (default 4–6 m; the 'nyu_large' layout uses 6–9 m, as NYU's and
+            TUM's raw Kinect frames reach 8 m).
     Returns:
         H×W float32 metres with NaN holes.
     Raises:
@@ -62,7 +70,7 @@ def kinect_noise(depth: np.ndarray, K: np.ndarray, rng: np.random.Generator) -> 
     noisy = quantise_disparity(noisy, float(K[0, 0]), w)
 
     holes = ~valid | (zf < MIN_RANGE)
-    far_p = np.clip((zf - FAR_START) / (FAR_END - FAR_START), 0.0, 1.0)
+    far_p = np.clip((zf - far[0]) / (far[1] - far[0]), 0.0, 1.0)
     holes |= rng.random((h, w)) < far_p
     # edges: a depth jump > 4 % between horizontal or vertical neighbours; the band left of a near
     # object (the projector sits to the right of the IR camera) is widened by a random 1–4 px

@@ -84,8 +84,12 @@ DEFAULTS: dict[str, Any] = {
     },
     'model': {
         'arch': {},
-        'mean': [0.485, 0.456, 0.406],
-        'std': [0.229, 0.224, 0.225],
+        # RGB normalisation (0..1 scale); null = the encoder's own (training.encoder_init)
+        'mean': None,
+        'std': None,
+        # 'imagenet': an encoder that has ImageNet weights (efficientnet_lite0) starts from them;
+        # null = random (training.encoder_init)
+        'encoder_init': 'imagenet',
         # white balance of the input before mean/std (core.colour_balance): 'none', 'grey_world',
         # or null = model.init's (none without model.init)
         'input_balance': None,
@@ -109,6 +113,8 @@ DEFAULTS: dict[str, Any] = {
         'warmup_steps': 100,
         'min_lr_ratio': 0.05,
         'grad_clip': 1.0,
+        # the 2D encoder's learning rate is lr times this (training.encoder_init.param_groups)
+        'encoder_lr_mult': 1.0,
     },
     'train': {
         'batch_size': 8,

@@ -14,6 +14,7 @@ from depth3dseg_ros.core.train_step import LossConfig
 from depth3dseg_ros.training.camera_aug import resolve_camera
 from depth3dseg_ros.training.class_mix import check_class_mix
 from depth3dseg_ros.training.config_checks import check_code_input
+from depth3dseg_ros.training.encoder_init import ENCODER_INIT
 from depth3dseg_ros.training.fda import resolve_fda
 from depth3dseg_ros.training.mixstyle import check_mixstyle
 from depth3dseg_ros.training.texture_rand import resolve_texture
@@ -145,15 +146,22 @@ def _model(cfg: dict) -> None:
             f'config model.code_encoder_init={cei!r} starts the geometry encoder of a colour '
             'model.init widened with model.arch code_input and code_stream true; set those too'
         )
+    if m['encoder_init'] not in ENCODER_INIT:
+        raise ValueError(
+            f"config model.encoder_init={m['encoder_init']!r} must be imagenet (the encoder's "
+            'ImageNet weights, where it has them) or null (random)'
+        )
     for key in ('mean', 'std'):
         v = m[key]
+        if v is None:  # the encoder's own (training.encoder_init.resolve_normalisation)
+            continue
         if (
             not isinstance(v, (list, tuple))
             or len(v) != 3
             or not all(isinstance(x, (int, float)) for x in v)
         ):
             raise ValueError(f'config model.{key}={v!r} must be 3 numbers (RGB, 0..1 scale)')
-    if any(x <= 0 for x in m['std']):
+    if m['std'] is not None and any(x <= 0 for x in m['std']):
         raise ValueError(f"config model.std={m['std']!r} must be > 0")
     if m['input_balance'] is not None:
         check_balance(m['input_balance'], 'config model.input_balance')
@@ -192,6 +200,7 @@ def _optim_train(cfg: dict) -> None:
     _num(cfg, 'optim.warmup_steps', 0, None, integer=True)
     _num(cfg, 'optim.min_lr_ratio', 0.0, 1.0)
     _num(cfg, 'optim.grad_clip', 0.0, None, allow_none=True)
+    _num(cfg, 'optim.encoder_lr_mult', 0.0, 10.0)
     t = cfg['train']
     _num(cfg, 'train.batch_size', 1, 4096, integer=True)
     _num(cfg, 'train.epochs', 1, 100000, integer=True)

@@ -149,6 +149,12 @@ def format_table(report: dict[str, Any], names: list[str]) -> str:
             f'{k} {f(report[k]).strip()}' for k in ('absrel', 'rmse', 'delta1', 'delta2', 'delta3')
         )
     )
+    rng = report.get('depth') or {}
+    if rng.get('p95_ratio') is not None:  # core.metrics.DepthMetrics: does it span the room?
+        lines.append(
+            f"depth range: 95th percentile {rng['p95_pred']:.2f} m predicted, "
+            f"{rng['p95_gt']:.2f} m measured (median over frames; ratio {rng['p95_ratio']:.2f})"
+        )
     fps = report.get('frames_per_s')
     wall = report.get('wall_frames_per_s')
     lines.append(

@@ -89,12 +89,13 @@ class MixStyleHook:
 
 def attach_mixstyle(model: nn.Module, cfg: Dict[str, Any] | None) -> List[Any]:
     """Register MixStyle hooks on the 2D encoder stages ``cfg['stages']`` of a ``Depth3DSeg``
-    (``model.net.encoder.stages``); cfg as returned by ``check_mixstyle`` (None: nothing).
-    Returns the hook handles (``handle.remove()`` detaches). Raises ValueError when the model has
-    no such stage."""
+    (``model.net.encoder.stages``; the blocks of an efficientnet_lite0 encoder); cfg as returned
+    by ``check_mixstyle`` (None: nothing). Returns the hook handles (``handle.remove()``
+    detaches). Raises ValueError when the model has no such stage."""
     if cfg is None:
         return []
-    stages = model.net.encoder.stages
+    enc = model.net.encoder  # mobilenet_v2: its 7 stages; efficientnet_lite0: its 16 blocks
+    stages = enc.stages if hasattr(enc, 'stages') else enc.blocks
     handles = []
     for s in cfg['stages']:
         if not 0 <= s < len(stages):

@@ -22,6 +22,7 @@ from depth3dseg_ros.bags.dataset_writer import check_label_range
 from depth3dseg_ros.core.model import Depth3DSeg, check_arch
 from depth3dseg_ros.core.train_step import LossConfig, make_weighting
 from depth3dseg_ros.training.class_mix import startup_line
+from depth3dseg_ros.training.encoder_init import init_encoder, param_groups, resolve_normalisation
 from depth3dseg_ros.training.mixstyle import attach_mixstyle
 from depth3dseg_ros.training.trainable import select_trainable
 from depth3dseg_ros.training.class_weights import resolve_class_weights
@@ -181,6 +182,7 @@ def setup_run(args: argparse.Namespace) -> Run:
     if cfg['model']['init'] and ckpt is None:
         init = load_init_model(cfg, classes)
         cfg = validate(cfg)
+    resolve_normalisation(cfg)  # null mean/std: the encoder's own (model.init's when given)
     if cfg['model']['input_balance'] is None:  # null without model.init: no white balance
         cfg['model']['input_balance'] = 'none'
     if cfg['model'].get('input') is None:  # null without model.init: a colour model
@@ -214,6 +216,10 @@ def setup_run(args: argparse.Namespace) -> Run:
     if cfg['loss']['class_weights'] is not None and rank == 0:
         print(f"loss.class_weights {dict(zip(classes.names, cfg['loss']['class_weights']))}")
     model = Depth3DSeg(**dict(cfg['model']['arch'], num_classes=len(classes)))
+    if init is None and ckpt is None:  # a new model: its encoder from ImageNet or random
+        line = init_encoder(model, cfg)
+        if rank == 0:
+            print(line)
     if init is not None:
         model.load_state_dict(init.state_dict())
         if rank == 0:
@@ -263,7 +269,7 @@ def setup_run(args: argparse.Namespace) -> Run:
                 file=sys.stderr,
                 flush=True,
             )
-    groups = [{'params': trainable}]
+    groups = param_groups(model, trainable, oc['lr'], oc['encoder_lr_mult'])
     if weighting is not None:
         weighting.to(device)
         groups.append({'params': list(weighting.parameters()), 'weight_decay': 0.0})
