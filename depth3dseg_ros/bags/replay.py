@@ -241,6 +241,23 @@ class Replayer:
                 return self.counts
 
 
+def bag_argument_problem(bag: str) -> str | None:
+    """Why the BAG argument cannot be replayed, in one line naming the argument, or None.
+
+    An empty (or blank) path is refused as such: ``Path('')`` is the current directory, which the
+    reader would search for a bag (issue 54: the README's ``"$(python -m depth3dseg_ros.samples
+    bag)"`` is empty when the sample data cannot be had). A path that does not exist: not found.
+    """
+    if not bag.strip():
+        return (
+            f'argument BAG is empty ({bag!r}): give a rosbag2 directory, .db3/.mcap file or ROS 1 '
+            '.bag (a "$(...)" that printed nothing, e.g. the sample data could not be had?)'
+        )
+    if not Path(bag).exists():
+        return f'argument BAG: bag {bag!r} not found'
+    return None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI of ``depth3dseg-replay``."""
     p = argparse.ArgumentParser(
@@ -323,8 +340,9 @@ def _main(argv: list[str] | None, stop: Any) -> int:
                 file=sys.stderr,
             )
             return 2
-    if not Path(args.bag).exists():
-        print(f'depth3dseg-replay: bag {args.bag!r} not found', file=sys.stderr)
+    problem = bag_argument_problem(args.bag)
+    if problem:
+        print(f'depth3dseg-replay: {problem}', file=sys.stderr)
         return 2
     rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
     node = rep = None
