@@ -89,10 +89,18 @@ def test_report_keys_and_ground_truth_at_network_size(ds_dir, model_file, tmp_pa
     table = (tmp_path / 'e' / 'report.txt').read_text()
     assert 'mIoU' in table and 'absrel' in table and 'with loading+metrics' in table
     assert table.strip() in capsys.readouterr().out
-    # grids: rgb | ground truth | prediction | depth, 4 frames per grid
+    # grids: rgb | ground truth | prediction | depth, 4 frames per grid, then the key: the depth
+    # colour bar (0 to the model's max depth) and the class legend (issue 54)
+    from depth3dseg_ros.core import visual
+    from depth3dseg_ros.core.modelfile import read_model_file
+
+    max_depth = read_model_file(model_file)['meta']['max_depth']
+    key = visual.colour_bar(4 * SIZE[0], max_depth)
     for g in range(2):
         img = cv2.imread(str(tmp_path / 'e' / f'grid_{g:03d}.png'))
-        assert img.shape == (4 * SIZE[1], 4 * SIZE[0], 3)
+        assert img.shape[1] == 4 * SIZE[0] and img.shape[0] > 4 * SIZE[1] + key.shape[0]
+        bar = img[4 * SIZE[1] + visual.GAP : 4 * SIZE[1] + visual.GAP + key.shape[0], :, ::-1]
+        assert (bar == key).all()  # the same colour bar as the demo's pictures
     assert rep['grids'] == 2
 
 

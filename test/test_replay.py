@@ -155,7 +155,8 @@ def test_replay_bad_topic_and_missing_bag_exit_2(tmp_path):
         ),
         ([str(bag), '--wait-subscribers', '-1'], '--wait-subscribers -1 must be a finite number'),
         ([str(bag), '--delay', 'nan'], '--delay nan must be a finite number >= 0'),
-        ([str(tmp_path / 'none')], 'not found'),
+        ([str(tmp_path / 'none')], 'argument BAG: bag'),
+        ([''], "argument BAG is empty ('')"),  # the README's $(...) when it printed nothing
     ):
         r = subprocess.run(
             [sys.executable, '-m', 'depth3dseg_ros.bags.replay', *args],

@@ -105,8 +105,23 @@ def test_unavailable_says_how_to_get_the_files(empty_env):
         fetch(NAME)
     msg = str(err.value)
     assert NAME in msg and fetch_mod.ENV_COPY in msg and 'internet' in msg
+    # one line, the exception's text once (issue 54: urllib3's chain, the URL and the inner
+    # exception's repr repeated: 'Max retries exceeded ... (Caused by NewConnectionError(...))')
+    assert '\n' not in msg and msg.count('Connection refused') == 1, msg
+    assert 'Max retries' not in msg and 'Caused by' not in msg and msg.count('127.0.0.1:9') == 1
     with pytest.raises(KeyError):
         fetch('unknown/file.png')
+
+
+def test_short_reason_follows_the_wrapped_cause_to_its_root():
+    inner = ConnectionRefusedError(111, 'Connection refused')
+    mid = OSError("HTTPConnection(host='h', port=9): Failed to establish a new connection")
+    mid.__cause__ = inner
+    outer = RuntimeError(mid)  # requests: the wrapped exception in args[0]
+    want = 'ConnectionRefusedError: [Errno 111] Connection refused'
+    assert fetch_mod.short_reason(outer) == want
+    long = ValueError('x' * 500)
+    assert len(fetch_mod.short_reason(long)) == fetch_mod.REASON_CHARS
 
 
 def test_cli_exits_2_with_one_line_when_unavailable(empty_env):

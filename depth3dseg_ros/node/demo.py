@@ -4,20 +4,25 @@
    NYU/TUM frames, fetched by URL + sha256 into a cache and built there on first use); offline,
    with neither a cache nor a local copy, it renders a synthetic bag on the spot instead and says
    so; a bag without the colour image and CameraInfo topics stops here (exit 2);
+   ``--out`` must be a new or empty folder, or one this demo made (its ``.depth3dseg-demo``
+   marker): what the demo wrote there before is cleared; anything else there is refused (exit 2);
 1. starts ``depth3dseg_node`` in a subprocess (the shipped model, or ``--model``), on its own
-   ROS_DOMAIN_ID unless one is set, with the LARGE_DATA transport (depth3dseg_ros.rosenv), and
-   beside it ``depth3dseg-replay`` (subprocess) for the bag's colour image and CameraInfo topics
-   (and the ground-truth depth and labels), which waits until the node subscribes its camera_info
-   (``--wait-for``): the first frame arrives about 2 s after the model has loaded, before the
-   node's 5 s "no input frame" warning;
-2. waits until the node has loaded the model (its transient-local ``~/classes`` message arrives);
-3. waits for the replay to finish;
+   ROS_DOMAIN_ID unless one is set, with the LARGE_DATA transport (depth3dseg_ros.rosenv);
+2. waits until the node has loaded the model (its transient-local ``~/classes`` message arrives)
+   and the recorder's subscriptions have matched the node's outputs;
+3. starts ``depth3dseg-replay`` (subprocess) for the bag's colour image and CameraInfo topics (and
+   the ground-truth depth and labels), which waits until the node subscribes its camera_info
+   (``--wait-for``) and is **paced by the node** (``--pace``): each image goes out once the node's
+   labels of the previous one arrived, so every frame of the bag comes out however slow or loaded
+   the machine (the node keeps its newest-frame behaviour; it is just never given two at once),
+   and the report's figures are the same from run to run; waits for the replay to finish;
 4. records every output in this process (reliable subscriptions, deep queues: nothing is lost
    here), plus the replayed input images (their arrival time is the input time for the latency);
-5. writes ``--out``: ``overlay/<n>.png`` and ``depth/<n>.png`` (colour map) per output frame,
-   ``cloud.ply`` (the last labelled cloud, invalid points left out), ``report.json`` and
-   ``report.md`` (frames in/out, fps, latency p50/p95, the node's per-stage timings from
-   /diagnostics).
+5. writes ``--out`` (node/demo_report.py): per frame the overlay and mask with the class legend,
+   the depth on one scale (0 to the model's max depth, colour bar in metres) and a side-by-side
+   panel; ``figures.json`` (the run-independent figures), ``report.json``, ``report.md`` and
+   ``index.html`` (frames in/out, accuracy against the bag's ground truth, rate, latency p50/p95,
+   the node's per-stage timings from /diagnostics), ``cloud.ply``.
 
 Every subprocess runs with a timeout; a missing model or bag stops with one clear line (exit 2).
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -54,8 +60,9 @@ from depth3dseg_ros.node.demo_record import (
     INFO_TOPIC,
     NODE,
     Recorder,
-    write_report,
 )
+from depth3dseg_ros.node.demo_out import model_max_depth, prepare_out
+from depth3dseg_ros.node.demo_report import write_report
 
 
 def _find(parts: tuple[str, ...], given: str | None, what: str) -> Path:
@@ -105,12 +112,21 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
     """Run steps 0-5 of the module docstring; returns the exit code. ``stop``: the process's signal
     handling (main installs it; a signal then raises StopRequested out of the loops, C40)."""
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     try:
         model = _find(('models', 'depth3dseg_nyu13.pt'), args.model, 'model file')
-        bag, note = (_find((), args.bag, 'bag'), '') if args.bag else default_bag(out)
+        bag = _find((), args.bag, 'bag') if args.bag else None
     except FileNotFoundError as err:
         print(f'depth3dseg-demo: {err}', file=sys.stderr)
+        return 2
+    refused = prepare_out(out)
+    if refused:
+        print(f'depth3dseg-demo: {refused}', file=sys.stderr)
+        return 2
+    bag, note = (bag, '') if bag is not None else default_bag(out)
+    try:
+        max_depth = model_max_depth(model)
+    except (OSError, ValueError, KeyError) as err:
+        print(f'depth3dseg-demo: model file {model}: {err}', file=sys.stderr)
         return 2
     from depth3dseg_ros.bags.reader import BagReader
 
@@ -132,9 +148,7 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
 
     node_log = open(out / 'node.log', 'w')
     node_cmd = [
-        sys.executable,
-        '-m',
-        'depth3dseg_ros.node.main',
+        *(shlex.split(args.node_command) or [sys.executable, '-m', 'depth3dseg_ros.node.main']),
         '--ros-args',
         '-r',
         f'__node:={NODE}',
@@ -162,9 +176,28 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
         ros = rclpy.create_node('depth3dseg_demo_recorder')
         rec = Recorder(ros, out)
         node = popen_tied(node_cmd, stdout=node_log, stderr=subprocess.STDOUT)
-        # the replay starts beside the node (its imports overlap the model's loading) and sends
-        # its first frame once the node subscribes: camera_info is the node's alone (the recorder
-        # reads the image topic too)
+        if stop is not None:
+            # raise_running: a signal raises StopRequested out of the loops
+            stop.set_phase(RUNNING)
+        end = time.monotonic() + args.startup_timeout
+        while (
+            (rec.classes is None or not rec.outputs_matched())
+            and time.monotonic() < end
+            and node.poll() is None
+        ):
+            rclpy.spin_once(ros, timeout_sec=0.1)
+        if rec.classes is None or not rec.outputs_matched():
+            node_log.flush()
+            print(
+                f'depth3dseg-demo: the node did not start (see {out / "node.log"}):\n'
+                + (out / 'node.log').read_text()[-2000:],
+                file=sys.stderr,
+            )
+            return 1
+        # the replay starts once the node has loaded and the recorder hears its outputs; it sends
+        # its first frame once the node subscribes (camera_info is the node's alone: the recorder
+        # reads the image topic too), then each next one once the node's labels of the previous
+        # one came back (--pace): no frame is dropped by a slow node, none is lost here
         replay = popen_tied(
             [
                 sys.executable,
@@ -179,27 +212,16 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
                 str(args.startup_timeout + 20),
                 '--wait-for',
                 INFO_TOPIC,
-                '--delay',
-                '1.0',
+                '--pace',
+                IMAGE_TOPIC,
+                f'/{NODE}/labels/image',
+                '--pace-timeout',
+                str(min(120.0, args.timeout)),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
-        if stop is not None:
-            # raise_running: a signal raises StopRequested out of the loops
-            stop.set_phase(RUNNING)
-        end = time.monotonic() + args.startup_timeout
-        while rec.classes is None and time.monotonic() < end and node.poll() is None:
-            rclpy.spin_once(ros, timeout_sec=0.1)
-        if rec.classes is None:
-            node_log.flush()
-            print(
-                f'depth3dseg-demo: the node did not start (see {out / "node.log"}):\n'
-                + (out / 'node.log').read_text()[-2000:],
-                file=sys.stderr,
-            )
-            return 1
         end = time.monotonic() + args.timeout
         while replay.poll() is None and time.monotonic() < end:
             rclpy.spin_once(ros, timeout_sec=0.05)
@@ -229,7 +251,7 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
             domain_id=os.environ.get('ROS_DOMAIN_ID'),
             replay=replay_out.strip().splitlines()[-1:],
         )
-        report = write_report(out, rec, info)
+        report = write_report(out, rec, info, max_depth)
         print(
             json.dumps(
                 {
@@ -299,6 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
         '--bag',
         default=None,
         help='bag (default: the real-camera sample bag, fetched and built on first use)',
+    )
+    p.add_argument(
+        '--node-command',
+        default='',
+        metavar='CMD',
+        help='the command that starts the node, before its --ros-args (default: this Python '
+        'with -m depth3dseg_ros.node.main); e.g. a wrapper script that profiles or slows it',
     )
     p.add_argument('--rate', type=_positive, default=1.0, help='replay time scale (> 0)')
     p.add_argument(

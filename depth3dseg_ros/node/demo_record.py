@@ -1,10 +1,9 @@
-"""``depth3dseg-demo``'s recorder and report: what the demo subscribes and what it writes.
+"""``depth3dseg-demo``'s recorder: what the demo subscribes and keeps.
 
 :class:`Recorder` subscribes the node's outputs and the replayed input in the demo process
-(reliable subscriptions, deep queues); :func:`ground_truth_metrics` scores the recorded label and
-depth images against the bag's ground-truth topics (core.metrics); :func:`write_report` writes
-``report.json`` and ``report.md`` plus the per-frame renders. ``node.demo`` runs the demo around
-them.
+(reliable subscriptions, deep queues) and keeps every frame's arrays; :func:`ground_truth_metrics`
+scores the recorded label and depth images against the bag's ground-truth topics (core.metrics).
+node/demo_report.py writes the report from them; ``node.demo`` runs the demo around both.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 
 NODE = 'depth3dseg'
@@ -42,37 +40,47 @@ class Recorder:
         self.diag: dict[str, str] = {}
         self.last_cloud: Any = None
         self.frame_ids: set[str] = set()
-        self.pred: dict[
-            int, dict[str, np.ndarray]
-        ] = {}  # stamp -> {'labels', 'depth'} (network size)
-        self.gt: dict[
-            int, dict[str, np.ndarray]
-        ] = {}  # stamp -> {'labels', 'depth'} (camera size)
+        self.rgb: dict[int, np.ndarray] = {}  # stamp -> the replayed camera image (RGB)
+        self.overlay: dict[int, np.ndarray] = {}  # stamp -> the node's overlay (RGB)
+        # stamp -> {'labels', 'depth'} (the node's output size)
+        self.pred: dict[int, dict[str, np.ndarray]] = {}
+        # stamp -> {'labels', 'depth'} (camera size)
+        self.gt: dict[int, dict[str, np.ndarray]] = {}
         rel = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
         latched = QoSProfile(
             depth=1,
             reliability=ReliabilityPolicy.RELIABLE,
             durability=DurabilityPolicy.TRANSIENT_LOCAL,
         )
+        self.outputs = [
+            node.create_subscription(Image, f'/{NODE}/overlay/image', self._on_overlay, rel),
+            node.create_subscription(Image, f'/{NODE}/depth/image', self._on_depth, rel),
+            node.create_subscription(Image, f'/{NODE}/labels/image', self._on_labels, rel),
+            node.create_subscription(PointCloud2, f'/{NODE}/points', self._on_points, rel),
+        ]
         node.create_subscription(Image, IMAGE_TOPIC, self._on_input, rel)
-        node.create_subscription(Image, f'/{NODE}/overlay/image', self._on_overlay, rel)
-        node.create_subscription(Image, f'/{NODE}/depth/image', self._on_depth, rel)
-        node.create_subscription(Image, f'/{NODE}/labels/image', self._on_labels, rel)
         node.create_subscription(Image, GT_DEPTH_TOPIC, lambda m: self._on_gt('depth', m), rel)
         node.create_subscription(Image, GT_LABELS_TOPIC, lambda m: self._on_gt('labels', m), rel)
-        node.create_subscription(PointCloud2, f'/{NODE}/points', self._on_points, rel)
         node.create_subscription(String, f'/{NODE}/classes', self._on_classes, latched)
         node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
-        for sub in ('overlay', 'depth'):
-            (out / sub).mkdir(parents=True, exist_ok=True)
+
+    def outputs_matched(self) -> bool:
+        """Whether each output subscription has matched the node's publisher (nothing the node
+        publishes from now on is lost to the recorder)."""
+        return all(sub.get_publisher_count() > 0 for sub in self.outputs)
 
     @staticmethod
     def _stamp(msg: Any) -> int:
         return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
 
     def _on_input(self, msg: Any) -> None:
+        from depth3dseg_ros.ros.image import to_rgb
+
+        t_arrival = time.monotonic()  # before the decoding: the input time of the latency
         self.counts['input'] += 1
-        self.t_in.setdefault(self._stamp(msg), time.monotonic())
+        t = self._stamp(msg)
+        self.t_in.setdefault(t, t_arrival)
+        self.rgb.setdefault(t, to_rgb(msg).copy())
 
     def _count(self, name: str, msg: Any) -> int:
         self.counts[name] += 1
@@ -100,23 +108,14 @@ class Recorder:
         from depth3dseg_ros.ros.image import imgmsg_to_cv2
 
         t = self._count('overlay', msg)
-        cv2.imwrite(
-            str(self.out / 'overlay' / f'{t}.png'),
-            cv2.cvtColor(imgmsg_to_cv2(msg), cv2.COLOR_RGB2BGR),
-        )
+        self.overlay[t] = imgmsg_to_cv2(msg).copy()
 
     def _on_depth(self, msg: Any) -> None:
         from depth3dseg_ros.core.depth import depth_to_meters
-        from depth3dseg_ros.core.imageops import colorize_depth
         from depth3dseg_ros.ros.image import imgmsg_to_cv2
 
         t = self._count('depth', msg)
-        depth = depth_to_meters(imgmsg_to_cv2(msg), msg.encoding)
-        self.pred.setdefault(t, {})['depth'] = depth
-        cv2.imwrite(
-            str(self.out / 'depth' / f'{t}.png'),
-            cv2.cvtColor(colorize_depth(depth), cv2.COLOR_RGB2BGR),
-        )
+        self.pred.setdefault(t, {})['depth'] = depth_to_meters(imgmsg_to_cv2(msg), msg.encoding)
 
     def _on_points(self, msg: Any) -> None:
         self._count('points', msg)
@@ -171,96 +170,3 @@ def ground_truth_metrics(rec: Recorder, num_classes: int, void_id: int) -> dict:
         'rmse_m': dep['rmse'],
         'delta1': dep['delta1'],
     }
-
-
-def write_report(out: Path, rec: Recorder, info: dict) -> dict:
-    """Write report.json, report.md and cloud.ply from the recorder; return the report dict."""
-    from depth3dseg_ros.ros.pointcloud2 import read_points, unpack_rgb, write_ply
-
-    lat = rec.latencies_ms()
-    outs = sorted(rec.t_out.values())
-    fps = (len(outs) - 1) / (outs[-1] - outs[0]) if len(outs) > 1 and outs[-1] > outs[0] else 0.0
-    n_ply = 0
-    if rec.last_cloud is not None:
-        pts = read_points(rec.last_cloud)
-        xyz = np.stack([pts['x'], pts['y'], pts['z']], axis=-1)
-        rgb = unpack_rgb(pts['rgb']) if 'rgb' in pts.dtype.names else None
-        n_ply = write_ply(
-            out / 'cloud.ply', xyz, rgb, pts['label'] if 'label' in pts.dtype.names else None
-        )
-    report = dict(
-        info,
-        frames_in=rec.counts['input'],
-        frames_out=len(rec.t_out),
-        outputs=rec.counts,
-        fps_out=round(fps, 2),
-        latency_ms_p50=round(float(np.percentile(lat, 50)), 1) if lat.size else None,
-        latency_ms_p95=round(float(np.percentile(lat, 95)), 1) if lat.size else None,
-        frame_ids=sorted(rec.frame_ids),
-        cloud_ply_points=n_ply,
-        classes=[c['name'] for c in rec.classes['classes']] if rec.classes else None,
-        ground_truth=ground_truth_metrics(
-            rec, len(rec.classes['classes']), rec.classes['void_id']
-        ),
-        node_diagnostics={k: v for k, v in rec.diag.items() if not k.startswith('age_')},
-        frames=[
-            {
-                'stamp_ns': t,
-                'latency_ms': (
-                    round((rec.t_out[t] - rec.t_in[t]) * 1e3, 1) if t in rec.t_in else None
-                ),
-                'overlay': f'overlay/{t}.png',
-                'depth': f'depth/{t}.png',
-            }
-            for t in sorted(rec.t_out)
-        ],
-    )
-    (out / 'report.json').write_text(json.dumps(report, indent=2))
-    lines = [
-        '# depth3dseg demo report',
-        '',
-        *([f"**{info['note']}**", ''] if info.get('note') else []),
-        f"Bag `{info['bag']}`, model `{info['model']}`, replay rate {info['rate']}.",
-        '',
-        '| quantity | value |',
-        '|---|---|',
-        f"| frames in (replayed images) | {report['frames_in']} |",
-        f"| frames out (stamps with outputs) | {report['frames_out']} |",
-        f"| output rate | {report['fps_out']} fps |",
-        f"| latency p50 / p95 (input arrival -> output arrival) | {report['latency_ms_p50']} / "
-        f"{report['latency_ms_p95']} ms |",
-        f"| outputs received | {rec.counts} |",
-        f"| output frame_id | {', '.join(report['frame_ids'])} |",
-        f"| cloud.ply points (last frame) | {n_ply} |",
-        '',
-        '## Against the bag\'s ground truth (processed frames, GT resized nearest to the output '
-        'size)',
-        '',
-        '| labelled frames | fused mIoU | fused pixel acc | depth frames | AbsRel | RMSE (m) '
-        '| δ1 |',
-        '|---|---|---|---|---|---|---|',
-        '| {labelled_frames} | {miou} | {pixel_acc} | {depth_frames} | {absrel} | {rmse_m} | '
-        '{delta1} |'.format(
-            **{
-                k: (f'{v:.3f}' if isinstance(v, float) else v)
-                for k, v in report['ground_truth'].items()
-            }
-        ),
-        '',
-        '## Node diagnostics (last /diagnostics)',
-        '',
-    ]
-    lines += [f'- {k}: {v}' for k, v in report['node_diagnostics'].items()]
-    lines += [
-        '',
-        '(frame age is left out: the replayed stamps are the recording time, not now; rate_hz and '
-        "input_rate_hz count the frames of the node's last 5 s, the idle end of the replay "
-        'included, so they read lower than the output rate above (over the replayed frames))',
-    ]
-    lines += [
-        '',
-        'Per frame: `overlay/<stamp_ns>.png`, `depth/<stamp_ns>.png` (turbo colour map, black = '
-        'no data).',
-    ]
-    (out / 'report.md').write_text('\n'.join(lines) + '\n')
-    return report

@@ -59,6 +59,21 @@ def age_is_valid(age_ms: float | None) -> bool:
     return age_ms is not None and AGE_MIN_S * 1e3 <= age_ms <= AGE_MAX_S * 1e3
 
 
+#: the frame-age value when every age of the window was ignored (clock mismatch: a bag's
+#: recording time against a node not on its /clock, a far-off clock)
+AGE_CLOCK_MISMATCH = 'n/a (clock mismatch)'
+
+
+def age_values(summary: dict, age_ignored: int) -> dict:
+    """``age_ms_p50`` / ``age_ms_p95`` of a ``StageStats.summary()`` as reported: the numbers
+    when ages were measured; else ``'n/a (clock mismatch)'`` when ages were ignored
+    (``age_ignored`` > 0), ``'n/a'`` before any frame. Never 0 ms for an age not measured."""
+    if summary.get('age_ms_p50') is not None:
+        return {k: summary[k] for k in ('age_ms_p50', 'age_ms_p95')}
+    text = AGE_CLOCK_MISMATCH if age_ignored > 0 else 'n/a'
+    return {'age_ms_p50': text, 'age_ms_p95': text}
+
+
 class AgeFilteredStats(StageStats):
     """``StageStats`` whose frame ages ignore implausible values (:func:`age_is_valid`), counting
     them in ``age_ignored``: one frame stamped 0 no longer makes p95 read 7e11 ms."""

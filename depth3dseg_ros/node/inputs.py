@@ -25,7 +25,7 @@ class InputHandling:
     """Mixin for the node: needs ``self.p``, ``self.sync`` (StampSync), ``self.slot``
     (CameraSlot), ``self.stats``, ``self._depths`` (StampBuffer or None) and
     ``self._measured_depth_topic()`` (node/steps), ``self._info_topic``,
-    ``self._warned`` (set) and ``self._last_error`` (dict)."""
+    ``self._warned``, ``self._jumps_logged`` (sets) and ``self._last_error`` (dict)."""
 
     # -- callbacks: cheap, never raise --------------------------------------------------------
     def _on_image(self, msg: Any) -> None:
@@ -49,13 +49,20 @@ class InputHandling:
             self.get_logger().error(f'camera_info callback: {err}', throttle_duration_sec=5.0)
 
     def _log_jump(self, jumps_before: int, which: str) -> None:
-        """One INFO line when the stamps went back (a bag played again or looped: ros/sync.py)."""
-        if self.sync.jumps != jumps_before:
-            self.get_logger().info(
-                f'{which} stamps went back {self.sync.last_jump_ns / 1e9:.3f} s (bag played again '
-                'or looped?): pairing starts again, CameraInfos stamped after that dropped',
-                throttle_duration_sec=1.0,
-            )
+        """A line when the stamps went back (a bag played again or looped: ros/sync.py): the
+        first jump of each kind (image, CameraInfo) at INFO, the next ones at DEBUG (a looped bag
+        jumps on every pass; /diagnostics' time_jumps counts them)."""
+        if self.sync.jumps == jumps_before:
+            return
+        text = (
+            f'{which} stamps went back {self.sync.last_jump_ns / 1e9:.3f} s (bag played again '
+            'or looped?): pairing starts again, CameraInfos stamped after that dropped'
+        )
+        if which in self._jumps_logged:
+            self.get_logger().debug(text)
+        else:
+            self._jumps_logged.add(which)
+            self.get_logger().info(text + ' (further jumps of this kind: DEBUG)')
 
     def _to_slot(self, pairs: list[Pair]) -> None:
         for pair in pairs:

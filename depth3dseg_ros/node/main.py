@@ -199,6 +199,7 @@ def _main(
     import rclpy
     from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import SingleThreadedExecutor
+    from depth3dseg_ros.node.logbridge import route_python_logging
     from rclpy.signals import SignalHandlerOptions
 
     if managed:
@@ -227,6 +228,7 @@ def _main(
             # DDS participant with it, which can deadlock (departure.py)
             print(f'{prog}: start-up failed: {err}', file=sys.stderr)
             return 2
+        route_python_logging(node.get_logger(), warnings=True)  # Python warnings too (issue 54)
         executor.add_node(node)
         spinner = threading.Thread(
             target=_spin, args=(executor, node, stop), name='depth3dseg-executor', daemon=True

@@ -73,6 +73,7 @@ from depth3dseg_ros.core.palette import load_palette
 from depth3dseg_ros.node.diagnostics import (
     ERROR,
     Counts,
+    age_values,
     format_value,
     no_input_hint,
 )
@@ -280,6 +281,7 @@ class NodePipeline(SetupSteps, InputHandling, RuntimeParameters):
                 age_ignored=self.stats.age_ignored,
                 **{f'camera_info_{k}': v for k, v in self.sync.counts.items()},
                 time_jumps=self.sync.jumps,
+                **age_values(s, self.stats.age_ignored),
             )
             rep = self._health.report(
                 time.monotonic(), counts, self.slot.last_put, self.slot.frame_id, extra=s

@@ -26,6 +26,7 @@ from std_msgs.msg import String
 from depth3dseg_ros.core.arch import DEFAULT_ARCH
 from depth3dseg_ros.core.palette import ClassPalette, load_palette
 from depth3dseg_ros.node.diagnostics import AgeFilteredStats, CameraSlot, Health
+from depth3dseg_ros.node.logbridge import route_python_logging
 from depth3dseg_ros.node.outputs import publisher_specs
 from depth3dseg_ros.node.params import NodeParams
 from depth3dseg_ros.node.rectify import Rectifier
@@ -48,6 +49,7 @@ class SetupSteps:
             Exception: whatever the model factory raises for a file it cannot load.
         """
         self.p = p
+        route_python_logging(self.get_logger())  # the core's log lines go through the node's
         model_file = resolve_model_file(p.model_file)
         self.seg = (segmenter_factory or default_segmenter)(p, model_file)
         self.classes = self.seg.classes  # the model's; the outputs use self.palette's
@@ -60,6 +62,7 @@ class SetupSteps:
         self.rectifier = Rectifier()  # undistort maps cached per CameraInfo (issue 14)
         self._last_error: dict[str, float] = {}
         self._warned: set[str] = set()
+        self._jumps_logged: set[str] = set()  # kinds of time jump logged at INFO (node/inputs.py)
         self.last_outputs: frozenset[str] | None = None  # keys the latest frame published
         return model_file
 

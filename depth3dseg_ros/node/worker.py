@@ -133,14 +133,15 @@ class StageStats:
 
     def summary(self) -> dict[str, float]:
         """``{<stage>_ms: mean, age_ms_p50, age_ms_p95, rate_hz, processed, skipped, refused,
-        publish_errors}``."""
+        publish_errors}``; the ages are None while no frame age was recorded."""
         with self._lock:
             out: dict[str, float] = {
                 f'{s}_ms': (float(np.mean(v)) if v else 0.0) for s, v in self._t.items()
             }
             ages = np.asarray(self._age) if self._age else np.zeros(0)
-            out['age_ms_p50'] = float(np.percentile(ages, 50)) if ages.size else 0.0
-            out['age_ms_p95'] = float(np.percentile(ages, 95)) if ages.size else 0.0
+            # no age measured (none yet, or every one ignored): None, never a made-up 0 ms
+            out['age_ms_p50'] = float(np.percentile(ages, 50)) if ages.size else None
+            out['age_ms_p95'] = float(np.percentile(ages, 95)) if ages.size else None
             done = list(self._done)
             out['rate_hz'] = (
                 ((len(done) - 1) / (done[-1] - done[0]))
@@ -156,11 +157,20 @@ class StageStats:
             return out
 
 
+def age_text(s: dict) -> str:
+    """The frame-age part of the summary line: ``age p50 12 ms p95 30 ms``; a value that is not a
+    number (``n/a (clock mismatch)``: node/diagnostics.age_values) is said as it is once."""
+    p50, p95 = s.get('age_ms_p50'), s.get('age_ms_p95')
+    if isinstance(p50, (int, float)) and isinstance(p95, (int, float)):
+        return f'age p50 {p50:.0f} ms p95 {p95:.0f} ms'
+    return f'age {p50 if isinstance(p50, str) else "n/a"}'
+
+
 def summary_line(s: dict) -> str:
     """The node's periodic log line from a ``StageStats.summary()`` completed with ``received`` and
     ``dropped``: rate, frame age, mean ms per stage and the frame counts."""
     return (
-        f"{s['rate_hz']:.1f} Hz, age p50 {s['age_ms_p50']:.0f} ms p95 {s['age_ms_p95']:.0f} ms, "
+        f"{s['rate_hz']:.1f} Hz, {age_text(s)}, "
         f"decode {s['decode_ms']:.1f} / inference {s['inference_ms']:.1f} / cloud "
         f"{s['cloud_ms']:.1f}"
         f" / publish {s['publish_ms']:.1f} ms, received {s['received']}, processed "

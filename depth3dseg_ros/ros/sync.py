@@ -45,6 +45,14 @@ stream starts a new timeline. The CameraInfos stamped after it belong to the old
 never be the right ones (a looped bag's last CameraInfo is "newer" than every image of its next
 pass): they are dropped, so the images of the new pass wait for and match their own (``jumps``
 counts these restarts). Images still waiting go out first, paired on the old timeline.
+Messages of the two topics travel apart, so around the jump a message of the old timeline can
+still arrive after the first one of the new (issue 54: a looped bag's last CameraInfo arriving
+after the first image of the next pass was paired with it, another camera size). Until the other
+topic's first message of the new timeline (at most ``GUARD_MESSAGES`` messages), a message of
+that topic stamped past the new timeline's newest stamp and nearer the old timeline's end is
+taken as one of the old timeline: such a CameraInfo is dropped (never the latest CameraInfo of
+the new timeline); such an image goes out at once with the old timeline's CameraInfo of its stamp
+(else that timeline's newest), never with one of the new timeline. ``old_timeline`` counts them.
 
 Pure Python, duck-typed: works on rclpy and rosbags messages alike (anything with
 ``header.stamp.sec`` / ``nanosec``). No rclpy import.
@@ -65,6 +73,7 @@ FAR = 'far'
 PASSED = 'passed'
 LATE = 'late'
 FIRST_LAG_LIMIT_NS = 1_000_000_000  # 'far' bound before two image stamps give the period
+GUARD_MESSAGES = 16  # messages after a time jump in which old-timeline stragglers are looked for
 PERIOD_WINDOW = 8  # image-stamp gaps kept for the period (their median)
 
 
@@ -134,6 +143,9 @@ class StampSync:
         self.counts = {MATCHED: 0, LATEST: 0, NONE: 0}
         self.jumps = 0  # times the stamps went back by more than the slop (a new timeline)
         self.last_jump_ns = 0  # how far the last one went back, ns
+        self.old_timeline = 0  # messages of the old timeline that arrived after a jump
+        self._other: deque = deque(maxlen=self._infos.maxlen)  # the old timeline's CameraInfos
+        self._guard: list | None = None  # [new timeline's newest, old one's newest, left, topic]
 
     def set_slop(self, slop: float) -> None:
         """Change the slop (s) from the next message on (run-time ``sync_slop``, C44). Raises
@@ -161,10 +173,12 @@ class StampSync:
     def add_info(self, info: Any) -> list[Pair]:
         """Add a CameraInfo; return the waiting images it releases (in arrival order)."""
         t_info = header_stamp_ns(info)
+        if self._from_old_timeline(t_info, 'info'):  # a straggler of the timeline before the jump
+            return []
         out: list[Pair] = []
         newest = self._newest_info_ns()
         if newest is not None and t_info < newest - self.slop_ns:  # the CameraInfo clock went back
-            out += self._new_timeline(t_info, newest)
+            out += self._new_timeline(t_info, newest, 'image')
             self._last_image_ns = None
         ref = header_stamp_ns(self._images[0]) if self._images else self._last_image_ns
         if ref is None or t_info >= ref - self.slop_ns:
@@ -188,13 +202,21 @@ class StampSync:
         ``queue_size`` images) instead of releasing the image without one.
         """
         t = header_stamp_ns(image)
+        if self._from_old_timeline(t, 'image'):  # a straggler of the timeline before the jump
+            info, dt = self._closest(t, self._other)
+            if info is not None and dt <= self.slop_ns:
+                return [self._emit(image, info, MATCHED, dt)]
+            if self._other:
+                info = self._other[-1]
+                return [self._emit(image, info, LATEST, abs(header_stamp_ns(info) - t), LATE)]
+            return [self._emit(image, None, NONE, 0)]
         if self._prev_image_ns is not None and t > self._prev_image_ns:
             self._gaps.append(t - self._prev_image_ns)
         self._prev_image_ns = t
         out: list[Pair] = []
         back = self._last_image_ns is not None and t < self._last_image_ns - self.slop_ns
         if back and self._infos:  # the image clock went back: a new timeline
-            out += self._new_timeline(t, self._last_image_ns)
+            out += self._new_timeline(t, self._last_image_ns, 'info')
             info_expected = True  # its CameraInfo is on its way, as on the old timeline
         if not self._infos:
             self._images.append(image)
@@ -227,14 +249,19 @@ class StampSync:
         """The newest CameraInfo stamp kept (ns), or None when none is."""
         return max((header_stamp_ns(i) for i in self._infos), default=None)
 
-    def _new_timeline(self, t_ns: int, before_ns: int) -> list[Pair]:
+    def _new_timeline(self, t_ns: int, before_ns: int, other: str) -> list[Pair]:
         """Stamps went back from ``before_ns`` to ``t_ns``: release the images still waiting,
         paired on the old timeline (returned, in arrival order); then drop the CameraInfos stamped
-        after ``t_ns + slop`` (the old timeline's) and the stream state learnt from them."""
+        after ``t_ns + slop`` (the old timeline's: kept apart for a straggling image) and the
+        stream state learnt from them. ``other``: the topic ('image' or 'info') that has not gone
+        back yet, whose next messages may still be the old timeline's."""
         out = []
         while self._images:
             out.append(self._decide(self._images.popleft(), superseded=True))
         keep = [i for i in self._infos if header_stamp_ns(i) <= t_ns + self.slop_ns]
+        self._other.clear()  # the old timeline's, for its stragglers
+        self._other.extend(i for i in self._infos if header_stamp_ns(i) > t_ns + self.slop_ns)
+        self._guard = [t_ns, before_ns, GUARD_MESSAGES, other]
         self._infos.clear()
         self._infos.extend(keep)
         self.stale, self._late_in_a_row = False, 0
@@ -242,9 +269,35 @@ class StampSync:
         self.last_jump_ns = before_ns - t_ns
         return out
 
-    def _closest(self, t_ns: int) -> tuple[Any | None, int]:
+    def _from_old_timeline(self, t_ns: int, topic: str) -> bool:
+        """Whether a message of ``topic`` ('image' or 'info') stamped ``t_ns`` is a straggler of
+        the timeline before the last jump (module docstring): the topic that had not gone back
+        yet, stamped past the new timeline's newest stamp (by more than the slop) and nearer the
+        old timeline's newest. The look-out ends with that topic's first message of the new
+        timeline, after ``GUARD_MESSAGES`` messages, or once the new timeline has caught up with
+        the old one."""
+        g = self._guard
+        if g is None:
+            return False
+        new_ns, old_ns, left, other = g
+        if left <= 0 or new_ns >= old_ns - self.slop_ns:
+            self._guard = None
+            self._other.clear()
+            return False
+        g[2] -= 1
+        if topic == other:
+            if t_ns > new_ns + self.slop_ns and old_ns - t_ns < t_ns - new_ns:
+                self.old_timeline += 1
+                return True
+            self._guard = None  # this topic is on the new timeline too
+            self._other.clear()
+            return False
+        g[0] = max(new_ns, t_ns)
+        return False
+
+    def _closest(self, t_ns: int, infos: Any = None) -> tuple[Any | None, int]:
         best, best_dt = None, None
-        for info in self._infos:
+        for info in self._infos if infos is None else infos:
             dt = abs(header_stamp_ns(info) - t_ns)
             if best_dt is None or dt < best_dt:
                 best, best_dt = info, dt

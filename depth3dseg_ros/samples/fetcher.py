@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -93,8 +94,40 @@ def _download(name: str, dst: Path, sha: str) -> None:
     except Exception as err:  # network errors come from requests/urllib3 in many classes
         raise SampleDataUnavailable(
             f'sample file {name} not available: download from {url} failed '
-            f'({type(err).__name__}: {err}); {HOW_TO}'
+            f'({short_reason(err)}); {HOW_TO}'
         ) from None
+
+
+#: how long the reason of a failed download may be in the one-line message
+REASON_CHARS = 160
+
+
+def short_reason(err: BaseException) -> str:
+    """The root cause of a failed download as ``Type: text``, one line, at most
+    :data:`REASON_CHARS` characters, said once (issue 54).
+
+    requests and urllib3 wrap the cause several times over, each wrapper's text repeating the
+    URL and the inner exception's (``ConnectionError: HTTPConnectionPool(...): Max retries
+    exceeded with url: ... (Caused by NewConnectionError(...))``): the innermost exception is
+    followed through ``reason`` (urllib3), an exception in ``args[0]`` (requests),
+    ``__cause__`` and ``__context__``, and the connection's repr in front of its text is
+    dropped (the URL is in the message already).
+    """
+    seen = {id(err)}
+    while True:
+        nxt = getattr(err, 'reason', None)
+        if not isinstance(nxt, BaseException):
+            first = err.args[0] if err.args else None
+            nxt = first if isinstance(first, BaseException) else None
+        nxt = nxt or err.__cause__ or err.__context__
+        if nxt is None or id(nxt) in seen:
+            break
+        seen.add(id(nxt))
+        err = nxt
+    text = ' '.join(str(err).split())
+    text = re.sub(r'^<?[\w.]*Connection(Pool)?\b[^:]*?\): ', '', text)  # 'HTTPConnection(...): '
+    reason = f'{type(err).__name__}: {text}' if text else type(err).__name__
+    return reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 1] + '…'
 
 
 def fetch(name: str) -> Path:

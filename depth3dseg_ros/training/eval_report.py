@@ -14,7 +14,8 @@ import torch
 from depth3dseg_ros.core.arch import DEFAULT_ARCH
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.fusion import source_labels
-from depth3dseg_ros.core.imageops import colorize_depth, colorize_labels
+from depth3dseg_ros.core import visual
+from depth3dseg_ros.core.imageops import colorize_labels
 from depth3dseg_ros.core.late_fusion import forward_rgbd
 from depth3dseg_ros.training.dataset import FrameDataset
 
@@ -45,8 +46,10 @@ def sample_grid(
     geometry: Any = None,
 ) -> np.ndarray:
     """Rows of rgb | ground-truth labels | fused predicted labels | predicted depth for frames
-    ``start..start+n-1`` of ``dataset``; returns an H'×W'×3 uint8 RGB image (ground truth of frames
-    without labels is all void). ``measured_depth``, ``geometry`` (a
+    ``start..start+n-1`` of ``dataset``, and under them the key: the depth colour bar (0 to the
+    model's max depth, metres: the scale of every depth picture, core/visual.py) and the class
+    legend; returns an H'×W'×3 uint8 RGB image (ground truth of frames without labels is all
+    void). ``measured_depth``, ``geometry`` (a
     core.late_fusion.GeometryBranch): the labels as depth3dseg-eval scores them with those options
     (core.late_fusion.forward_rgbd)."""
     was_training = model.training
@@ -64,6 +67,7 @@ def sample_grid(
         out['seg2d'], out['seg3d'], out['valid'], 'fused', classes.void_id, w3d=w3d
     )
     pred = pred.cpu().numpy()
+    max_depth = arch.get('max_depth') or DEFAULT_ARCH['max_depth']
     rows = []
     for k, b in enumerate(items):
         depth = out['depth'][k, 0].float().cpu().numpy()
@@ -73,12 +77,24 @@ def sample_grid(
                     denormalize(b['rgb'], dataset.mean, dataset.std),
                     colorize_labels(b['labels'].numpy(), classes.colors),
                     colorize_labels(pred[k], classes.colors),
-                    colorize_depth(depth, 0.0, arch.get('max_depth')),
+                    visual.depth_on_scale(depth, max_depth),
                 ],
                 axis=1,
             )
         )
-    return np.concatenate(rows, axis=0)
+    grid = np.concatenate(rows, axis=0)
+    return grid_key(grid, max_depth, classes)
+
+
+def grid_key(grid: np.ndarray, max_depth: float, classes: ClassSet) -> np.ndarray:
+    """``grid`` (H×W×3 uint8 RGB) with the depth colour bar (0..``max_depth`` m) and the class
+    legend of ``classes`` under it, as wide as the grid."""
+    w = grid.shape[1]
+    key = [
+        visual.colour_bar(min(max(w, 64), 640), max_depth),
+        visual.legend(classes.names, classes.colors, w),
+    ]
+    return visual.stack([grid, *key], max(w, key[0].shape[1]))
 
 
 def confusion_lines(confusion: list[list[int]], names: list[str]) -> list[str]:
