@@ -75,6 +75,7 @@ SLOW_MODULES = {
     'test_core_purity',
     'test_cutoff_recordings',
     'test_cutoff_splits',
+    'test_decode_bombs',
     'test_demo',
     'test_departure',
     'test_eval_cli',

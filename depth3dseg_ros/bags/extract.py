@@ -7,7 +7,7 @@ Usage::
         [--rgb-topic T] [--depth-topic T] [--camera-info-topic T]
         [--labels-topic T]   ('' disables)
         [--tolerance-ms 20] [--typestore ros2_kilted] [--every N] [--max-frames N] [--png-level 0]
-        [--png-strategy rle] [--workers N]
+        [--png-strategy rle] [--workers N] [--max-image-pixels N]
         [--classes classes.yaml] [--depth-scale 0.001] [--use-rectified] [--out-of-range-labels
         void|refuse] [--allow-missing depth,labels] [-q] [--no-progress]
 
@@ -39,6 +39,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
+
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES, DatasetWriter
 from depth3dseg_ros.bags.extract_bag import BagJob, extract_bag
 from depth3dseg_ros.bags.frames import (
@@ -55,6 +56,7 @@ from depth3dseg_ros.bags.extract_config import (
     load_extract_config,
 )
 from depth3dseg_ros.bags.progress import show_progress
+from depth3dseg_ros.bags.report import format_report, refused_image_lines  # noqa: F401 - API
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, detect_format
 from depth3dseg_ros.bags.topic_check import ALLOWABLE, MissingTopics, check_topics
 from depth3dseg_ros.core.classes import NYU13, ClassSet
@@ -99,40 +101,6 @@ def bag_names(paths: Sequence[Path]) -> List[str]:
             name, k = f'{base}_{k}', k + 1
         out.append(name)
     return out
-
-
-def format_report(report: Dict[str, Any]) -> str:
-    """Human-readable per-bag, per-topic table of read / used / skipped (reasons)."""
-    lines = []
-    for bag, rec in report.items():
-        lines.append(
-            f'bag {bag} [{rec["format"]}]: {rec["frames_written"]} frames written, '
-            f'{rec["frames_present"]} already present'
-        )
-        lines.append(
-            f'  {"topic":<42} {"type":<32} {"role":<11} {"read":>6} {"used":>6} '
-            f'{"skipped":>7}  reasons'
-        )
-        for t in rec['topics']:
-            reasons = ', '.join(f'{k}: {v}' for k, v in t['reasons'].items())
-            lines.append(
-                f'  {t["topic"]:<42} {t["type"]:<32} {t["role"] or "-":<11} {t["read"]:>6} '
-                f'{t["used"]:>6} {t["skipped"]:>7}  {reasons}'
-            )
-        for role in rec.get('missing_roles', []):
-            lines.append(f'  (no {role} topic {rec["topics_requested"][role]!r} in this bag)')
-        oor = rec.get('labels_out_of_range') or {}
-        if oor.get('frames'):
-            what = (
-                f'mapped to void {oor["void_id"]}' if oor['policy'] == 'void' else 'frames refused'
-            )
-            lines.append(
-                f'  label ids outside the class set 0..{oor["num_classes"] - 1}: ids '
-                f'{oor["ids"]}, '
-                f'{oor["pixels"]} px in {oor["frames"]} frames, {what} (--out-of-range-labels '
-                f'{oor["policy"]})'
-            )
-    return '\n'.join(lines)
 
 
 def extract(
@@ -259,6 +227,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f'zlib strategy (default {d.png_strategy})',
     )
     p.add_argument('--workers', type=int, help='PNG encoding threads (default min(4, CPUs))')
+    p.add_argument(
+        '--max-image-pixels',
+        type=int,
+        metavar='N',
+        help='image messages declaring more pixels are refused before decoding and counted as '
+        f'skipped (default {d.max_image_pixels} = 8192x8192, the node\'s max_image_pixels)',
+    )
     p.add_argument('--classes', help='class set YAML (default NYU13)')
     p.add_argument(
         '--depth-scale', type=float, help='metres per unit of 16UC1 depth (default 0.001)'
@@ -349,6 +324,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.quiet:
         print(format_report(report))
         print(f'config: {asdict(cfg)}')
+    for line in refused_image_lines(report, 'depth3dseg-extract'):  # frames lost: even with -q
+        print(line, file=sys.stderr)
     for (
         name,
         rep,

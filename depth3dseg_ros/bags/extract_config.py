@@ -20,6 +20,7 @@ from depth3dseg_ros.bags.label_policy import LABEL_POLICIES
 from depth3dseg_ros.bags.pairing import DEFAULT_TOLERANCE_NS
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, resolve_typestore
 from depth3dseg_ros.bags.topic_check import ALLOWABLE, parse_allow_missing, split_roles
+from depth3dseg_ros.core.image_decode import DEFAULT_MAX_PIXELS
 
 #: Topic names of common camera drivers (role -> topic). 'depth3dseg' is the package's synthetic
 #: bags.
@@ -75,6 +76,9 @@ class ExtractConfig:
             ``depth3dseg-eval --bag``) skips the check: missing roles are only reported
             (``missing_roles``). The ``depth3dseg-extract`` CLI always checks (``[]`` unless
             ``--allow-missing`` or the YAML key says otherwise).
+        max_image_pixels: an image message declaring more pixels (a compressed image's header,
+            an Image's width × height) is refused before it is decoded and counted as skipped
+            (``over max_image_pixels``), as the node's parameter of that name does (issue 55).
     """
 
     rgb_topic: Optional[str] = PRESETS['depth3dseg']['rgb']
@@ -93,6 +97,7 @@ class ExtractConfig:
     workers: int = min(4, os.cpu_count() or 1)
     out_of_range_labels: str = 'void'
     allow_missing: Optional[List[str]] = None
+    max_image_pixels: int = DEFAULT_MAX_PIXELS
 
     def topics(self) -> Dict[str, Optional[str]]:
         """role -> topic (None when disabled)."""
@@ -136,6 +141,7 @@ BOUNDS: Dict[str, Tuple[bool, Callable[[float], bool], str]] = {
     'png_level': (True, lambda v: 0 <= v <= 9, 'in 0..9'),
     'workers': (True, lambda v: v >= 1, '>= 1'),
     'depth_scale': (False, lambda v: v > 0, '> 0 (metres per unit of 16UC1 depth)'),
+    'max_image_pixels': (True, lambda v: v >= 1, '>= 1'),
 }
 #: the settings of BOUNDS whose default is None (no limit; millimetres)
 NONE_ALLOWED = ('max_frames', 'depth_scale')
