@@ -37,9 +37,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-import yaml
-
-
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES, DatasetWriter
 from depth3dseg_ros.bags.extract_bag import BagJob, extract_bag
 from depth3dseg_ros.bags.frames import (
@@ -52,6 +49,7 @@ from depth3dseg_ros.bags.label_policy import LABEL_POLICIES
 from depth3dseg_ros.bags.extract_config import (
     PRESETS,
     ExtractConfig,
+    config_error_line,
     flag_problem,
     load_extract_config,
 )
@@ -284,8 +282,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     range, named as typed: bags.extract_config.flag_problem), an output path that is a file or
     cannot be created, a config or bag path that does not exist, or a requested topic missing
     from a bag (:class:`MissingTopics`); one error line. Flags and the output path are checked
-    before any file is read or written. A bad value in the ``--config`` YAML, or a file that is
-    not YAML, is exit 2 too (named by the file and its key)."""
+    before any file is read or written. A bad value in the ``--config`` YAML, or a ``--config`` or
+    ``--classes`` file that does not parse (one line: the option, file, line, column; read by
+    core.yamlfile before any bag), is exit 2 too."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
@@ -304,12 +303,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     }
     try:
         cfg = load_extract_config(args.config, args.preset, overrides)
-    except FileNotFoundError as err:  # --config names no file
-        print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
+    except (ValueError, OSError) as err:  # the YAML file (core.yamlfile) or one of its values
+        line = config_error_line(err, '--config', args.config)
+        print(f'depth3dseg-extract: error: {line}', file=sys.stderr)
         return 2
-    except (ValueError, OSError, yaml.YAMLError) as err:  # the YAML file or one of its values
-        where = f'--config {args.config}: ' if args.config and args.config not in str(err) else ''
-        print(f'depth3dseg-extract: error: {where}{err}'.replace('\n', ' '), file=sys.stderr)
+    try:  # read before any bag: a bad classes file is one line naming it
+        if cfg.classes:
+            ClassSet.from_yaml(cfg.classes)
+    except (ValueError, OSError) as err:
+        option = '--classes' if args.classes else f'classes (in --config {args.config})'
+        print(f'depth3dseg-extract: error: {option} {" ".join(str(err).split())}', file=sys.stderr)
         return 2
     if cfg.allow_missing is None:  # the CLI always checks the requested topics (issue 15)
         cfg.allow_missing = []

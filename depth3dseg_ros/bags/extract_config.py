@@ -9,10 +9,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
-
-import yaml
 
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES
 from depth3dseg_ros.bags.frames import ROLES
@@ -21,6 +18,7 @@ from depth3dseg_ros.bags.pairing import DEFAULT_TOLERANCE_NS
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, resolve_typestore
 from depth3dseg_ros.bags.topic_check import ALLOWABLE, parse_allow_missing, split_roles
 from depth3dseg_ros.core.image_decode import DEFAULT_MAX_PIXELS
+from depth3dseg_ros.core.yamlfile import load_yaml_file
 
 #: Topic names of common camera drivers (role -> topic). 'depth3dseg' is the package's synthetic
 #: bags.
@@ -179,7 +177,7 @@ def load_extract_config(
         for role, topic in PRESETS[preset].items():
             setattr(cfg, f'{role}_topic', topic)
     if path:
-        data = yaml.safe_load(Path(path).read_text(encoding='utf-8')) or {}
+        data = load_yaml_file(path) or {}  # one-line parse errors (core.yamlfile)
         if not isinstance(data, dict):
             raise ValueError(f'{path}: expected a mapping of extract settings')
         if 'preset' in data:
@@ -199,6 +197,17 @@ def load_extract_config(
             setattr(cfg, key, value)
     cfg.validate()
     return cfg
+
+
+def config_error_line(err: Exception, option: str, path: Optional[str]) -> str:
+    """The one line for an error of :func:`load_extract_config` in a CLI, naming the option that
+    gave the YAML file (``--config extract.yaml:3:1: not valid YAML: ...``, ``--extract-config
+    x.yaml: every=0 must be >= 1``); errors not from the file (a bad preset) are left as they
+    are."""
+    text = ' '.join(str(err).split())
+    if not path or text.startswith('preset='):
+        return text
+    return f'{option} {text}' if path in text else f'{option} {path}: {text}'
 
 
 def flag_problem(values: Mapping[str, Any], flags: Mapping[str, str]) -> Optional[str]:
