@@ -69,6 +69,7 @@ SLOW_MODULES = {
     'test_bad_input_files',
     'test_bags_reader',
     'test_c34_resume',
+    'test_cli_bad_input',
     'test_core_inference',
     'test_core_overfit',
     'test_diagnostics',

@@ -56,7 +56,7 @@ from depth3dseg_ros.bags.extract_config import (
 from depth3dseg_ros.bags.progress import show_progress
 from depth3dseg_ros.bags.report import format_report, refused_image_lines  # noqa: F401 - API
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, detect_format
-from depth3dseg_ros.bags.topic_check import ALLOWABLE, MissingTopics, check_topics
+from depth3dseg_ros.bags.topic_check import ALLOWABLE, check_topics
 from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.dataset_format import complete_index_bytes
 
@@ -277,14 +277,17 @@ def _storage_errors() -> tuple:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Console entry point; returns 0 on success, 1 on an extraction error (a corrupt or
-    unsupported bag, a failed write), 2 on a user error: bad arguments (a flag's value out of
-    range, named as typed: bags.extract_config.flag_problem), an output path that is a file or
-    cannot be created, a config or bag path that does not exist, or a requested topic missing
-    from a bag (:class:`MissingTopics`); one error line. Flags and the output path are checked
-    before any file is read or written. A bad value in the ``--config`` YAML, or a ``--config`` or
-    ``--classes`` file that does not parse (one line: the option, file, line, column; read by
-    core.yamlfile before any bag), is exit 2 too."""
+    """Console entry point; returns 0 on success, 2 on bad input, 1 when the run fails for
+    another reason (a failed write, a fault of the extractor); one error line either way
+    (docs/extraction.md, "Exit codes").
+
+    Bad input: bad arguments (a flag's value out of range, named as typed:
+    bags.extract_config.flag_problem), an output path that is a file or cannot be created, a
+    ``--config`` or ``--classes`` file that is missing, does not parse (file, line, column:
+    core.yamlfile) or holds a bad value, and a bag that does not exist, is an empty directory,
+    is not a bag, cannot be opened or read (unsupported, cut off, damaged) or lacks a requested
+    topic (:class:`MissingTopics`). Flags, the output path and the YAML files are checked before
+    any bag is read or anything written."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
@@ -318,11 +321,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cfg.allow_missing = []
     try:
         report = extract(args.bags, args.output, cfg, progress=show_progress(args.no_progress))
-    except (MissingTopics, FileNotFoundError, OutputDirError) as err:
-        print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
+    except (ValueError, FileNotFoundError, *_storage_errors()) as err:  # the bags: bad input
+        print(f'depth3dseg-extract: error: {" ".join(str(err).split())}', file=sys.stderr)
         return 2
-    except (ValueError, RuntimeError, OSError, *_storage_errors()) as err:  # unreadable bag
-        print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
+    except (RuntimeError, OSError) as err:  # a failed write, or a fault of the extractor
+        print(f'depth3dseg-extract: error: {" ".join(str(err).split())}', file=sys.stderr)
         return 1
     if not args.quiet:
         print(format_report(report))

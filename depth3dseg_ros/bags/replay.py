@@ -400,7 +400,7 @@ def _main(argv: list[str] | None, stop: Any) -> int:
                 'an MCAP bag like this one with the damaged chunks skipped)',
                 file=sys.stderr,
             )
-            return 1
+            return 2  # bad input, as every CLI (docs/extraction.md "Exit codes")
         if args.qos == 'reliable':
             rep.wait_for_acks()
         print('depth3dseg-replay: published ' + ', '.join(f'{t}={n}' for t, n in counts.items()))
