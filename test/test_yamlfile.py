@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from depth3dseg_ros.bags.sniff import detect_format
 from depth3dseg_ros.bags.extract_config import config_error_line, load_extract_config
 from depth3dseg_ros.core.classes import ClassSet
 from depth3dseg_ros.core.palette import load_palette
@@ -89,3 +90,16 @@ def test_every_loader_behind_an_option_gives_the_same_line(tmp_path):
     assert config_error_line(err.value, '--extract-config', str(bad)).startswith(
         f'--extract-config {bad}:3:1: not valid YAML'
     )
+
+
+def test_a_bag_directory_metadata_yaml_that_does_not_parse_is_one_line(tmp_path):
+    """A bag's metadata.yaml is read first by bags.sniff.detect_format, for every command that
+    opens a bag (extract, eval/calibrate --bag, replay, demo): one line, not a traceback."""
+    bag = tmp_path / 'rec'
+    bag.mkdir()
+    (bag / 'metadata.yaml').write_text('rosbag2_bagfile_information: [1,\n')
+    with pytest.raises(YamlFileError, match=r'rec/metadata.yaml:2:1: not valid YAML: '):
+        detect_format(bag)
+    (bag / 'metadata.yaml').write_text('- 1\n')
+    with pytest.raises(ValueError, match='not a rosbag2 metadata.yaml'):
+        detect_format(bag)

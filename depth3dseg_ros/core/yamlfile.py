@@ -1,7 +1,8 @@
 """The one loader of YAML files a user names (issue 55): every command-line option and parameter
 that takes a YAML file reads it here (depth3dseg-train --config and ``--set data.classes=FILE``,
 depth3dseg-extract --config and --classes, depth3dseg-eval / depth3dseg-calibrate
---extract-config, the node's ``--params-file`` and ``class_palette_file``).
+--extract-config, the node's ``--params-file`` and ``class_palette_file``), and a bag directory's
+``metadata.yaml`` (bags.sniff reads it first, for every command that opens a bag).
 
 A file that does not parse is one line: the file, the line and column (1-based, as editors count)
 and the parser's short reason, e.g. ``bad.yaml:3:1: not valid YAML: expected ',' or ']', but got
@@ -57,9 +58,10 @@ def yaml_error_text(err: yaml.YAMLError) -> tuple[str, int | None, int | None]:
     return reason, mark.line + 1, mark.column + 1
 
 
-def load_yaml_file(path: str | Path) -> Any:
+def load_yaml_file(path: str | Path, loader: Any = None) -> Any:
     """The data of the YAML file at ``path`` (``yaml.safe_load``: plain data only; an empty file
-    is None).
+    is None). ``loader``: another safe loader class (e.g. the C ``CSafeLoader``), default
+    ``yaml.SafeLoader``.
 
     Raises:
         FileNotFoundError: no file at ``path`` (``<path>: no such file``).
@@ -81,7 +83,7 @@ def load_yaml_file(path: str | Path) -> Any:
     except OSError as err:
         raise YamlFileError(f'{name}: cannot be read ({err.strerror or err})', name) from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=loader or yaml.SafeLoader)
     except yaml.YAMLError as err:
         reason, line, column = yaml_error_text(err)
         where = '' if line is None else f':{line}:{column}'
