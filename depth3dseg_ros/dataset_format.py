@@ -141,7 +141,7 @@ def check_label_range(
             the first such file and what to do (re-extract: ids outside the class set are mapped to
             void by default); or a label PNG that cannot be read.
     """
-    import cv2  # here: reading an index needs no OpenCV
+    from depth3dseg_ros.core.image_decode import read_image_file  # reading an index needs no cv2
 
     n = len(classes)
     labelled = [r for r in records if r.get('labels')]
@@ -149,7 +149,7 @@ def check_label_range(
 
     def top(r: Mapping[str, Any]) -> int:
         path = Path(r.get('dir', '.')) / r['labels']
-        img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+        img = read_image_file(path)
         if img is None:
             raise ValueError(f'label image {path} is missing or unreadable')
         return int(img.max()) if img.size else 0

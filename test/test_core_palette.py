@@ -161,8 +161,12 @@ def test_load_palette_file_errors_name_the_parameter_and_path(tmp_path):
         load_palette('/nope.yaml', NYU13)
     bad = tmp_path / 'bad.yaml'
     bad.write_text('groups: [unclosed\n')
-    with pytest.raises(ValueError, match='cannot read it'):
+    with pytest.raises(ValueError) as err:  # one line: file, line, column, reason (issue 55)
         load_palette(bad, NYU13)
+    assert str(err.value) == (
+        f"class_palette_file: {bad}:2:1: not valid YAML: expected ',' or ']', but got "
+        "'<stream end>' (while parsing a flow sequence started at line 1, column 9)"
+    )
     good = tmp_path / 'good.yaml'
     good.write_text(yaml.safe_dump({'colors': {'tv': [1, 2, 3]}}))
     assert load_palette(str(good), NYU13).colors[11].tolist() == [1, 2, 3]

@@ -232,7 +232,7 @@ def _unindex_ros1(path, index_pos=0):
 
 def test_c38_unindexed_ros1_bag_is_a_one_line_error(tmp_path, real_dir, capsys):
     """A ROS 1 bag whose header has index_pos 0 (.bag.active of a killed rosbag record), or points
-    past the end of a truncated file: one error line saying to reindex, exit 1, no output
+    past the end of a truncated file: one error line saying to reindex, exit 2, no output
     directory."""
     frames = make_frames(real_dir, 3)
     bag = write_bag(tmp_path / 'active.bag', frames, storage='ros1')
@@ -242,7 +242,7 @@ def test_c38_unindexed_ros1_bag_is_a_one_line_error(tmp_path, real_dir, capsys):
     in_index.write_bytes(bag.read_bytes()[:-10])
     _unindex_ros1(bag)
     out = tmp_path / 'ds'
-    assert main([str(bag), '-o', str(out)]) == 1
+    assert main([str(bag), '-o', str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count('\n') == 1 and 'Traceback' not in err
     assert err == (
@@ -250,12 +250,12 @@ def test_c38_unindexed_ros1_bag_is_a_one_line_error(tmp_path, real_dir, capsys):
         '0: the recording was not closed); run `rosbag reindex active.bag` (ROS 1 tools) to '
         'rebuild the index, then extract again\n'
     )
-    assert main([str(cut), '-o', str(out)]) == 1
+    assert main([str(cut), '-o', str(out)]) == 2
     err = capsys.readouterr().err
     assert (
         err.count('\n') == 1 and 'its index is missing (index_pos ' in err and 'truncated' in err
     )
-    assert main([str(in_index), '-o', str(out)]) == 1  # was rosbags' 'Bag index looks damaged'
+    assert main([str(in_index), '-o', str(out)]) == 2  # was rosbags' 'Bag index looks damaged'
     err = capsys.readouterr().err
     assert err.count('\n') == 1 and 'its index is cut off (index_pos ' in err
     assert 'rosbag reindex in_index.bag' in err
@@ -264,13 +264,13 @@ def test_c38_unindexed_ros1_bag_is_a_one_line_error(tmp_path, real_dir, capsys):
 
 def test_c38_failed_open_leaves_no_output_directory(tmp_path, real_dir, capsys):
     """A bag that fails only when it is opened (an MCAP cut inside its Header record, in a
-    directory without metadata.yaml): exit 1 with one line, and the output directory the run
+    directory without metadata.yaml): exit 2 with one line, and the output directory the run
     created is gone."""
     rec = tmp_path / 'rec'
     rec.mkdir()
     (rec / 'rec_0.mcap').write_bytes(b'\x89MCAP0\r\n\x01\x40\x00\x00')
     out = tmp_path / 'ds'
-    assert main([str(rec), '-o', str(out)]) == 1
+    assert main([str(rec), '-o', str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count('\n') == 1 and 'cut off before the end of its Header record' in err
     assert not out.exists()
@@ -433,7 +433,7 @@ def test_c38_damaged_chunk_in_a_closed_mcap_is_skipped(tmp_path, real_dir, caplo
 
 def test_c38_damaged_chunk_in_a_ros1_bag_is_one_error_line(tmp_path, real_dir, capsys):
     """A ROS 1 bag with lz4 chunks, 64 bytes flipped in the middle: lz4 fails while reading; the
-    error is one line naming the bag and the bag time where reading stopped, exit 1, and no
+    error is one line naming the bag and the bag time where reading stopped, exit 2, and no
     output directory (before: lz4's message alone, not naming the bag)."""
     frames = make_frames(real_dir, N)
     bag = write_bag(tmp_path / 'rec.bag', frames, storage='ros1', compression='lz4')
@@ -441,7 +441,7 @@ def test_c38_damaged_chunk_in_a_ros1_bag_is_one_error_line(tmp_path, real_dir, c
     at = len(data) // 2
     data[at : at + 64] = bytes(b ^ 0xFF for b in data[at : at + 64])
     bag.write_bytes(bytes(data))
-    assert main([str(bag), '-o', str(tmp_path / 'ds'), '-q']) == 1
+    assert main([str(bag), '-o', str(tmp_path / 'ds'), '-q']) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert f"bag '{bag}' is damaged: reading stopped after bag time" in line
     assert 'RuntimeError' in line and not (tmp_path / 'ds').exists()

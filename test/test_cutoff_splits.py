@@ -92,7 +92,7 @@ def test_c38_unusable_last_split_is_skipped_and_the_others_read(
 def test_c38_sqlite_file_cut_off_gives_the_messages_before_the_damage(tmp_path, real_dir, caplog):
     """A bare .db3 cut at 95 %: the frames whose messages still read come out, with a warning
     saying the file is damaged and how many messages were read (before: a traceback from
-    apsw.CorruptError); cut to nothing readable: one error line, exit 1."""
+    apsw.CorruptError); cut to nothing readable: one error line, exit 2 (bad input)."""
     frames = make_frames(real_dir, 8)
     db = next(write_bag(tmp_path / 'full', frames).glob('*.db3'))
     data = db.read_bytes()
@@ -113,7 +113,7 @@ def test_c38_sqlite_file_cut_off_gives_the_messages_before_the_damage(tmp_path, 
     assert 'cut.db3' in w and f'reading the {n} messages that are still readable' in w
     tiny = tmp_path / 'tiny.db3'
     tiny.write_bytes(data[:4000])
-    assert main([str(tiny), '-o', str(tmp_path / 'none')]) == 1
+    assert main([str(tiny), '-o', str(tmp_path / 'none')]) == 2
 
 
 def test_c38_write_ahead_log_is_replayed_when_metadata_yaml_exists(tmp_path, real_dir, caplog):

@@ -128,14 +128,14 @@ def test_c29_all_compression_variants_give_identical_datasets(tmp_path, real_dir
 
 
 def test_c29_unsupported_compression_fails_before_writing(tmp_path, real_dir, capsys):
-    """C29: the CLI refuses an unsupported variant up front (rc 1, 'unsupported compression:
-    file/lz4'); a good bag listed first is not extracted either."""
+    """C29: the CLI refuses an unsupported variant up front (rc 2, bad input: 'unsupported
+    compression: file/lz4'); a good bag listed first is not extracted either."""
     frames = make_frames(real_dir, 2)
     good = write_bag(tmp_path / 'good', frames)
     bad = write_bag(tmp_path / 'bad', frames, compression='file')
     set_metadata_compression(bad, 'file', 'lz4')
     out = tmp_path / 'ds'
-    assert main([str(good), str(bad), '-o', str(out)]) == 1
+    assert main([str(good), str(bad), '-o', str(out)]) == 2
     assert 'unsupported compression: file/lz4' in capsys.readouterr().err
     assert not out.exists()
 

@@ -170,7 +170,7 @@ def test_replay_bad_topic_and_missing_bag_exit_2(tmp_path):
 
 def test_c38_replay_of_a_damaged_mcap_is_one_error_line(tmp_path, real_dir):
     """A closed MCAP whose second chunk fails its CRC: replay publishes up to it, then stops with
-    one line naming the bag and what it published, exit 1 (before: a traceback)."""
+    one line naming the bag and what it published, exit 2 (bad input; before: a traceback)."""
     bag = write_bag_frames(tmp_path / 'rec', make_frames(real_dir, 30), storage='mcap')
     damage_mcap_chunk(next(bag.glob('*.mcap')), 1)
     r = subprocess.run(
@@ -179,7 +179,7 @@ def test_c38_replay_of_a_damaged_mcap_is_one_error_line(tmp_path, real_dir):
         text=True,
         timeout=120,
     )
-    assert r.returncode == 1, r.stderr[-2000:]
+    assert r.returncode == 2, r.stderr[-2000:]
     assert 'Traceback' not in r.stderr
     (line,) = [ln for ln in r.stderr.splitlines() if 'is damaged' in ln]
     assert str(bag) in line and 'Chunk checksum mismatch' in line and 'published before it' in line

@@ -180,7 +180,7 @@ def test_16bit_png_kept_via_imread_unchanged(real_dir):
 
 
 def test_undecodable_payload_names_format():
-    with pytest.raises(ValueError, match="'jpeg' len\\(data\\)=5"):
+    with pytest.raises(ValueError, match="'jpeg'\\) len\\(data\\)=5"):
         decode_compressed(fake('jpeg', b'hello'))
     with pytest.raises(EmptyImageError):
         decode_compressed(CompressedImage(format='jpeg'))

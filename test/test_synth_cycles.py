@@ -153,7 +153,7 @@ def test_cli_same_seed_same_bytes_resume_and_extract(tmp_path, render_python):
     for change in (['--width', '64'], ['--seed', '4'], ['--samples', '3']):
         changed = args + change  # argparse: the last value wins
         out = tmp_path / f'd{change[0]}'
-        assert cycles_cli.main(['--out', str(out), '--work', str(work)] + changed) == 1
+        assert cycles_cli.main(['--out', str(out), '--work', str(work)] + changed) == 2
         assert not out.exists()
     assert extract.main([str(tmp_path / 'a'), '-o', str(tmp_path / 'ds'), '-q']) == 0
     rows = [json.loads(x) for x in (tmp_path / 'ds' / 'index.jsonl').read_text().splitlines()]
@@ -176,12 +176,12 @@ TINY = ['--scenes', '1', '--frames-per-scene', '1', '--width', '32', '--height',
 
 @pytest.mark.parametrize('kind', ['without bpy', 'missing'])
 def test_unusable_render_python_says_what_to_do(tmp_path, capsys, kind):
-    """A Python without Blender (here the package's own) or no Python at that path: exit 1 and
-    the make target to run, before any bag is written."""
+    """A Python without Blender (here the package's own) or no Python at that path: exit 2 (bad
+    input) and the make target to run, before any bag is written."""
     python = sys.executable if kind == 'without bpy' else str(tmp_path / 'nope')
     out = tmp_path / 'x'
     rc = cycles_cli.main(['--out', str(out), '--render-python', python, '--no-progress'] + TINY)
-    assert rc == 1 and not out.exists()
+    assert rc == 2 and not out.exists()
     err = capsys.readouterr().err
     assert 'make render-venv' in err
     assert ('bpy' in err) if kind == 'without bpy' else ('not found' in err)

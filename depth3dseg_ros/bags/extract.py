@@ -7,7 +7,7 @@ Usage::
         [--rgb-topic T] [--depth-topic T] [--camera-info-topic T]
         [--labels-topic T]   ('' disables)
         [--tolerance-ms 20] [--typestore ros2_kilted] [--every N] [--max-frames N] [--png-level 0]
-        [--png-strategy rle] [--workers N]
+        [--png-strategy rle] [--workers N] [--max-image-pixels N]
         [--classes classes.yaml] [--depth-scale 0.001] [--use-rectified] [--out-of-range-labels
         void|refuse] [--allow-missing depth,labels] [-q] [--no-progress]
 
@@ -37,8 +37,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-import yaml
-
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES, DatasetWriter
 from depth3dseg_ros.bags.extract_bag import BagJob, extract_bag
 from depth3dseg_ros.bags.frames import (
@@ -51,12 +49,14 @@ from depth3dseg_ros.bags.label_policy import LABEL_POLICIES
 from depth3dseg_ros.bags.extract_config import (
     PRESETS,
     ExtractConfig,
+    config_error_line,
     flag_problem,
     load_extract_config,
 )
 from depth3dseg_ros.bags.progress import show_progress
+from depth3dseg_ros.bags.report import format_report, refused_image_lines  # noqa: F401 - API
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, detect_format
-from depth3dseg_ros.bags.topic_check import ALLOWABLE, MissingTopics, check_topics
+from depth3dseg_ros.bags.topic_check import ALLOWABLE, check_topics
 from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.dataset_format import complete_index_bytes
 
@@ -99,40 +99,6 @@ def bag_names(paths: Sequence[Path]) -> List[str]:
             name, k = f'{base}_{k}', k + 1
         out.append(name)
     return out
-
-
-def format_report(report: Dict[str, Any]) -> str:
-    """Human-readable per-bag, per-topic table of read / used / skipped (reasons)."""
-    lines = []
-    for bag, rec in report.items():
-        lines.append(
-            f'bag {bag} [{rec["format"]}]: {rec["frames_written"]} frames written, '
-            f'{rec["frames_present"]} already present'
-        )
-        lines.append(
-            f'  {"topic":<42} {"type":<32} {"role":<11} {"read":>6} {"used":>6} '
-            f'{"skipped":>7}  reasons'
-        )
-        for t in rec['topics']:
-            reasons = ', '.join(f'{k}: {v}' for k, v in t['reasons'].items())
-            lines.append(
-                f'  {t["topic"]:<42} {t["type"]:<32} {t["role"] or "-":<11} {t["read"]:>6} '
-                f'{t["used"]:>6} {t["skipped"]:>7}  {reasons}'
-            )
-        for role in rec.get('missing_roles', []):
-            lines.append(f'  (no {role} topic {rec["topics_requested"][role]!r} in this bag)')
-        oor = rec.get('labels_out_of_range') or {}
-        if oor.get('frames'):
-            what = (
-                f'mapped to void {oor["void_id"]}' if oor['policy'] == 'void' else 'frames refused'
-            )
-            lines.append(
-                f'  label ids outside the class set 0..{oor["num_classes"] - 1}: ids '
-                f'{oor["ids"]}, '
-                f'{oor["pixels"]} px in {oor["frames"]} frames, {what} (--out-of-range-labels '
-                f'{oor["policy"]})'
-            )
-    return '\n'.join(lines)
 
 
 def extract(
@@ -259,6 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f'zlib strategy (default {d.png_strategy})',
     )
     p.add_argument('--workers', type=int, help='PNG encoding threads (default min(4, CPUs))')
+    p.add_argument(
+        '--max-image-pixels',
+        type=int,
+        metavar='N',
+        help='image messages declaring more pixels are refused before decoding and counted as '
+        f'skipped (default {d.max_image_pixels} = 8192x8192, the node\'s max_image_pixels)',
+    )
     p.add_argument('--classes', help='class set YAML (default NYU13)')
     p.add_argument(
         '--depth-scale', type=float, help='metres per unit of 16UC1 depth (default 0.001)'
@@ -304,13 +277,17 @@ def _storage_errors() -> tuple:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Console entry point; returns 0 on success, 1 on an extraction error (a corrupt or
-    unsupported bag, a failed write), 2 on a user error: bad arguments (a flag's value out of
-    range, named as typed: bags.extract_config.flag_problem), an output path that is a file or
-    cannot be created, a config or bag path that does not exist, or a requested topic missing
-    from a bag (:class:`MissingTopics`); one error line. Flags and the output path are checked
-    before any file is read or written. A bad value in the ``--config`` YAML, or a file that is
-    not YAML, is exit 2 too (named by the file and its key)."""
+    """Console entry point; returns 0 on success, 2 on bad input, 1 when the run fails for
+    another reason (a failed write, a fault of the extractor); one error line either way
+    (docs/extraction.md, "Exit codes").
+
+    Bad input: bad arguments (a flag's value out of range, named as typed:
+    bags.extract_config.flag_problem), an output path that is a file or cannot be created, a
+    ``--config`` or ``--classes`` file that is missing, does not parse (file, line, column:
+    core.yamlfile) or holds a bad value, and a bag that does not exist, is an empty directory,
+    is not a bag, cannot be opened or read (unsupported, cut off, damaged) or lacks a requested
+    topic (:class:`MissingTopics`). Flags, the output path and the YAML files are checked before
+    any bag is read or anything written."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
@@ -329,26 +306,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     }
     try:
         cfg = load_extract_config(args.config, args.preset, overrides)
-    except FileNotFoundError as err:  # --config names no file
-        print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
+    except (ValueError, OSError) as err:  # the YAML file (core.yamlfile) or one of its values
+        line = config_error_line(err, '--config', args.config)
+        print(f'depth3dseg-extract: error: {line}', file=sys.stderr)
         return 2
-    except (ValueError, OSError, yaml.YAMLError) as err:  # the YAML file or one of its values
-        where = f'--config {args.config}: ' if args.config and args.config not in str(err) else ''
-        print(f'depth3dseg-extract: error: {where}{err}'.replace('\n', ' '), file=sys.stderr)
+    try:  # read before any bag: a bad classes file is one line naming it
+        if cfg.classes:
+            ClassSet.from_yaml(cfg.classes)
+    except (ValueError, OSError) as err:
+        option = '--classes' if args.classes else f'classes (in --config {args.config})'
+        print(f'depth3dseg-extract: error: {option} {" ".join(str(err).split())}', file=sys.stderr)
         return 2
     if cfg.allow_missing is None:  # the CLI always checks the requested topics (issue 15)
         cfg.allow_missing = []
     try:
         report = extract(args.bags, args.output, cfg, progress=show_progress(args.no_progress))
-    except (MissingTopics, FileNotFoundError, OutputDirError) as err:
-        print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
+    except (ValueError, FileNotFoundError, *_storage_errors()) as err:  # the bags: bad input
+        print(f'depth3dseg-extract: error: {" ".join(str(err).split())}', file=sys.stderr)
         return 2
-    except (ValueError, RuntimeError, OSError, *_storage_errors()) as err:  # unreadable bag
-        print(f'depth3dseg-extract: error: {err}', file=sys.stderr)
+    except (RuntimeError, OSError) as err:  # a failed write, or a fault of the extractor
+        print(f'depth3dseg-extract: error: {" ".join(str(err).split())}', file=sys.stderr)
         return 1
     if not args.quiet:
         print(format_report(report))
         print(f'config: {asdict(cfg)}')
+    for line in refused_image_lines(report, 'depth3dseg-extract'):  # frames lost: even with -q
+        print(line, file=sys.stderr)
     for (
         name,
         rep,

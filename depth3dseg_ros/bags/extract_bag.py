@@ -103,6 +103,7 @@ def _read_bag(
             int(round(cfg.tolerance_ms * 1e6)),
             cfg.depth_scale,
             cfg.use_rectified,
+            int(cfg.max_image_pixels),
         )
         images = sorted(t for t, e in reader.topics().items() if 'Image' in e.msgtype)
         if 'rgb' not in bf.role_topic:
@@ -171,6 +172,7 @@ def _read_bag(
         'image_topics': images,
         'topics': [s.to_dict() for s in stats.values()],
         'labels_out_of_range': label_range.to_dict(),
+        'refused_images': dict(bf.refused),  # topic -> the first refusal's text (issue 55)
     }
     src = {
         'bag': str(path),

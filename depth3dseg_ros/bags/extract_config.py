@@ -9,10 +9,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
-
-import yaml
 
 from depth3dseg_ros.bags.dataset_writer import PNG_STRATEGIES
 from depth3dseg_ros.bags.frames import ROLES
@@ -20,6 +17,8 @@ from depth3dseg_ros.bags.label_policy import LABEL_POLICIES
 from depth3dseg_ros.bags.pairing import DEFAULT_TOLERANCE_NS
 from depth3dseg_ros.bags.reader import DEFAULT_TYPESTORE, resolve_typestore
 from depth3dseg_ros.bags.topic_check import ALLOWABLE, parse_allow_missing, split_roles
+from depth3dseg_ros.core.image_decode import DEFAULT_MAX_PIXELS
+from depth3dseg_ros.core.yamlfile import load_yaml_file
 
 #: Topic names of common camera drivers (role -> topic). 'depth3dseg' is the package's synthetic
 #: bags.
@@ -75,6 +74,9 @@ class ExtractConfig:
             ``depth3dseg-eval --bag``) skips the check: missing roles are only reported
             (``missing_roles``). The ``depth3dseg-extract`` CLI always checks (``[]`` unless
             ``--allow-missing`` or the YAML key says otherwise).
+        max_image_pixels: an image message declaring more pixels (a compressed image's header,
+            an Image's width × height) is refused before it is decoded and counted as skipped
+            (``over max_image_pixels``), as the node's parameter of that name does (issue 55).
     """
 
     rgb_topic: Optional[str] = PRESETS['depth3dseg']['rgb']
@@ -93,6 +95,7 @@ class ExtractConfig:
     workers: int = min(4, os.cpu_count() or 1)
     out_of_range_labels: str = 'void'
     allow_missing: Optional[List[str]] = None
+    max_image_pixels: int = DEFAULT_MAX_PIXELS
 
     def topics(self) -> Dict[str, Optional[str]]:
         """role -> topic (None when disabled)."""
@@ -136,6 +139,7 @@ BOUNDS: Dict[str, Tuple[bool, Callable[[float], bool], str]] = {
     'png_level': (True, lambda v: 0 <= v <= 9, 'in 0..9'),
     'workers': (True, lambda v: v >= 1, '>= 1'),
     'depth_scale': (False, lambda v: v > 0, '> 0 (metres per unit of 16UC1 depth)'),
+    'max_image_pixels': (True, lambda v: v >= 1, '>= 1'),
 }
 #: the settings of BOUNDS whose default is None (no limit; millimetres)
 NONE_ALLOWED = ('max_frames', 'depth_scale')
@@ -173,7 +177,7 @@ def load_extract_config(
         for role, topic in PRESETS[preset].items():
             setattr(cfg, f'{role}_topic', topic)
     if path:
-        data = yaml.safe_load(Path(path).read_text(encoding='utf-8')) or {}
+        data = load_yaml_file(path) or {}  # one-line parse errors (core.yamlfile)
         if not isinstance(data, dict):
             raise ValueError(f'{path}: expected a mapping of extract settings')
         if 'preset' in data:
@@ -193,6 +197,17 @@ def load_extract_config(
             setattr(cfg, key, value)
     cfg.validate()
     return cfg
+
+
+def config_error_line(err: Exception, option: str, path: Optional[str]) -> str:
+    """The one line for an error of :func:`load_extract_config` in a CLI, naming the option that
+    gave the YAML file (``--config extract.yaml:3:1: not valid YAML: ...``, ``--extract-config
+    x.yaml: every=0 must be >= 1``); errors not from the file (a bad preset) are left as they
+    are."""
+    text = ' '.join(str(err).split())
+    if not path or text.startswith('preset='):
+        return text
+    return f'{option} {text}' if path in text else f'{option} {path}: {text}'
 
 
 def flag_problem(values: Mapping[str, Any], flags: Mapping[str, str]) -> Optional[str]:

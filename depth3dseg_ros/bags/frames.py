@@ -27,6 +27,7 @@ from depth3dseg_ros.bags.pairing import match_nearest
 from depth3dseg_ros.bags.reader import BagReader
 from depth3dseg_ros.bags.sqlite_heads import message_heads, read_message
 from depth3dseg_ros.ros.camera_info import intrinsics_from_camera_info
+from depth3dseg_ros.ros.compressed import DEFAULT_MAX_PIXELS, ImageTooLargeError
 
 ROLES = ('rgb', 'depth', 'labels', 'camera_info')
 IMAGE = 'sensor_msgs/msg/Image'
@@ -48,6 +49,8 @@ SUBSAMPLED = 'subsampled (--every)'
 MAX_FRAMES = 'max-frames reached'
 ALREADY = 'already in dataset'
 NO_INFO = 'no camera_info within tolerance'
+#: an image whose header declares more than max_image_pixels (refused before decoding, issue 55)
+OVER_LIMIT = 'over max_image_pixels (refused before decoding)'
 
 
 @dataclass
@@ -101,6 +104,9 @@ class BagFrames:
         tolerance_ns: pairing tolerance on header stamps.
         depth_scale: metres per unit of integer depth images (None = millimetres).
         use_rectified: take K from P (rectified images), see ros.camera_info.
+        max_pixels: images declaring more pixels are refused before decoding (ros.compressed),
+            counted as :data:`OVER_LIMIT`; the first refusal of each topic is kept in
+            ``refused`` (topic -> the error text naming the size and the limit).
     """
 
     def __init__(
@@ -110,8 +116,11 @@ class BagFrames:
         tolerance_ns: int,
         depth_scale: Optional[float] = None,
         use_rectified: bool = False,
+        max_pixels: int = DEFAULT_MAX_PIXELS,
     ) -> None:
         self.reader = reader
+        self.max_pixels = int(max_pixels)
+        self.refused: Dict[str, str] = {}
         self.tolerance_ns = int(tolerance_ns)
         self.depth_scale = depth_scale
         self.use_rectified = use_rectified
@@ -322,10 +331,14 @@ class BagFrames:
         try:
             msg = self.reader.deserialize(raw, msgtype)
             if role == 'rgb':
-                return decode_rgb(msg, msgtype)
+                return decode_rgb(msg, msgtype, self.max_pixels)
             if role == 'depth':
-                return decode_depth(msg, msgtype, self.depth_scale)
-            return decode_labels(msg, msgtype)
+                return decode_depth(msg, msgtype, self.depth_scale, self.max_pixels)
+            return decode_labels(msg, msgtype, self.max_pixels)
+        except ImageTooLargeError as err:
+            self.status[role][j] = OVER_LIMIT
+            self.refused.setdefault(self.role_topic[role], f'{role} message {j}: {err}')
+            return None
         except ValueError:
             self.status[role][j] = UNDECODABLE
             return None

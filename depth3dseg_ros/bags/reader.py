@@ -138,6 +138,10 @@ _READ_DAMAGE = (
 )
 
 
+class BagOpenError(ValueError):
+    """rosbags cannot open a bag (its message kept): bad input, exit 2 in the CLIs (issue 55)."""
+
+
 class BagDamaged(ValueError):
     """Reading stopped inside a bag whose opening went fine: damage that only shows while
     reading (an MCAP chunk failing its CRC, a ROS 1 chunk that does not decompress; C38).
@@ -173,7 +177,7 @@ class BagReader(OpenPaths):
     Raises (on ``open``/``__enter__``):
         FileNotFoundError, ValueError: see :func:`detect_format`.
         UnsupportedCompression: the compression variant cannot be read (C29), before any message.
-        RuntimeError: rosbags cannot open the bag (its message is kept).
+        BagOpenError (a ValueError): rosbags cannot open the bag (its message is kept).
     """
 
     def __init__(
@@ -248,7 +252,7 @@ class BagReader(OpenPaths):
             if 'Compression' in text and 'not supported' in text:
                 fmt = text.split("'")[1] if "'" in text else text
                 raise UnsupportedCompression('chunk', fmt, self.path) from None
-            raise RuntimeError(f'cannot open bag {str(self.path)!r}: {text}') from None
+            raise BagOpenError(f'cannot open bag {str(self.path)!r}: {text}') from None
         self._reader = reader
         self._check_chunk_compression()
         if not self.is_ros1:

@@ -150,10 +150,17 @@ def _main(argv: list[str] | None, stop: Any) -> int:
     apply_ros_env()
     import rclpy
     from rclpy.signals import SignalHandlerOptions
-    from rclpy.utilities import remove_ros_args
     from depth3dseg_ros.departure import interrupted_node, leave_graph
 
-    args = build_parser().parse_args(remove_ros_args(argv)[1:])
+    from depth3dseg_ros.rosinit import init_rclpy, non_ros_args, params_file_problem, params_files
+
+    error = params_file_problem(params_files(argv), 'depth3dseg-replay')
+    rest, bad_args = non_ros_args(argv, 'depth3dseg-replay') if error is None else ([], None)
+    error = error or bad_args
+    if error is not None:  # one line (issue 55), no traceback
+        print(error, file=sys.stderr)
+        return 2
+    args = build_parser().parse_args(rest[1:])
     for flag, value in (('--wait-subscribers', args.wait_subscribers), ('--delay', args.delay)):
         if not 0 <= value < float('inf'):  # nan fails too
             print(
@@ -165,7 +172,10 @@ def _main(argv: list[str] | None, stop: Any) -> int:
     if problem:
         print(f'depth3dseg-replay: {problem}', file=sys.stderr)
         return 2
-    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+    error = init_rclpy(argv, 'depth3dseg-replay', signal_handler_options=SignalHandlerOptions.NO)
+    if error is not None:  # one line (issue 55), no traceback
+        print(error, file=sys.stderr)
+        return 2
     node = rep = None
     try:
         stop.set_phase(STARTING)
@@ -243,7 +253,7 @@ def _main(argv: list[str] | None, stop: Any) -> int:
                 'an MCAP bag like this one with the damaged chunks skipped)',
                 file=sys.stderr,
             )
-            return 1
+            return 2  # bad input, as every CLI (docs/extraction.md "Exit codes")
         if args.qos == 'reliable':
             rep.wait_for_acks()
         paced = (

@@ -40,6 +40,8 @@ try:  # the same zstd module rosbags uses
 except ImportError:  # Python < 3.14
     from backports import zstd  # type: ignore[no-redef]
 
+from depth3dseg_ros.core.yamlfile import load_yaml_file
+
 MAGIC_SQLITE = b'SQLite format 3\x00'
 MAGIC_MCAP = b'\x89MCAP0\r\n'
 MAGIC_ROS1 = b'#ROSBAG V2.0\n'
@@ -234,10 +236,15 @@ def detect_format(path: Path | str) -> BagFormat:
         meta_path = path / 'metadata.yaml'
         if not meta_path.is_file():
             return _format_without_metadata(path)
-        with open(meta_path, encoding='utf-8') as fh:
-            meta = (yaml.load(fh, Loader=_YAML_LOADER) or {}).get(
-                'rosbag2_bagfile_information', {}
+        data = load_yaml_file(meta_path, _YAML_LOADER) or {}  # a parse error: one line
+        if not isinstance(data, dict) or not isinstance(
+            data.get('rosbag2_bagfile_information', {}), dict
+        ):
+            raise ValueError(
+                f'{meta_path}: not a rosbag2 metadata.yaml (no rosbag2_bagfile_information '
+                'mapping)'
             )
+        meta = data.get('rosbag2_bagfile_information', {})
         mode = str(meta.get('compression_mode') or 'none').lower()
         fmt = str(meta.get('compression_format') or '').lower()
         if mode not in ('none', '') and (mode, fmt) not in SUPPORTED_COMPRESSION:

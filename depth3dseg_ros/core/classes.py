@@ -23,6 +23,8 @@ from typing import Any, Dict, List, Sequence, Union
 import numpy as np
 import yaml
 
+from depth3dseg_ros.core.yamlfile import load_yaml_file
+
 __all__ = ['ClassSet', 'NYU13', 'NYU13_NAMES', 'NYU13_COLORS']
 
 NYU13_NAMES: List[str] = [
@@ -191,10 +193,14 @@ class ClassSet:
 
     @classmethod
     def from_yaml(cls, path: Union[str, Path]) -> 'ClassSet':
-        """Load a class-set YAML file (layout in the module docstring)."""
+        """Load a class-set YAML file (layout in the module docstring).
+
+        Raises:
+            FileNotFoundError: no such file. ValueError: core.yamlfile.YamlFileError (one line:
+                file, line, column, reason) or a bad class list (the file named).
+        """
+        data = load_yaml_file(path)
         path = Path(path)
-        with path.open('r', encoding='utf-8') as f:
-            data = yaml.safe_load(f)
         try:
             return cls.from_dict(data)
         except ValueError as e:

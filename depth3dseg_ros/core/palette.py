@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from depth3dseg_ros.core.classes import ClassSet
+from depth3dseg_ros.core.yamlfile import load_yaml_file
 
 UNGROUPED = ('keep', 'void')
 _KEYS = ('colors', 'groups', 'ungrouped')
@@ -253,7 +253,7 @@ def load_palette(path: str | Path, model: ClassSet) -> ClassPalette:
     if not p.is_file():
         raise ValueError(f'class_palette_file={str(path)!r}: no such file')
     try:
-        data = yaml.safe_load(p.read_text(encoding='utf-8'))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise ValueError(f'class_palette_file={str(path)!r}: cannot read it: {err}') from None
+        data = load_yaml_file(p)
+    except ValueError as err:  # core.yamlfile.YamlFileError: one line, file, line, column
+        raise ValueError(f'class_palette_file: {err}') from None
     return palette_from_dict(data, model, str(path))

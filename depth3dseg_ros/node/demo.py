@@ -130,8 +130,12 @@ def run_demo(args: argparse.Namespace, stop: StopSignals | None = None) -> int:
         return 2
     from depth3dseg_ros.bags.reader import BagReader
 
-    with BagReader(bag) as reader:
-        have = set(reader.topics())
+    try:
+        with BagReader(bag) as reader:
+            have = set(reader.topics())
+    except ValueError as err:  # an empty directory, not a bag, cannot be opened: bad input
+        print(f'depth3dseg-demo: error: {" ".join(str(err).split())}', file=sys.stderr)
+        return 2
     if not {IMAGE_TOPIC, INFO_TOPIC} <= have:
         print(
             f'depth3dseg-demo: bag {bag} lacks {IMAGE_TOPIC} / {INFO_TOPIC}; it has '

@@ -113,17 +113,11 @@ def scan_args(argv: list[str]) -> tuple[bool, list[str | None], list[str]]:
 
 
 def check_params_files(files: list[str | None], prog: str = PROG) -> str | None:
-    """The error line for the first ``--params-file`` that is missing or not a file, else None."""
-    for path in files:
-        if path is None:
-            return (
-                f'{prog}: error: --params-file needs a path (--params-file config/depth3dseg.yaml)'
-            )
-        if not os.path.exists(path):
-            return f'{prog}: error: --params-file {path} does not exist'
-        if not os.path.isfile(path):
-            return f'{prog}: error: --params-file {path} is not a file'
-    return None
+    """The error line for the first ``--params-file`` that is missing, not a file or not valid
+    YAML (rosinit.params_file_problem: file, line, column, the parser's reason), else None."""
+    from depth3dseg_ros.rosinit import params_file_problem
+
+    return params_file_problem(files, prog)
 
 
 def main(
@@ -196,8 +190,6 @@ def _main(
     from depth3dseg_ros.rosenv import apply_ros_env
 
     apply_ros_env()
-    import rclpy
-    from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import SingleThreadedExecutor
     from depth3dseg_ros.node.logbridge import route_python_logging
     from rclpy.signals import SignalHandlerOptions
@@ -207,12 +199,13 @@ def _main(
     else:
         from depth3dseg_ros.node.node import Depth3DSegNode as NodeClass
 
-    try:
-        # NO: rclpy's handlers would shut the context down under the worker (publish on an invalid
-        # context, rclpy #937) and replace ours; StopSignals wakes the main thread instead (C45)
-        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
-    except RCLError as err:  # e.g. `-p name` without `:=value`: one line, no traceback
-        print(f'{prog}: error: bad ROS arguments: {str(err).split(", at ")[0]}', file=sys.stderr)
+    from depth3dseg_ros.rosinit import init_rclpy
+
+    # NO: rclpy's handlers would shut the context down under the worker (publish on an invalid
+    # context, rclpy #937) and replace ours; StopSignals wakes the main thread instead (C45)
+    error = init_rclpy(argv, prog, signal_handler_options=SignalHandlerOptions.NO)
+    if error is not None:  # e.g. `-p name` without `:=value`: one line, no traceback
+        print(error, file=sys.stderr)
         return 2
     stop.ros_started = True
     node = spinner = None

@@ -10,12 +10,13 @@ depthQuantB, little-endian) then a PNG of uint16 values; the PNG is found by its
 a fixed offset. 16UC1: the PNG values are millimetres.
 32FC1: depth = A / (v - B) metres, v = 0 -> NaN. RVL payloads are refused with a clear error.
 
-Size before decoding (issue 14, "Inputs"): a 641-byte JPEG whose header claims 30000×30000 pixels
-made OpenCV allocate gigabytes. :func:`compressed_image_size` reads width and height from the JPEG
-SOF marker or the PNG IHDR chunk (compressedDepth: the PNG after the 12-byte header) without
-decoding, and ``decode_compressed(msg, max_pixels=N)`` refuses a larger image with
-:class:`ImageTooLargeError` before any pixel is allocated (the node passes its
-``max_image_pixels``; bag extraction can do the same).
+Size before decoding (issues 14 and 55): every payload is decoded by
+core.image_decode.decode_image, which reads width and height from the JPEG SOF marker, the PNG IHDR
+chunk or the TIFF IFD (compressedDepth: the PNG after the 12-byte header) and refuses an image over
+``max_pixels`` (default :data:`DEFAULT_MAX_PIXELS`; the node passes its ``max_image_pixels``,
+depth3dseg-extract its ``max_image_pixels`` setting) with :class:`ImageTooLargeError` before any
+pixel is allocated, and a payload whose size it cannot read with a ValueError. There is no
+decoding without a limit.
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ import cv2
 import numpy as np
 
 from depth3dseg_ros.core.depth import valid_depth
+from depth3dseg_ros.core.image_decode import (  # noqa: F401 - re-exported (API)
+    DEFAULT_MAX_PIXELS,
+    ImageTooLargeError,
+    check_pixel_limit,
+    decode_image,
+    payload_size,
+)
 from depth3dseg_ros.ros.image import (
     ENCODINGS,
     EmptyImageError,
@@ -42,84 +50,10 @@ from depth3dseg_ros.ros.compressed_out import (  # noqa: F401 - encoders re-expo
 )
 from depth3dseg_ros.ros.msgutil import as_uint8
 
-#: suggested pixel limit (8192×8192 = 67,108,864), the node's ``max_image_pixels`` default
-DEFAULT_MAX_PIXELS = 8192 * 8192
-# JPEG start-of-frame markers (ITU T.81 B.1.1.3): C0..CF except DHT (C4), JPG (C8) and DAC (CC)
-_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
-
-
-class ImageTooLargeError(ValueError):
-    """A compressed image whose header claims more pixels than allowed; raised before decoding.
-
-    Attributes: width, height (from the header), max_pixels (the limit).
-    """
-
-    def __init__(self, text: str, width: int, height: int, max_pixels: int) -> None:
-        super().__init__(text)
-        self.width, self.height, self.max_pixels = width, height, max_pixels
-
-
-def _jpeg_size(raw: bytes) -> tuple[int, int]:
-    """(width, height) from the first SOFn segment of a JPEG (ITU T.81 B.2.2), walking the
-    markers."""
-    i, n = 2, len(raw)
-    while i < n:
-        if raw[i] != 0xFF:
-            raise ValueError(f'JPEG: no marker at byte {i} (0x{raw[i]:02X}) before a SOF marker')
-        while i < n and raw[i] == 0xFF:  # fill bytes
-            i += 1
-        if i >= n:
-            break
-        marker = raw[i]
-        i += 1
-        if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # TEM, SOI, RSTn: no length
-            continue
-        if marker in (0xD9, 0xDA):  # EOI, SOS before any SOF
-            break
-        if i + 2 > n:
-            break
-        length = int.from_bytes(raw[i : i + 2], 'big')
-        if length < 2:
-            raise ValueError(f'JPEG: segment 0xFF{marker:02X} at byte {i - 2} has length {length}')
-        if marker in _SOF:
-            if i + 7 > n:
-                break
-            return int.from_bytes(raw[i + 5 : i + 7], 'big'), int.from_bytes(
-                raw[i + 3 : i + 5], 'big'
-            )
-        i += length
-    raise ValueError(f'JPEG: no SOF marker (image size) in the first {n} bytes')
-
-
-def payload_size(data: Any) -> tuple[int, int]:
-    """(width, height) of a JPEG or PNG file in ``data`` (bytes or uint8 array), from its header
-    only.
-
-    JPEG (starts FF D8): the SOF0..SOF15 segment (height, width: big-endian uint16 after the
-    precision byte). PNG (8-byte signature): the IHDR chunk (width, height: big-endian uint32 at
-    bytes 16 and 20). Nothing is decoded or allocated beyond the header walk.
-
-    Raises:
-        ValueError: neither a JPEG nor a PNG (the first bytes named), or the header is cut or has
-            no size.
-    """
-    raw = bytes(data) if not isinstance(data, np.ndarray) else data.tobytes()
-    if raw[:2] == b'\xff\xd8':
-        return _jpeg_size(raw)
-    if raw[:8] == PNG_SIGNATURE:
-        if len(raw) < 24 or raw[12:16] != b'IHDR':
-            raise ValueError(
-                f'PNG: no IHDR chunk right after the signature (len(data)={len(raw)})'
-            )
-        return int.from_bytes(raw[16:20], 'big'), int.from_bytes(raw[20:24], 'big')
-    raise ValueError(
-        f'payload starting {raw[:8].hex(" ")!r} is neither JPEG nor PNG: its size cannot be '
-        'read before decoding'
-    )
-
 
 def compressed_image_size(msg: Any) -> tuple[int, int]:
-    """(width, height) a CompressedImage would decode to, from its JPEG/PNG header (no decoding).
+    """(width, height) a CompressedImage would decode to, from its JPEG/PNG/TIFF header (no
+    decoding).
 
     compressedDepth: the PNG found by its signature after the 12-byte ConfigHeader.
 
@@ -140,32 +74,20 @@ def compressed_image_size(msg: Any) -> tuple[int, int]:
         ) from None
 
 
-def check_pixel_limit(
-    width: int, height: int, max_pixels: int | None, what: str = 'image'
-) -> None:
-    """Raise :class:`ImageTooLargeError` when ``width*height > max_pixels`` (None: no limit).
-
-    The message names both sizes and the limit, e.g. ``CompressedImage header says 30000x30000 =
-    900000000 pixels > max_image_pixels=67108864``.
-    """
-    if max_pixels is not None and int(width) * int(height) > int(max_pixels):
-        raise ImageTooLargeError(
-            f'{what} says {width}x{height} = {int(width) * int(height)} pixels > '
-            f'max_image_pixels={max_pixels}',
-            int(width),
-            int(height),
-            int(max_pixels),
-        )
-
-
 def check_compressed_size(msg: Any, max_pixels: int | None) -> tuple[int, int]:
-    """:func:`compressed_image_size`, refused over ``max_pixels`` (None: size read, no limit).
+    """:func:`compressed_image_size`, refused over ``max_pixels`` (None: size read, no limit;
+    decoding itself always checks, :func:`decode_compressed`).
 
     Raises: ImageTooLargeError, EmptyImageError, ValueError (as :func:`compressed_image_size`).
     """
     w, h = compressed_image_size(msg)
-    check_pixel_limit(w, h, max_pixels, f'CompressedImage (format={msg.format!r}) header')
+    check_pixel_limit(w, h, max_pixels, f'{_what(msg)} header')
     return w, h
+
+
+def _what(msg: Any) -> str:
+    """How errors name a CompressedImage: ``CompressedImage (format='jpeg')``."""
+    return f'CompressedImage (format={msg.format!r})'
 
 
 def parse_format(fmt: str) -> dict:
@@ -194,9 +116,9 @@ def _payload(msg: Any) -> np.ndarray:
     return buf
 
 
-def decode_compressed_depth(msg: Any, max_pixels: int | None = None) -> np.ndarray:
-    """Decode a ``compressedDepth`` CompressedImage (C07); with ``max_pixels``, the PNG header's
-    size is checked first (:func:`check_compressed_size`, ImageTooLargeError).
+def decode_compressed_depth(msg: Any, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """Decode a ``compressedDepth`` CompressedImage (C07); the PNG header's size is checked
+    against ``max_pixels`` first (core.image_decode.decode_image: ImageTooLargeError).
 
     Returns:
         uint16 H×W millimetres (0 = no data) for 16UC1; float32 H×W metres (NaN = no data) for
@@ -221,16 +143,14 @@ def decode_compressed_depth(msg: Any, max_pixels: int | None = None) -> np.ndarr
         )
     buf = _payload(msg)
     raw = buf.tobytes()
-    if max_pixels is not None:
-        check_compressed_size(msg, max_pixels)
     start = raw.find(PNG_SIGNATURE)
     if start < 0:
         raise ValueError(
             f'CompressedImage.format={msg.format!r}: no PNG signature in len(data)={len(raw)}'
         )
-    img = cv2.imdecode(buf[start:], cv2.IMREAD_UNCHANGED)
-    if img is None or img.dtype != np.uint16 or img.ndim != 2:
-        desc = 'undecodable' if img is None else f'shape={img.shape} dtype={img.dtype}'
+    img = decode_image(buf[start:], max_pixels, cv2.IMREAD_UNCHANGED, _what(msg))
+    if img.dtype != np.uint16 or img.ndim != 2:
+        desc = f'shape={img.shape} dtype={img.dtype}'
         raise ValueError(
             f'CompressedImage compressedDepth PNG is {desc}, expected 16-bit 1-channel'
         )
@@ -249,7 +169,7 @@ def decode_compressed_depth(msg: Any, max_pixels: int | None = None) -> np.ndarr
     return depth
 
 
-def decode_compressed(msg: Any, max_pixels: int | None = None) -> tuple[np.ndarray, str]:
+def decode_compressed(msg: Any, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[np.ndarray, str]:
     """Decode any supported CompressedImage to (array, encoding of the array's layout).
 
     jpeg/png colour decode to ``bgr8``/``bgra8`` (OpenCV order), gray to ``mono8``, 16-bit PNG to
@@ -257,8 +177,9 @@ def decode_compressed(msg: Any, max_pixels: int | None = None) -> tuple[np.ndarr
     encoding (``"rgb8; jpeg compressed bgr8"``) the result is converted back to it, as
     compressed_image_transport does. compressedDepth gives ``16UC1`` (mm) or ``32FC1`` (m).
 
-    ``max_pixels``: when given, the size in the JPEG/PNG header is read first and an image over it
-    (or one whose size cannot be read: not JPEG/PNG) is refused before decoding (issue 14).
+    ``max_pixels``: the size in the JPEG/PNG/TIFF header is read first and an image over it (or
+    one whose size cannot be read: not JPEG, PNG or TIFF) is refused before decoding (issues 14,
+    55; core.image_decode.decode_image, the one decoder of compressed bytes).
 
     Raises:
         EmptyImageError: no data. ImageTooLargeError: over ``max_pixels``. ValueError: undecodable
@@ -268,14 +189,7 @@ def decode_compressed(msg: Any, max_pixels: int | None = None) -> tuple[np.ndarr
     if info['depth']:
         arr = decode_compressed_depth(msg, max_pixels)
         return arr, ('32FC1' if arr.dtype == np.float32 else '16UC1')
-    buf = _payload(msg)
-    if max_pixels is not None:
-        check_compressed_size(msg, max_pixels)
-    img = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
-    if img is None:
-        raise ValueError(
-            f'CompressedImage.format={msg.format!r} len(data)={buf.size}: cannot be decoded'
-        )
+    img = decode_image(_payload(msg), max_pixels, cv2.IMREAD_UNCHANGED, _what(msg))
     if img.ndim == 2:
         enc = 'mono8' if img.dtype == np.uint8 else ('16UC1' if img.dtype == np.uint16 else None)
         if info['encoding'] == 'mono16' and img.dtype == np.uint16:
@@ -301,19 +215,22 @@ def encoding_channels(encoding: str) -> int:
     return ENCODINGS.get(encoding, (None, 1))[1]
 
 
-def compressed_to_cv2(msg: Any, desired_encoding: str = 'passthrough') -> np.ndarray:
+def compressed_to_cv2(
+    msg: Any, desired_encoding: str = 'passthrough', max_pixels: int = DEFAULT_MAX_PIXELS
+) -> np.ndarray:
     """CompressedImage -> ndarray like cv_bridge's ``compressed_imgmsg_to_cv2``.
 
     'passthrough' returns the layout given by :func:`decode_compressed`; otherwise a colour/mono
-    conversion (e.g. 'rgb8') as in :func:`depth3dseg_ros.ros.image.imgmsg_to_cv2`.
+    conversion (e.g. 'rgb8') as in :func:`depth3dseg_ros.ros.image.imgmsg_to_cv2`. Images over
+    ``max_pixels`` are refused before decoding (ImageTooLargeError).
     """
-    arr, enc = decode_compressed(msg)
+    arr, enc = decode_compressed(msg, max_pixels)
     if desired_encoding in ('passthrough', enc):
         return arr
     return convert_layout(arr, enc, desired_encoding)
 
 
-def compressed_to_rgb(msg: Any, max_pixels: int | None = None) -> np.ndarray:
+def compressed_to_rgb(msg: Any, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """Network input from a colour/mono CompressedImage: H×W×3 uint8 RGB (alpha dropped, C05);
     images over ``max_pixels`` refused before decoding (ImageTooLargeError)."""
     arr, enc = decode_compressed(msg, max_pixels)

@@ -41,6 +41,14 @@ from depth3dseg_ros.synth.room import make_scene
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
+class WorkFolderMismatch(ValueError):
+    """``--work`` holds frames rendered for other arguments (bad input: exit 2)."""
+
+
+class RenderPythonUnusable(RuntimeError):
+    """The render Python has no renderer module (not Blender's: bad input, exit 2)."""
+
+
 def default_render_python() -> str:
     """Blender's Python: ``DEPTH3DSEG_RENDER_PYTHON`` or ``.venv-render/bin/python`` in the
     checkout."""
@@ -90,7 +98,7 @@ def plan_scenes(
         )
         old = folder / 'plan.json'
         if old.exists() and json.loads(old.read_text()) != json.loads(json.dumps(plan)):
-            raise ValueError(
+            raise WorkFolderMismatch(
                 f'--work {work} holds frames rendered for other arguments ({old} differs): '
                 'use another --work folder, or delete this one to render again'
             )
@@ -105,6 +113,7 @@ def render_scenes(folders: List[Path], python: str, threads: int, progress: bool
 
     Raises:
         FileNotFoundError: ``python`` does not exist (run ``make render-venv``).
+        RenderPythonUnusable (a RuntimeError): ``python`` has no renderer module (bpy).
         RuntimeError: the renderer failed on a plan (its exit status and the plan are named).
     """
     if not Path(python).exists():
@@ -121,7 +130,7 @@ def render_scenes(folders: List[Path], python: str, threads: int, progress: bool
             tail = r.stderr.decode(errors='replace')[-2000:]
             if 'ModuleNotFoundError' in tail:
                 missing = tail.strip().splitlines()[-1]
-                raise RuntimeError(
+                raise RenderPythonUnusable(
                     f'render python {python} lacks a renderer module ({missing}): '
                     'run `make render-venv` and use .venv-render/bin/python'
                 )
@@ -198,6 +207,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f'depth3dseg-synth-cycles: error: --out {args.out} exists', file=sys.stderr)
         return 2
     work = args.work or args.out.with_name(args.out.name + '.frames')
+    python = args.render_python or default_render_python()
+    if not Path(python).exists():  # bad input, before any plan is written
+        print(
+            f'depth3dseg-synth-cycles: error: render python {python} not found: run `make '
+            'render-venv` or set DEPTH3DSEG_RENDER_PYTHON / --render-python',
+            file=sys.stderr,
+        )
+        return 2
     try:
         folders = plan_scenes(
             work,
@@ -208,11 +225,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             args.seed,
             args.samples,
         )
-        python = args.render_python or default_render_python()
         render_scenes(folders, python, args.threads, not args.no_progress)
         n = pack(folders, args.out, args.seed, args.noise, args.storage)
-    except (FileNotFoundError, RuntimeError, ValueError) as exc:
+    except (WorkFolderMismatch, RenderPythonUnusable) as exc:  # bad input (docs: "Exit codes")
         print(f'depth3dseg-synth-cycles: error: {exc}', file=sys.stderr)
+        return 2
+    except (FileNotFoundError, RuntimeError, ValueError) as exc:  # the renderer or packing failed
+        print(f'depth3dseg-synth-cycles: error: {" ".join(str(exc).split())}', file=sys.stderr)
         return 1
     print(f'wrote {n} frames to {args.out} (rendered frames kept in {work})')
     return 0

@@ -20,11 +20,14 @@ from typing import Dict, List, Optional
 
 import cv2
 import numpy as np
-import pybullet as pb
-import pybullet_data
 
+from depth3dseg_ros.quiet import silenced_fd
 from depth3dseg_ros.synth.camera import CameraPose, tinyrenderer_K
 from depth3dseg_ros.synth.scene import Part, SceneSpec, UrdfObject
+
+with silenced_fd():  # pybullet's C code prints its build-time banner on stderr when imported
+    import pybullet as pb
+    import pybullet_data
 
 NEAR, FAR = 0.05, 20.0
 

@@ -149,9 +149,14 @@ def _run(a: argparse.Namespace) -> int:
 
     # strict topics (as depth3dseg-extract): a bag without the depth topic is an error that names
     # the bag's image topics, not an empty calibration
-    cfg = load_extract_config(
-        a.extract_config, a.preset, {**topics, 'labels_topic': '', 'allow_missing': []}
-    )
+    from depth3dseg_ros.bags.extract_config import config_error_line
+
+    try:
+        cfg = load_extract_config(
+            a.extract_config, a.preset, {**topics, 'labels_topic': '', 'allow_missing': []}
+        )
+    except (FileNotFoundError, ValueError) as err:  # one line naming --extract-config
+        raise ValueError(config_error_line(err, '--extract-config', a.extract_config)) from None
     with tempfile.TemporaryDirectory(prefix='depth3dseg_calibrate_') as tmp:
         try:
             extract(a.bag, Path(tmp) / 'ds', cfg)

@@ -21,6 +21,8 @@ from typing import Any, Sequence
 import cv2
 import numpy as np
 
+from depth3dseg_ros.core.image_decode import read_image_file
+
 #: Upper bound of a median-frequency weight.
 MAX_WEIGHT = 10.0
 
@@ -41,7 +43,7 @@ def label_statistics(
         if not rec.get('labels'):
             continue
         path = Path(rec['dir']) / rec['labels']
-        lab = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+        lab = read_image_file(str(path), cv2.IMREAD_UNCHANGED)
         if lab is None or lab.ndim != 2:
             raise ValueError(f'label image {path} missing or not single-channel')
         counts = np.bincount(lab.ravel(), minlength=num_classes)

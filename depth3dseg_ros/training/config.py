@@ -36,6 +36,7 @@ import yaml
 
 from depth3dseg_ros.core.modelfile import ModelFileError
 from depth3dseg_ros.core.train_step import LossConfig
+from depth3dseg_ros.core.yamlfile import load_yaml_file
 from depth3dseg_ros.training.config_validate import AMP_MODES, METRIC_KEYS, validate
 
 # validate, AMP_MODES and METRIC_KEYS live in training.config_validate (imported from here too)
@@ -236,14 +237,15 @@ def set_key(cfg: dict, assignment: str) -> dict:
 def load_config(path: str | Path | None = None, sets: Iterable[str] = ()) -> dict:
     """DEFAULTS, merged with the YAML file at ``path`` (if given), then the ``--set`` assignments.
 
-    Returns the validated config dict. Raises FileNotFoundError / ValueError (see `validate`).
+    Returns the validated config dict. Raises FileNotFoundError / ValueError (see `validate`; a
+    file that does not parse: core.yamlfile.YamlFileError, one line naming file, line, column).
     """
     cfg = copy.deepcopy(DEFAULTS)
     if path is not None:
         p = Path(path)
         if not p.is_file():
             raise FileNotFoundError(f'config file {p} not found')
-        data = yaml.safe_load(p.read_text()) or {}
+        data = load_yaml_file(p) or {}  # a parse error: one line (core.yamlfile)
         if not isinstance(data, dict):
             raise ValueError(f'config file {p} must hold a mapping, got {type(data).__name__}')
         cfg = merge(cfg, data)

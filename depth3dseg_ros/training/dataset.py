@@ -36,6 +36,7 @@ from depth3dseg_ros.core.classes import NYU13, ClassSet
 from depth3dseg_ros.core.colour_balance import check_balance, grey_world
 from depth3dseg_ros.core.depth import depth_to_meters
 from depth3dseg_ros.core.geometry import crop_intrinsics, resize_intrinsics
+from depth3dseg_ros.core.image_decode import read_image_file
 from depth3dseg_ros.core.imageops import resize_depth, resize_labels
 from depth3dseg_ros.dataset_format import input_kind_problem, read_index, read_manifest
 from depth3dseg_ros.training.camera_aug import augment_depth, augment_rgb, resolve_camera
@@ -291,7 +292,7 @@ class FrameDataset(Dataset):
         file."""
         rec = self.records[i]
         d = Path(rec['dir'])
-        bgr = cv2.imread(str(d / rec['rgb']), cv2.IMREAD_COLOR)
+        bgr = read_image_file(str(d / rec['rgb']), cv2.IMREAD_COLOR)
         if bgr is None:
             raise FileNotFoundError(f"rgb image {d / rec['rgb']} missing or unreadable")
         rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
@@ -303,7 +304,7 @@ class FrameDataset(Dataset):
             )
         depth = None
         if rec.get('depth'):
-            raw = cv2.imread(str(d / rec['depth']), cv2.IMREAD_UNCHANGED)
+            raw = read_image_file(str(d / rec['depth']), cv2.IMREAD_UNCHANGED)
             if raw is None or raw.dtype != np.uint16 or raw.ndim != 2:
                 raise ValueError(
                     f"depth image {d / rec['depth']} must be a 16-bit single-channel PNG"
@@ -313,7 +314,7 @@ class FrameDataset(Dataset):
                 depth = resize_depth(depth, (w, h))
         labels = None
         if rec.get('labels'):
-            labels = cv2.imread(str(d / rec['labels']), cv2.IMREAD_UNCHANGED)
+            labels = read_image_file(str(d / rec['labels']), cv2.IMREAD_UNCHANGED)
             if labels is None or labels.ndim != 2 or labels.dtype.kind != 'u':
                 raise ValueError(
                     f"label image {d / rec['labels']} must be an 8/16-bit single-channel PNG"

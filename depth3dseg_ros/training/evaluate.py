@@ -47,11 +47,19 @@ from depth3dseg_ros.training.scoring import FLAT_KEYS, evaluate_model, model_dat
 
 def extract_bags_to(bags: list[str], dst: Path, config: str | None, preset: str | None) -> Path:
     """Extract ``bags`` with bags.extract (the depth3dseg-extract code path, ``config``/``preset``
-    as there) into the dataset directory ``dst``; returns dst. Errors are those of
-    bags.extract.extract."""
-    from depth3dseg_ros.bags.extract import extract, load_extract_config
+    as there) into the dataset directory ``dst``; returns dst. Image messages refused before
+    decoding (over the config's ``max_image_pixels``, issue 55) are named on stderr, one warning
+    line per topic. Errors are those of bags.extract.extract."""
+    from depth3dseg_ros.bags.extract import extract, load_extract_config, refused_image_lines
+    from depth3dseg_ros.bags.extract_config import config_error_line
 
-    extract(bags, dst, load_extract_config(config, preset))
+    try:
+        cfg = load_extract_config(config, preset)
+    except (FileNotFoundError, ValueError) as err:  # one line naming --extract-config
+        raise ValueError(config_error_line(err, '--extract-config', config)) from None
+    report = extract(bags, dst, cfg)
+    for line in refused_image_lines(report, 'depth3dseg-eval'):
+        print(line, file=sys.stderr)
     return dst
 
 

@@ -10,6 +10,7 @@ from typing import Sequence
 import cv2
 import numpy as np
 
+from depth3dseg_ros.core.image_decode import read_image_file
 from depth3dseg_ros.dataset_format import INDEX, read_index
 
 
@@ -31,7 +32,7 @@ def load_rgb_pool(dirs: Sequence[str | Path], wh: tuple[int, int], where: str) -
                 'write one with depth3dseg-extract'
             )
         for rec in read_index(d):
-            bgr = cv2.imread(str(d / rec['rgb']), cv2.IMREAD_COLOR)
+            bgr = read_image_file(str(d / rec['rgb']), cv2.IMREAD_COLOR)
             if bgr is None:
                 raise FileNotFoundError(f"{where}: image {d / rec['rgb']} unreadable")
             small = cv2.resize(bgr, (w, h), interpolation=cv2.INTER_AREA)

@@ -35,6 +35,7 @@ from depth3dseg_ros.training.checkpoint import (
     set_rng_state,
 )
 from depth3dseg_ros.training.config import dump_config, load_config, validate
+from depth3dseg_ros.core.yamlfile import YamlFileError
 from depth3dseg_ros.training.dataset import FrameDataset, load_classes, load_records, split_records
 from depth3dseg_ros.training.distributed import pick_device, seed_everything, setup_distributed
 from depth3dseg_ros.training.sampling import step_sizes
@@ -171,13 +172,21 @@ def setup_run(args: argparse.Namespace) -> Run:
                 f'{out / "last.pt"} exists: pass --resume to continue that run, or choose '
                 'another --out'
             )
-        cfg = load_config(args.config, args.set)
+        try:
+            cfg = load_config(args.config, args.set)
+        except YamlFileError as err:  # one line naming file, line, column (core.yamlfile)
+            raise ValueError(f'--config {err}') from None
     if args.max_steps_per_epoch is not None:
         cfg['train']['max_steps_per_epoch'] = args.max_steps_per_epoch
     if args.time_limit_min is not None:
         cfg['train']['time_limit_min'] = args.time_limit_min
     cfg = validate(cfg)
-    classes = load_classes(cfg['data']['classes'])
+    try:
+        classes = load_classes(cfg['data']['classes'])
+    except FileNotFoundError as err:  # a classes YAML: named by its config key
+        raise FileNotFoundError(f'data.classes: {err}') from None
+    except ValueError as err:  # core.yamlfile.YamlFileError: one line, file, line, column
+        raise ValueError(f'data.classes: {err}') from None
     init = None  # fine-tuning: start from a model file's weights, with its arch and normalisation
     if cfg['model']['init'] and ckpt is None:
         init = load_init_model(cfg, classes)
