@@ -14,6 +14,7 @@ import tracemalloc
 import cv2
 import numpy as np
 import pytest
+from bombutil import jpeg_bomb
 from sensor_msgs.msg import CompressedImage
 
 from depth3dseg_ros.ros.compressed import (
@@ -35,16 +36,6 @@ def jpeg(w=53, h=37, progressive=False) -> bytes:
     return buf.tobytes()
 
 
-def with_jpeg_size(data: bytes, w: int, h: int) -> bytes:
-    """``data`` with its SOF height/width fields set to h, w."""
-    i = 2
-    while True:
-        marker, length = data[i + 1], int.from_bytes(data[i + 2 : i + 4], 'big')
-        if marker in (0xC0, 0xC1, 0xC2):
-            return data[: i + 5] + struct.pack('>HH', h, w) + data[i + 9 :]
-        i += 2 + length
-
-
 def png(w=53, h=37) -> bytes:
     return cv2.imencode('.png', np.zeros((h, w, 3), np.uint8))[1].tobytes()
 
@@ -62,7 +53,7 @@ def test_sizes_read_from_headers_without_decoding():
     assert payload_size(jpeg(progressive=True)) == (53, 37)  # SOF2
     assert payload_size(png()) == (53, 37)
     assert payload_size(np.frombuffer(png(7, 3), np.uint8)) == (7, 3)
-    assert payload_size(with_jpeg_size(jpeg(), 30000, 30000)) == (30000, 30000)
+    assert payload_size(jpeg_bomb(30000, 30000)) == (30000, 30000)
     assert payload_size(with_png_size(png(), 2**31 - 1, 5)) == (2**31 - 1, 5)
     # fill bytes before a marker and an APPn segment before the SOF are walked over
     j = jpeg()
@@ -89,7 +80,7 @@ def test_unreadable_headers_are_errors():
 
 
 def test_the_641_byte_30000x30000_jpeg_is_refused_before_decoding():
-    bomb = with_jpeg_size(jpeg(8, 8), 30000, 30000)
+    bomb = jpeg_bomb(30000, 30000)
     assert len(bomb) < 1000
     tracemalloc.start()
     with pytest.raises(ImageTooLargeError) as err:

@@ -93,7 +93,9 @@ def scan_args(argv: list[str]) -> tuple[bool, list[str | None], list[str]]:
     missing. Stray arguments are the others outside ``--ros-args``: the node takes none, so e.g.
     ``-p device:=cpu`` typed without ``--ros-args`` would be ignored by rcl.
     """
-    help_asked, files, stray, in_ros = False, [], [], False
+    from depth3dseg_ros.rosinit import params_files
+
+    help_asked, stray, in_ros = False, [], False
     i = 1
     while i < len(argv):
         arg = argv[i]
@@ -102,14 +104,13 @@ def scan_args(argv: list[str]) -> tuple[bool, list[str | None], list[str]]:
         elif in_ros and arg == '--':
             in_ros = False
         elif in_ros and arg == '--params-file':
-            files.append(argv[i + 1] if i + 1 < len(argv) else None)
-            i += 1
+            i += 1  # its path (rosinit.params_files collects it)
         elif not in_ros and arg in ('-h', '--help'):
             help_asked = True
         elif not in_ros:
             stray.append(arg)
         i += 1
-    return help_asked, files, stray
+    return help_asked, params_files(argv[1:]), stray
 
 
 def check_params_files(files: list[str | None], prog: str = PROG) -> str | None:
