@@ -14,7 +14,7 @@ from depth3dseg_ros.core.train_step import LossConfig
 from depth3dseg_ros.training.camera_aug import resolve_camera
 from depth3dseg_ros.training.class_mix import check_class_mix
 from depth3dseg_ros.training.config_checks import check_code_input
-from depth3dseg_ros.training.encoder_init import ENCODER_INIT
+from depth3dseg_ros.training.encoder_init import ENCODER_INIT, resolve_normalisation
 from depth3dseg_ros.training.fda import resolve_fda
 from depth3dseg_ros.training.mixstyle import check_mixstyle
 from depth3dseg_ros.training.texture_rand import resolve_texture
@@ -173,6 +173,7 @@ def _model(cfg: dict) -> None:
         check_arch(dict(m['arch']))
     except (ValueError, TypeError) as exc:
         raise ValueError(f"config model.arch={m['arch']!r}: {exc}") from None
+    resolve_normalisation(cfg)  # null mean/std: the encoder's own (model.init's replace them)
 
 
 def _loss(cfg: dict) -> None:

@@ -22,7 +22,7 @@ from depth3dseg_ros.bags.dataset_writer import check_label_range
 from depth3dseg_ros.core.model import Depth3DSeg, check_arch
 from depth3dseg_ros.core.train_step import LossConfig, make_weighting
 from depth3dseg_ros.training.class_mix import startup_line
-from depth3dseg_ros.training.encoder_init import init_encoder, param_groups, resolve_normalisation
+from depth3dseg_ros.training.encoder_init import init_encoder, param_groups
 from depth3dseg_ros.training.mixstyle import attach_mixstyle
 from depth3dseg_ros.training.trainable import select_trainable
 from depth3dseg_ros.training.class_weights import resolve_class_weights
@@ -191,7 +191,6 @@ def setup_run(args: argparse.Namespace) -> Run:
     if cfg['model']['init'] and ckpt is None:
         init = load_init_model(cfg, classes)
         cfg = validate(cfg)
-    resolve_normalisation(cfg)  # null mean/std: the encoder's own (model.init's when given)
     if cfg['model']['input_balance'] is None:  # null without model.init: no white balance
         cfg['model']['input_balance'] = 'none'
     if cfg['model'].get('input') is None:  # null without model.init: a colour model
