@@ -57,6 +57,14 @@ def png_bomb(w: int, h: int, depth16: bool = False, rgb: bool = False) -> bytes:
     )
 
 
+def png_header_bomb(w: int, h: int) -> bytes:
+    """A PNG of only its IHDR chunk declaring w×h 8-bit RGB pixels, and IEND: what a header check
+    refuses; no pixel data at all (a size that cannot be built as a valid file, e.g.
+    100000×100000)."""
+    ihdr = struct.pack('>IIBBBBB', w, h, 8, 2, 0, 0, 0)
+    return b'\x89PNG\r\n\x1a\n' + _chunk(b'IHDR', ihdr) + _chunk(b'IEND', b'')
+
+
 def jpeg_bomb(w: int, h: int) -> bytes:
     """A real 8×8 JPEG with its SOF's height and width set to ``h`` and ``w``."""
     data = cv2.imencode('.jpg', np.full((8, 8, 3), 100, np.uint8))[1].tobytes()

@@ -102,6 +102,7 @@ SLOW_MODULES = {
     'test_train_ddp',
     'test_train_interrupt',
     'test_train_resume',
+    'test_train_skips',
 }
 
 

@@ -1,7 +1,7 @@
 """Measured depth in the node (issue 12, RGB-D cameras): with ``use_measured_depth`` a depth image
 registered to the colour image, paired by stamp, builds the cloud where it is valid; the prediction
 fills its holes and ``~/depth/image`` stays the prediction. Pure rules
-(node/frame.registered_depth, ros/sync.StampBuffer) and one node across processes."""
+(node/frame.registered_depth, ros/stamp_buffer.StampBuffer) and one node across processes."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from depth3dseg_ros.node.frame import Rectifier, plan_input, registered_depth
 from depth3dseg_ros.ros.camera_info import Intrinsics
 from depth3dseg_ros.ros.image import cv2_to_imgmsg, imgmsg_to_cv2
 from depth3dseg_ros.ros.pointcloud2 import read_points_numpy
-from depth3dseg_ros.ros.sync import StampBuffer
+from depth3dseg_ros.ros.stamp_buffer import StampBuffer
 from depth3dseg_ros.core.inference import Segmenter
 from nodeutil import camera_image, camera_info_msg, make_tiny_model, stamp_msg
 from trainutil import geometry_model_file

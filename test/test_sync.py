@@ -254,10 +254,12 @@ def test_property_order_kept_bounded_and_matches_within_slop(events, slop, qsize
             n_images += 1
             released += s.add_image(msg(t_ms * MS, str(n_images)))
             if s.latest_info is not None:
-                assert s.waiting <= 1  # no image waits behind another (issue 14)
+                # no image waits behind another (issue 14); besides, at most one image stamped
+                # back is held until the next message confirms or refutes its jump (issue 55)
+                assert s.waiting - s.held <= 1
         else:
             released += s.add_info(msg(t_ms * MS))
-        assert s.waiting <= qsize
+        assert s.waiting - s.held <= qsize and s.held <= 1
     assert [int(p.image.tag) for p in released] == list(range(1, len(released) + 1))
     assert len(released) + s.waiting == n_images
     for p in released:
@@ -311,15 +313,19 @@ def test_bag_played_again_pairs_each_image_with_its_own_camera_info(info_first, 
 
 def test_time_jump_releases_the_waiting_image_of_the_old_timeline_with_its_info():
     """An image of the old timeline still waiting when the stamps go back goes out first, with the
-    old timeline's CameraInfo; the new image waits for its own."""
+    old timeline's CameraInfo, once the new timeline's CameraInfo confirms the jump; the new image
+    is matched with its own."""
     s = StampSync(slop=0.01, queue_size=3)
     _stream(s, _pass_of_a_bag(3))
     assert s.add_image(msg(int(100.2 * 10**9), 'old')) == []  # waits for its CameraInfo
-    out = s.add_image(msg(50 * 10**9, 'new'))  # the stamps go back before it came
-    assert [(p.image.tag, p.how, p.info.tag) for p in out] == [('old', LATEST, 'i2')]
-    assert s.waiting == 1 and s.jumps == 1 and s.latest_info is None
-    (p,) = s.add_info(msg(50 * 10**9, 'i-new'))
-    assert (p.image.tag, p.info.tag, p.how) == ('new', 'i-new', MATCHED)
+    assert s.add_image(msg(50 * 10**9, 'new')) == []  # the stamps go back before it came: held
+    assert s.waiting == 2 and s.held == 1 and s.jumps == 0
+    out = s.add_info(msg(50 * 10**9, 'i-new'))  # the new timeline goes on: the jump is confirmed
+    assert [(p.image.tag, p.how, p.info.tag) for p in out] == [
+        ('old', LATEST, 'i2'),
+        ('new', MATCHED, 'i-new'),
+    ]
+    assert s.waiting == 0 and s.jumps == 1 and s.latest_info.tag == 'i-new'
 
 
 @pytest.mark.parametrize('info_stamp', [0, 5 * 10**9], ids=['unset', 'constant'])
@@ -418,3 +424,76 @@ def test_loop_of_two_sizes_never_pairs_across_the_jump(n_frames, wrap):
         if p.image.tag.endswith('.0'):  # the first image of each pass: its own CameraInfo
             assert p.how == MATCHED and p.dt_ns == 0 and p.info.size == p.image.size, what
     assert s.jumps == 2
+
+
+def _stream_with_reset(reset_at, burst, info_first, info_expected):
+    """30 frames at 15 Hz, image and CameraInfo of the same stamp; a hostile image stamped 0 (a
+    reset stamp) arrives before frame ``reset_at``; the ``burst`` frames after it come as images
+    only, their CameraInfos all after them (more images than queue_size before the next
+    CameraInfo). Returns the events (kind, message) in arrival order."""
+    t = [int((100 + k / 15) * 10**9) for k in range(30)]
+    events = []
+    late_infos = []
+    for k in range(30):
+        if k == reset_at:
+            events.append(('image', msg(0, 'reset')))
+        if reset_at <= k < reset_at + burst:
+            events.append(('image', msg(t[k], f'm{k}')))
+            late_infos.append(('info', msg(t[k], f'i{k}')))
+            continue
+        events += late_infos
+        late_infos = []
+        frame = [('info', msg(t[k], f'i{k}')), ('image', msg(t[k], f'm{k}'))]
+        events += frame if info_first else frame[::-1]
+    return events
+
+
+@pytest.mark.parametrize('info_expected', [False, True], ids=['no_publisher', 'publisher'])
+@pytest.mark.parametrize('info_first', [True, False], ids=['info_first', 'image_first'])
+@pytest.mark.parametrize('burst', [0, 6], ids=['single', 'burst_of_6'])
+def test_a_stamp_reset_image_never_leaves_frames_without_camera_info(
+    burst, info_first, info_expected
+):
+    """Issue 55: one hostile image stamped 0 inside a stream was taken as the start of a new
+    timeline, which dropped every CameraInfo stamped after it: the valid frames after it went out
+    without a CameraInfo ('none': no cloud), at once without a camera_info publisher, or once more
+    than queue_size images came before the next CameraInfo (those lost their match too). Now the
+    jump waits for the next message: the stream goes on, so the reset image is an outlier, released
+    with the newest CameraInfo ('far'); no frame goes out without a CameraInfo, every frame whose
+    CameraInfo came before the next image is matched with its own, and no jump is counted."""
+    s = StampSync(slop=0.01, queue_size=5)
+    pairs = []
+    for kind, m in _stream_with_reset(10, burst, info_first, info_expected):
+        if kind == 'image':
+            expected = info_expected and s.latest_info is None  # as the node decides it
+            pairs += s.add_image(m, info_expected=expected)
+        else:
+            pairs += s.add_info(m)
+    assert len(pairs) == 31 and s.waiting == 0
+    first = 1 if not info_first and not info_expected else 0  # before any CameraInfo: none
+    assert all(p.how != NONE and p.info is not None for p in pairs[first:]), pairs
+    (reset,) = [p for p in pairs if p.image.tag == 'reset']
+    assert (reset.how, reset.reason, reset.info.tag) == (LATEST, FAR, 'i9')
+    for p in pairs[first:]:
+        k = p.image.tag[1:]
+        if p.image.tag != 'reset' and not 10 <= int(k) < 10 + burst:
+            assert (p.how, p.info.tag) == (MATCHED, f'i{k}'), p
+        elif p.image.tag != 'reset':  # of the burst: released by the next image, with a
+            assert p.how == LATEST and int(p.info.tag[1:]) < int(k), p  # CameraInfo before it
+    assert s.jumps == 0 and s.outliers_back == 1 and s.counts[NONE] == first
+
+
+@pytest.mark.parametrize('info_first', [True, False], ids=['info_first', 'image_first'])
+def test_a_stamp_reset_that_the_stream_continues_is_a_new_timeline(info_first):
+    """The counterpart: stamps that go back and stay back (a looped bag) are a new timeline, as
+    issue 54 wants: confirmed by the next message, the image after the jump is matched with its
+    own CameraInfo, never with one from before the jump, and the jump is counted once."""
+    s = StampSync(slop=0.01, queue_size=5)
+    frames = _pass_of_a_bag(10) + _pass_of_a_bag(10, t0=50.0)
+    released_at, pairs = _stream(s, frames, info_first=info_first)
+    second = [p for p in pairs if int(p.image.tag[1:]) >= 10]
+    assert len(second) == 10 and all(
+        p.how == MATCHED and p.info.tag[1:] == p.image.tag[1:] for p in second
+    )
+    assert released_at == {f'm{k}': k for k in range(20)}
+    assert s.jumps == 1 and s.outliers_back == 0

@@ -244,3 +244,61 @@ def test_an_empty_dataset_is_refused_naming_where_it_came_from(tmp_path):
         FrameDataset([tmp_path / 'none'])
     with pytest.raises(ValueError, match=r'no frames in the frame records given \(records=\[\]'):
         FrameDataset(records=[])
+
+
+def _jpeg_with_a_long_app_segment(path):
+    """A valid 8×6 JPEG whose SOF marker lies past the first 64 KiB (two 65,533-byte APP1
+    segments before it, as EXIF data can be)."""
+    import cv2
+
+    ok, enc = cv2.imencode('.jpg', np.full((6, 8, 3), 90, np.uint8))
+    app = b'\xff\xe1' + (65535).to_bytes(2, 'big') + bytes(65533)
+    path.write_bytes(enc.tobytes()[:2] + app * 2 + enc.tobytes()[2:])
+    return path
+
+
+def test_frames_whose_files_cannot_be_read_are_skipped_with_their_reason(ds_dir, tmp_path, capsys):
+    """Issue 55, the dataset reader: a frame whose image file is refused before decoding (a PNG
+    whose header declares 100000×100000 pixels), whose header cannot be read, a PNG cut short,
+    or whose file is missing or empty is left out when the records are loaded, with one line per
+    dataset naming how many of how many, each reason and a file; the other frames load and decode
+    (before: the bomb stopped training mid-epoch with one error line)."""
+    from bombutil import png_header_bomb
+
+    from depth3dseg_ros.core.classes import NYU13
+    from depth3dseg_ros.training.dataset import load_records
+    from depth3dseg_ros.training.frame_check import file_problem
+
+    d = tmp_path / 'd'
+    shutil.copytree(ds_dir, d)
+    recs = read_index(d)
+    bomb, junk, gone = d / recs[2]['rgb'], d / recs[3]['labels'], d / recs[7]['depth']
+    bomb.write_bytes(png_header_bomb(100000, 100000))
+    junk.write_bytes(b'GIF89a not a PNG')
+    cut = d / recs[5]['rgb']
+    cut.write_bytes(cut.read_bytes()[:-100])  # a copy cut short: its header is whole
+    gone.unlink()
+    (d / recs[8]['rgb']).write_bytes(b'')
+    got = load_records([d], NYU13, prog='depth3dseg-train')
+    assert [r['id'] for r in got] == [
+        r['id'] for k, r in enumerate(recs) if k not in (2, 3, 5, 7, 8)
+    ]
+    assert capsys.readouterr().err.splitlines() == [
+        f'depth3dseg-train: skipped 5 of 10 frames of {d}: 1 over max_image_pixels=67108864, '
+        f'e.g. {bomb}; 2 unreadable (not JPEG, PNG or TIFF, or cut short), e.g. {junk}; '
+        f'2 with a missing or empty file, e.g. {gone}'
+    ]
+    ds = FrameDataset(records=got, input_size=(32, 24))
+    assert len(ds) == 5 and all(ds[i]['rgb'].shape == (3, 24, 32) for i in range(len(ds)))
+    # no line for a clean dataset, nor with prog=None (the other ranks of a DDP run)
+    assert (
+        len(load_records([ds_dir], NYU13, prog='x')) == 10
+        and len(load_records([d], NYU13, prog=None)) == 5
+    )
+    assert capsys.readouterr().err == ''
+    # a file read past its first 64 KiB only where the size lies further in (JPEG, TIFF)
+    assert file_problem(_jpeg_with_a_long_app_segment(tmp_path / 'exif.jpg')) is None
+    assert file_problem(bomb, max_pixels=10**10) is None and file_problem(bomb) == 'over'
+    assert file_problem(tmp_path / 'exif.jpg', max_pixels=47) == 'over'
+    assert file_problem(tmp_path) == 'missing'  # a directory
+    assert file_problem(cut) == 'unreadable' and file_problem(d / recs[0]['rgb']) is None

@@ -60,7 +60,7 @@ LATEST_WARNINGS = {
     FAR: (
         'unmatchable',
         'the image stamp is far from every CameraInfo stamp (unset or old CameraInfo '
-        'stamps, or an image stamped in the future)',
+        'stamps, or an image stamped in the future or reset to the past)',
     ),
     PASSED: (
         'missing',

@@ -281,6 +281,7 @@ class NodePipeline(SetupSteps, InputHandling, RuntimeParameters):
                 age_ignored=self.stats.age_ignored,
                 **{f'camera_info_{k}': v for k, v in self.sync.counts.items()},
                 time_jumps=self.sync.jumps,
+                time_outliers=self.sync.outliers_back,
                 **age_values(s, self.stats.age_ignored),
             )
             rep = self._health.report(

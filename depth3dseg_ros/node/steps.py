@@ -32,7 +32,8 @@ from depth3dseg_ros.node.params import NodeParams
 from depth3dseg_ros.node.rectify import Rectifier
 from depth3dseg_ros.node.wiring import default_segmenter, key_topic, make_qos, resolve_model_file
 from depth3dseg_ros.node.worker import Worker
-from depth3dseg_ros.ros.sync import StampBuffer, StampSync
+from depth3dseg_ros.ros.stamp_buffer import StampBuffer
+from depth3dseg_ros.ros.sync import StampSync
 
 
 class SetupSteps:

@@ -16,19 +16,18 @@ static, so an image that cannot be matched goes out at once with the newest Came
   ``Pair.reason`` says why (the caller warns once per reason):
 
   - ``stale``  -- CameraInfo stamps do not keep up with the image stamps (constant, unset, offset
-               by
-    more than ``slop``, or late by a frame or more): no image waits while this holds;
+    by more than ``slop``, or late by a frame or more): no image waits while this holds;
   - ``far``    -- the image stamp is further ahead of the newest CameraInfo than two image periods
     (1 s before the period is known): e.g. an image stamped far in the future, or CameraInfo stamps
-    that are unset or long past;
+    that are unset or long past; or an image stamped back that the stream did not follow (below);
   - ``passed`` -- a CameraInfo newer than ``stamp + slop`` exists but none within ``slop`` (its own
     CameraInfo was lost);
   - ``late``   -- the next image arrived before this image's CameraInfo did;
-* ``none``     -- no CameraInfo was ever received: the image is released at once, without one;
-               unless
-  the caller says one is expected (``add_image(..., info_expected=True)``, e.g. a CameraInfo
-  publisher exists): then up to ``queue_size`` images wait for the first CameraInfo, so the first
-  frames of a camera whose image beats its CameraInfo still get a cloud.
+* ``none``     -- no CameraInfo received (ever, or of the timeline after a jump): the image is
+  released at once, without one; unless the caller says one is expected (``add_image(...,
+  info_expected=True)``, e.g. a CameraInfo publisher exists): then up to ``queue_size`` images wait
+  for the first CameraInfo, so the first frames of a camera whose image beats its CameraInfo still
+  get a cloud.
 
 Once a CameraInfo has arrived, at most one image waits: the newest, and only while its CameraInfo
 can still come in step (the image beat its CameraInfo by a moment, the usual race between two
@@ -45,6 +44,14 @@ stream starts a new timeline. The CameraInfos stamped after it belong to the old
 never be the right ones (a looped bag's last CameraInfo is "newer" than every image of its next
 pass): they are dropped, so the images of the new pass wait for and match their own (``jumps``
 counts these restarts). Images still waiting go out first, paired on the old timeline.
+An image stamped back that would drop CameraInfos starts the new timeline only once the next
+message goes on with it (issue 55: one hostile image stamped 0 dropped them all, and the frames
+after it went out without a CameraInfo); until then it is ``held`` and nothing is dropped. A
+CameraInfo stamped near it, or an image stamped back too, confirms the jump; a message stamped
+past the newest image (by more than the slop) refutes it: the image goes out at once, matched if a
+CameraInfo of its stamp is kept, else with the newest (``far``, as an image stamped far ahead;
+``outliers_back`` counts them). A CameraInfo stamped in between (the old timeline's last on its
+way, or a constant stamp) decides nothing.
 Messages of the two topics travel apart, so around the jump a message of the old timeline can
 still arrive after the first one of the new (issue 54: a looped bag's last CameraInfo arriving
 after the first image of the next pass was paired with it, another camera size). Until the other
@@ -146,6 +153,8 @@ class StampSync:
         self.old_timeline = 0  # messages of the old timeline that arrived after a jump
         self._other: deque = deque(maxlen=self._infos.maxlen)  # the old timeline's CameraInfos
         self._guard: list | None = None  # [new timeline's newest, old one's newest, left, topic]
+        self._held: tuple | None = None  # (image, newest image stamp before it): a jump to confirm
+        self.outliers_back = 0  # images stamped back that the next message refuted as a jump
 
     def set_slop(self, slop: float) -> None:
         """Change the slop (s) from the next message on (run-time ``sync_slop``, C44). Raises
@@ -159,8 +168,14 @@ class StampSync:
 
     @property
     def waiting(self) -> int:
-        """Number of images waiting for a CameraInfo."""
-        return len(self._images)
+        """Number of images waiting for a CameraInfo, or (`held`) for a jump's confirmation."""
+        return len(self._images) + self.held
+
+    @property
+    def held(self) -> int:
+        """1 while an image stamped back waits for the next message to confirm its jump, else
+        0."""
+        return int(self._held is not None)
 
     @property
     def period_ns(self) -> int | None:
@@ -173,9 +188,9 @@ class StampSync:
     def add_info(self, info: Any) -> list[Pair]:
         """Add a CameraInfo; return the waiting images it releases (in arrival order)."""
         t_info = header_stamp_ns(info)
+        out = self._settle_held(t_info, 'info') if self._held is not None else []
         if self._from_old_timeline(t_info, 'info'):  # a straggler of the timeline before the jump
-            return []
-        out: list[Pair] = []
+            return out
         newest = self._newest_info_ns()
         if newest is not None and t_info < newest - self.slop_ns:  # the CameraInfo clock went back
             out += self._new_timeline(t_info, newest, 'image')
@@ -202,22 +217,32 @@ class StampSync:
         ``queue_size`` images) instead of releasing the image without one.
         """
         t = header_stamp_ns(image)
+        out = self._settle_held(t, 'image') if self._held is not None else []
         if self._from_old_timeline(t, 'image'):  # a straggler of the timeline before the jump
             info, dt = self._closest(t, self._other)
             if info is not None and dt <= self.slop_ns:
-                return [self._emit(image, info, MATCHED, dt)]
+                return out + [self._emit(image, info, MATCHED, dt)]
             if self._other:
                 info = self._other[-1]
-                return [self._emit(image, info, LATEST, abs(header_stamp_ns(info) - t), LATE)]
-            return [self._emit(image, None, NONE, 0)]
+                dt = abs(header_stamp_ns(info) - t)
+                return out + [self._emit(image, info, LATEST, dt, LATE)]
+            return out + [self._emit(image, None, NONE, 0)]
+        back = self._last_image_ns is not None and t < self._last_image_ns - self.slop_ns
+        if back and self._infos:  # the image clock went back: a new timeline?
+            if self._newest_info_ns() > t + self.slop_ns:  # it would drop CameraInfos: held
+                self._held = (image, self._last_image_ns)  # (a waiting image waits on)
+                return out
+            out += self._new_timeline(t, self._last_image_ns, 'info')  # it drops none
+            self._last_image_ns, info_expected = t, True
+        return out + self._place(image, t, info_expected)
+
+    def _place(self, image: Any, t: int, info_expected: bool) -> list[Pair]:
+        """The rest of `add_image` for an image ``image`` stamped ``t`` on the current
+        timeline."""
         if self._prev_image_ns is not None and t > self._prev_image_ns:
             self._gaps.append(t - self._prev_image_ns)
         self._prev_image_ns = t
         out: list[Pair] = []
-        back = self._last_image_ns is not None and t < self._last_image_ns - self.slop_ns
-        if back and self._infos:  # the image clock went back: a new timeline
-            out += self._new_timeline(t, self._last_image_ns, 'info')
-            info_expected = True  # its CameraInfo is on its way, as on the old timeline
         if not self._infos:
             self._images.append(image)
             keep = self.queue_size if info_expected else 0
@@ -244,6 +269,31 @@ class StampSync:
         if not outlier:  # an image far from the last one is no reference
             self._last_image_ns = t
         return out
+
+    def _settle_held(self, t_ns: int, topic: str) -> list[Pair]:
+        """The next message (of ``topic``, stamped ``t_ns``) after an image stamped back decides
+        (module docstring): a confirmed jump starts the new timeline with that image on it; a
+        refuted one releases the image as an outlier. A CameraInfo stamped in between keeps it
+        held."""
+        image, before = self._held
+        t = header_stamp_ns(image)
+        near = abs(t_ns - t) <= self._lag_limit_ns() and t_ns < before - self.slop_ns
+        if (topic == 'image' and t_ns < before - self.slop_ns) or (topic == 'info' and near):
+            self._held = None
+            out = self._new_timeline(t, before, 'info')
+            self._last_image_ns = t  # the new timeline's reference
+            return out + self._place(image, t, True)  # its CameraInfo is on its way
+        if topic == 'info' and t_ns <= before + self.slop_ns:
+            return []  # the old timeline's last CameraInfo, or one stamped far off: no word
+        self._held = None
+        self.outliers_back += 1
+        out = [self._decide(i, superseded=True) for i in self._images]  # in arrival order
+        self._images.clear()
+        info, dt = self._closest(t)
+        if dt <= self.slop_ns:
+            return out + [self._emit(image, info, MATCHED, dt)]
+        latest = self._infos[-1]
+        return out + [self._emit(image, latest, LATEST, abs(header_stamp_ns(latest) - t), FAR)]
 
     def _newest_info_ns(self) -> int | None:
         """The newest CameraInfo stamp kept (ns), or None when none is."""
@@ -335,31 +385,3 @@ class StampSync:
         if how == MATCHED:
             self._late_in_a_row = 0
         return Pair(image, info, how, dt, reason)
-
-
-class StampBuffer:
-    """The last ``size`` messages of a topic, looked up by header stamp (e.g. a depth image
-    registered to the colour image: issue 12, measured depth). Appends come from the executor
-    thread, look-ups from the worker: ``deque.append`` and ``list(deque)`` are atomic in CPython,
-    so no lock is needed."""
-
-    def __init__(self, size: int = 8) -> None:
-        self._msgs: deque = deque(maxlen=int(size))
-
-    def add(self, msg: Any) -> None:
-        """Keep ``msg`` (the oldest is dropped when full)."""
-        self._msgs.append(msg)
-
-    def empty(self) -> bool:
-        """Whether no message has arrived yet."""
-        return not self._msgs
-
-    def nearest(self, stamp_ns: int, slop_s: float) -> Any | None:
-        """The kept message whose stamp is nearest ``stamp_ns`` if within ``slop_s`` seconds (0 =
-        exact), else None."""
-        best, best_dt = None, None
-        for m in list(self._msgs):
-            dt = abs(header_stamp_ns(m) - stamp_ns)
-            if best_dt is None or dt < best_dt:
-                best, best_dt = m, dt
-        return best if best_dt is not None and best_dt <= slop_s * 1e9 else None

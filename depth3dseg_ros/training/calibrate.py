@@ -50,7 +50,9 @@ def frame_scales(
     passed: arch depth_focal and depth_gain applied). Raises FileNotFoundError / ValueError for a
     missing or malformed directory (training.dataset.load_records)."""
     classes = ClassSet.from_dict(meta['classes'])
-    records = [r for r in load_records([data], classes) if r.get('depth')][:max_frames]
+    records = [
+        r for r in load_records([data], classes, prog='depth3dseg-calibrate') if r.get('depth')
+    ][:max_frames]
     if not records:
         return [], []
     ids = [str(r.get('id', i)) for i, r in enumerate(records)]

@@ -23,6 +23,7 @@ resume).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -41,6 +42,7 @@ from depth3dseg_ros.core.imageops import resize_depth, resize_labels
 from depth3dseg_ros.dataset_format import input_kind_problem, read_index, read_manifest
 from depth3dseg_ros.training.camera_aug import augment_depth, augment_rgb, resolve_camera
 from depth3dseg_ros.training.fda import apply_fda, load_style_pool, resolve_fda
+from depth3dseg_ros.training.frame_check import check_frames, skipped_line
 from depth3dseg_ros.training.real_pool import load_rgb_pool
 from depth3dseg_ros.training.texture_rand import randomize_texture, resolve_texture
 
@@ -62,11 +64,15 @@ def read_manifest_classes(directory: str | Path) -> ClassSet | None:
 
 
 def load_records(
-    dirs: Sequence[str | Path], classes: ClassSet, input_kind: str | None = None
+    dirs: Sequence[str | Path],
+    classes: ClassSet,
+    input_kind: str | None = None,
+    prog: str | None = 'depth3dseg',
 ) -> list[dict[str, Any]]:
     """Frame records of all ``dirs`` (`read_index`), after checking each manifest's classes and,
     with ``input_kind``, that each holds the images a model of that input takes
-    (`input_kind_problem`).
+    (`input_kind_problem`). Frames whose files cannot be read (training.frame_check, from the
+    headers) are left out, one line per directory on stderr starting ``prog`` (None: no line).
 
     Raises:
         ValueError: a directory's manifest names classes other than ``classes``, or its images
@@ -82,7 +88,11 @@ def load_records(
         problem = input_kind_problem(d, input_kind) if input_kind else None
         if problem:
             raise ValueError(problem)
-        records.extend(read_index(d))
+        found_records = read_index(d)
+        kept, skipped = check_frames(found_records)
+        if skipped and prog:
+            print(skipped_line(prog, d, len(found_records), skipped), file=sys.stderr)
+        records.extend(kept)
     return records
 
 

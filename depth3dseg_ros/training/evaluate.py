@@ -204,7 +204,7 @@ def _run(args: argparse.Namespace) -> int:
         dirs = args.data or [
             str(extract_bags_to(args.bag, Path(tmp) / 'ds', args.extract_config, args.preset))
         ]
-        records = load_records(dirs, classes, meta.get('input', 'rgb'))
+        records = load_records(dirs, classes, meta.get('input', 'rgb'), 'depth3dseg-eval')
         src = ', '.join(map(str, args.data or args.bag))  # what the user named, for messages
         if not records:
             raise ValueError(f'no frames in {src}')

@@ -58,15 +58,21 @@ def shared_frames(train: list[dict], val: list[dict]) -> list[str]:
     return [str(r['id']) for r in val if r.get('id') is not None and str(r['id']) in ids]
 
 
-def build_datasets(cfg: dict, classes) -> tuple[FrameDataset, FrameDataset]:
-    """The (training, validation) datasets of a config; label ranges are checked first (C43)."""
+def build_datasets(
+    cfg: dict, classes, prog: str | None = 'depth3dseg-train'
+) -> tuple[FrameDataset, FrameDataset]:
+    """The (training, validation) datasets of a config; label ranges are checked first (C43).
+    Frames whose files cannot be read are skipped, one line per directory starting ``prog`` (None:
+    none, the other ranks of a DDP run; training.frame_check)."""
     d, m = cfg['data'], cfg['model']
     if not d['train']:
         raise ValueError('config data.train=[] must name at least one dataset directory')
     kind = m.get('input') or 'rgb'  # colour images, or geometry codes (core.late_fusion)
-    records = load_records(d['train'], classes, kind)
+    records = load_records(d['train'], classes, kind, prog)
+    if not records:
+        raise ValueError(f"config data.train={d['train']}: no frame to train on")
     if d['val']:
-        train_recs, val_recs = records, load_records(d['val'], classes, kind)
+        train_recs, val_recs = records, load_records(d['val'], classes, kind, prog)
     else:
         train_recs, val_recs = split_records(records, d['val_split'], cfg['train']['seed'])
         if not val_recs:  # nothing held out: validate on the (un-augmented) training frames
@@ -206,7 +212,7 @@ def setup_run(args: argparse.Namespace) -> Run:
     tc, oc = cfg['train'], cfg['optim']
     device = pick_device(tc['device'], local_rank)
     seed_everything(tc['seed'], tc['deterministic'], device)
-    train_ds, val_ds = build_datasets(cfg, classes)
+    train_ds, val_ds = build_datasets(cfg, classes, 'depth3dseg-train' if rank == 0 else None)
     shared = shared_frames(train_ds.records, val_ds.records) if cfg['data']['val'] else []
     if shared and rank == 0:
         print(
