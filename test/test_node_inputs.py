@@ -22,7 +22,7 @@ from depth3dseg_ros.ros.compressed import encode_compressed
 from depth3dseg_ros.ros.image import imgmsg_to_cv2
 from nodeutil import NodeProcess, camera_image, camera_info_msg, make_tiny_model, stamp_msg
 from test_node import NH, NW, RELIABLE, H, Harness, K_CAM, W
-from test_ros_compressed_size import jpeg, with_jpeg_size
+from bombutil import jpeg_bomb
 
 NAME = 'd3s_in'
 IMAGES = ('labels', 'overlay', 'mask', 'depth')
@@ -138,7 +138,7 @@ def test_inputs_without_usable_geometry_still_publish_2d_outputs(ros, tmp_path):
         bomb = CompressedImage(
             header=Header(stamp=stamp_msg(t), frame_id='cam_optical'),
             format='jpeg',
-            data=with_jpeg_size(jpeg(8, 8), 30000, 30000),
+            data=jpeg_bomb(30000, 30000),
         )
         h.pub_info.publish(camera_info_msg(K_CAM, W, H, t))
         pub_c.publish(bomb)
