@@ -166,7 +166,7 @@ def test_work_folder_of_other_arguments_is_named(tmp_path, capsys):
     work = tmp_path / 'w'
     cycles_cli.plan_scenes(work, 1, 1, 32, 24, seed=0)
     rc = cycles_cli.main(['--out', str(tmp_path / 'x'), '--work', str(work), '--seed', '1'] + base)
-    assert rc == 1
+    assert rc == 2  # bad input (docs/extraction.md, "Exit codes")
     err = capsys.readouterr().err
     assert str(work) in err and 'other arguments' in err and 'another --work' in err
 

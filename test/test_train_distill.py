@@ -59,7 +59,10 @@ def test_a_teacher_that_does_not_fit_the_run_is_refused_naming_the_key(ds_dir, t
     assert not bad.exists()
 
     classes = ClassSet.from_dict(meta['classes'])
-    ok = load_config(None, [f'model.teacher={base / "model.pt"}', 'loss.w_distill=1'])
+    # a run of the teacher's (MobileNetV2-style) encoder, so of its normalisation
+    ok = load_config(
+        None, ['model.arch={}', f'model.teacher={base / "model.pt"}', 'loss.w_distill=1']
+    )
     ok['data']['input_size'] = list(meta['input_size'])
     frozen = load_teacher(ok, classes)
     assert not frozen.training and not any(p.requires_grad for p in frozen.parameters())

@@ -237,7 +237,9 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
     Raises FileNotFoundError / ModelFileError for a bad file; ValueError when its class names or
     void id differ from the run's ``classes`` (core.classes.ClassSet; colours may differ), naming
     both, or when a ``model.arch`` key changes the shape of the file's weights, naming the key and
-    both values."""
+    both values. The file's ``encoder`` always wins (its weights are the fine-tune's start): a
+    different one in ``model.arch`` (config/train.yaml names efficientnet_lite0) is dropped with a
+    line on stderr."""
     from depth3dseg_ros.core.code_stream import CODE_MEAN, CODE_STD
     from depth3dseg_ros.core.model import Depth3DSeg
     from depth3dseg_ros.core.modelfile import load_model
@@ -247,6 +249,13 @@ def load_init_model(cfg: dict[str, Any], classes: Any) -> Any:
     _check_classes('model.init', path, meta, classes)
     arch = {k: v for k, v in meta['arch'].items() if k != 'num_classes'}
     changed = {k: v for k, v in cfg['model']['arch'].items() if arch.get(k) != v}
+    if 'encoder' in changed:  # a fine-tune keeps the file's encoder (config/train.yaml names one)
+        print(
+            f"depth3dseg-train: model.arch encoder {changed.pop('encoder')!r} not used: "
+            f"model.init={str(path)!r} has the {arch.get('encoder')!r} encoder, whose weights the "
+            'fine-tune starts from',
+            file=sys.stderr,
+        )
     if changed.get('code_input') is True:  # RGB-D input from a colour model: code weights 0
         stream = changed.pop('code_stream', False) is True
         geometry = None

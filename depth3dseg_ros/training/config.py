@@ -84,7 +84,8 @@ DEFAULTS: dict[str, Any] = {
         'fda': None,
     },
     'model': {
-        'arch': {},
+        # the encoder started from ImageNet (encoder_init); {} = the MobileNetV2-style one
+        'arch': {'encoder': 'efficientnet_lite0'},
         # RGB normalisation (0..1 scale); null = the encoder's own (training.encoder_init)
         'mean': None,
         'std': None,
