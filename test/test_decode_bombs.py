@@ -1,7 +1,7 @@
 """Issue 55: decompression bombs of every compressed format in a bag, through depth3dseg-extract
-and depth3dseg-eval --bag in a child process: the child's own peak memory (the high-water mark of its
-own resident set, VmHWM, read by itself at the end) stays under a stated bound, and every bomb is listed as skipped with its
-reason.
+and depth3dseg-eval --bag in a child process: the child's own peak memory (the high-water mark of
+its own resident set, VmHWM, read by itself at the end) stays under a stated bound, and every bomb
+is listed as skipped with its reason.
 
 The bag (test_image_decode.bomb_bag) holds 4 real frames and 5 bombs: a 30000x30000 JPEG, a
 16000x16000 RGB PNG and a 30000x30000 TIFF on the colour topic, a 16000x16000 compressedDepth PNG
