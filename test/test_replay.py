@@ -87,8 +87,6 @@ def test_select_topics_and_classes():
     assert 'sensor_msgs/msg/CompressedImage' in CAMERA_TYPES
 
 
-@pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
-@pytest.mark.timeout(120)
 def _spin_until_replay_ends(node, args, received=lambda: True, limit=60.0):
     """Run depth3dseg-replay ``args`` in a subprocess while spinning ``node``, until the process
     has ended and ``received()`` is true (or ``limit`` s); returns (exit code, its output). The
@@ -111,6 +109,8 @@ def _spin_until_replay_ends(node, args, received=lambda: True, limit=60.0):
     return proc.returncode, out
 
 
+@pytest.mark.flaky(reruns=1)  # FastDDS discovery rarely never completes (docs/pip_ros_stack.md §1)
+@pytest.mark.timeout(120)
 def test_replay_publishes_every_camera_message_with_clock(tmp_path, ros):
     bag = tmp_path / 'bag'
     write_bag(bag)
