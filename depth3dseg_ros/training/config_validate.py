@@ -14,7 +14,7 @@ from depth3dseg_ros.core.train_step import LossConfig
 from depth3dseg_ros.training.camera_aug import resolve_camera
 from depth3dseg_ros.training.class_mix import check_class_mix
 from depth3dseg_ros.training.config_checks import check_code_input
-from depth3dseg_ros.training.encoder_init import ENCODER_INIT, resolve_normalisation
+from depth3dseg_ros.training.encoder_init import check_encoder_init, resolve_normalisation
 from depth3dseg_ros.training.fda import resolve_fda
 from depth3dseg_ros.training.mixstyle import check_mixstyle
 from depth3dseg_ros.training.texture_rand import resolve_texture
@@ -146,11 +146,7 @@ def _model(cfg: dict) -> None:
             f'config model.code_encoder_init={cei!r} starts the geometry encoder of a colour '
             'model.init widened with model.arch code_input and code_stream true; set those too'
         )
-    if m['encoder_init'] not in ENCODER_INIT:
-        raise ValueError(
-            f"config model.encoder_init={m['encoder_init']!r} must be imagenet (the encoder's "
-            'ImageNet weights, where it has them) or null (random)'
-        )
+    check_encoder_init(m['encoder_init'])
     for key in ('mean', 'std'):
         v = m[key]
         if v is None:  # the encoder's own (training.encoder_init.resolve_normalisation)

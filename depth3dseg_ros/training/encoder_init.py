@@ -16,7 +16,13 @@ from torch import nn
 from depth3dseg_ros.core.efficientnet_lite import LITE0_MEAN, LITE0_STD, imagenet_state_dict
 from depth3dseg_ros.core.modelfile import IMAGENET_MEAN, IMAGENET_STD
 
-__all__ = ['ENCODER_INIT', 'resolve_normalisation', 'init_encoder', 'param_groups']
+__all__ = [
+    'ENCODER_INIT',
+    'check_encoder_init',
+    'resolve_normalisation',
+    'init_encoder',
+    'param_groups',
+]
 
 #: ``model.encoder_init`` values: 'imagenet' (the ImageNet weights of an encoder that has them) or
 #: None (random initialisation).
@@ -29,10 +35,21 @@ _NORMALISATION = {
 }
 
 
+def check_encoder_init(value: Any) -> None:
+    """Raise ValueError naming ``model.encoder_init`` and ``value`` unless it is in
+    ENCODER_INIT."""
+    if value not in ENCODER_INIT:
+        raise ValueError(
+            f"config model.encoder_init={value!r} must be imagenet (the encoder's ImageNet "
+            'weights, where it has them) or null (random)'
+        )
+
+
 def resolve_normalisation(cfg: Dict[str, Any]) -> None:
     """Fill a null ``model.mean`` / ``model.std`` with the encoder's own normalisation
     (``model.arch.encoder``; mobilenet_v2: ImageNet's mean/std, efficientnet_lite0: 0.5/0.5), in
-    place. Values given in the config (or taken from ``model.init``) are kept."""
+    place. Values given in the config are kept (a ``model.init``'s replace both later,
+    training.checkpoint.load_init_model)."""
     m = cfg['model']
     mean, std = _NORMALISATION[m['arch'].get('encoder', 'mobilenet_v2')]
     if m['mean'] is None:
@@ -52,8 +69,7 @@ def init_encoder(model: nn.Module, cfg: Dict[str, Any]) -> str:
     weights' package is missing, and ValueError for an encoder_init value not in ENCODER_INIT.
     """
     how = cfg['model']['encoder_init']
-    if how not in ENCODER_INIT:
-        raise ValueError(f'config model.encoder_init={how!r} must be imagenet or null')
+    check_encoder_init(how)
     encoder = model.arch['encoder']
     if how is None:
         return f'encoder: {encoder}, random initialisation (model.encoder_init: null)'
